@@ -1,0 +1,37 @@
+// Joining a job: init_process_group() finds the store, meets every peer and
+// returns the group.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "mci/process_group.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+
+struct InitOptions {
+  // "cpu" (mci's engine), "gloo" (the Gloo library), "nccl" (NVIDIA NCCL).
+  std::string backend = "cpu";
+  // "env://" reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK and
+  // LOCAL_WORLD_SIZE when set); "tcp://host:port" takes rank and world_size
+  // from the fields below.
+  std::string init_method = "env://";
+  int rank = -1;
+  int world_size = -1;
+  // Bounds every wait of the group: rendezvous, collectives, point-to-point.
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // Groups with different names never share keys or connections.
+  std::string group_name = "default";
+  // Use this store instead of the init method's (rank and world_size then
+  // come from the fields above).
+  std::shared_ptr<Store> store;
+};
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
+
+// Backends this build contains ("cpu" always; "gloo", "nccl" when found).
+bool backend_available(const std::string& name);
+
+}  // namespace mci

@@ -1,0 +1,78 @@
+// ProcessGroup: rank, size and every collective and point-to-point operation.
+//
+// Every rank must call the same collectives in the same order with the same
+// count, dtype, op and root. mci checks it: ranks that disagree get a
+// MismatchError, never a silently wrong result.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mci/types.hpp"
+#include "mci/work.hpp"
+
+namespace mci {
+
+// How a call runs: blocking (on the caller's thread, returns when done) or
+// async (queued in order on the group's progress thread; call Work::wait()).
+enum class Exec : std::uint8_t { blocking, async };
+
+class ProcessGroup {
+ public:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  // Drains queued async work, then closes the group's connections.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  const std::string& backend() const;
+  std::chrono::milliseconds timeout() const;
+
+  // data <- reduction of every rank's data.
+  Work all_reduce(BufferView data, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
+  Work all_reduce(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum,
+                  Exec e = Exec::blocking);
+  // Every rank's data <- root's data.
+  Work broadcast(BufferView data, int root, Exec e = Exec::blocking);
+  Work broadcast(BufferView in, BufferView out, int root, Exec e = Exec::blocking);
+  // root's data <- reduction; other ranks' buffers are left untouched.
+  Work reduce(BufferView data, int root, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
+  Work reduce(BufferView in, BufferView out, int root, ReduceOp op = ReduceOp::sum,
+              Exec e = Exec::blocking);
+  // out (size() * in.count) <- every rank's in, in rank order. In place when
+  // in.data is out's slice for this rank.
+  Work all_gather(BufferView in, BufferView out, Exec e = Exec::blocking);
+  // root's out (size() * in.count) <- every rank's in; out unused elsewhere.
+  Work gather(BufferView in, BufferView out, int root, Exec e = Exec::blocking);
+  // out <- slice rank of root's in (size() * out.count); in unused elsewhere.
+  Work scatter(BufferView in, BufferView out, int root, Exec e = Exec::blocking);
+  // out <- slice rank of the reduction of every rank's in (size() * out.count).
+  Work reduce_scatter(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum,
+                      Exec e = Exec::blocking);
+  // Slice j of in goes to rank j; slice i of out comes from rank i.
+  Work all_to_all(BufferView in, BufferView out, Exec e = Exec::blocking);
+  Work barrier(Exec e = Exec::blocking);
+
+  // Point-to-point. A recv matches the oldest send from src with the same tag.
+  Work send(BufferView data, int dst, int tag = 0, Exec e = Exec::blocking);
+  Work recv(BufferView data, int src, int tag = 0, Exec e = Exec::blocking);
+
+  // Collectives issued so far (the sequence number of the last one).
+  std::uint64_t last_seq() const;
+
+  // Fails queued work and breaks the connections so peers notice at once.
+  // Every later call throws.
+  void abort(const std::string& reason);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mci

@@ -1,0 +1,136 @@
+// The rendezvous key-value store: a TCP server any process can host (the
+// launcher does; without one, rank 0 does) and a client per process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mci {
+
+using Bytes = std::vector<std::uint8_t>;
+using Millis = std::chrono::milliseconds;
+
+Bytes to_bytes(std::string_view s);
+std::string to_string(const Bytes& b);
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits until the key exists, at most the timeout; throws TimeoutError.
+  virtual Bytes get(const std::string& key, Millis timeout) = 0;
+  Bytes get(const std::string& key) { return get(key, timeout()); }
+  // Atomic counter: adds delta (missing key = 0) and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  // Sets desired if the current value equals expected (a missing key equals
+  // an empty expected); returns the value after the call.
+  virtual Bytes compare_set(const std::string& key, const Bytes& expected,
+                            const Bytes& desired) = 0;
+  // Waits until every key exists, at most the given timeout.
+  virtual void wait(const std::vector<std::string>& keys, Millis timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
+  // True if every key exists now; never waits.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  virtual bool remove(const std::string& key) = 0;
+  virtual std::int64_t num_keys() = 0;
+
+  Millis timeout() const { return timeout_; }
+  void set_timeout(Millis t) { timeout_ = t; }
+
+ private:
+  Millis timeout_{std::chrono::minutes(5)};
+};
+
+struct StoreServerOptions {
+  std::string host = "127.0.0.1";  // address to bind; "0.0.0.0" for all
+  int port = 0;                    // 0: the OS picks a free port
+  std::string token;               // job token clients must prove (empty: none)
+};
+
+// Serves the store from a background thread until destroyed.
+class StoreServer {
+ public:
+  explicit StoreServer(const StoreServerOptions& opts);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  int port() const;
+  const std::string& host() const;
+  // Connections dropped for malformed or unauthenticated frames.
+  std::uint64_t rejected_connections() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct TcpStoreOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  Millis timeout{std::chrono::minutes(5)};     // per operation
+  Millis connect_timeout{std::chrono::seconds(60)};
+  std::string token;                           // job token (empty: none)
+};
+
+class TcpStore final : public Store {
+ public:
+  explicit TcpStore(const TcpStoreOptions& opts);
+  ~TcpStore() override;
+
+  void set(const std::string& key, const Bytes& value) override;
+  using Store::get;
+  Bytes get(const std::string& key, Millis timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected,
+                    const Bytes& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool remove(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+  // The local address this client uses to reach the server: the interface a
+  // rank should listen on for its peers.
+  std::string local_address() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Namespaces keys ("prefix/key") so groups and generations never collide.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+
+  void set(const std::string& key, const Bytes& value) override;
+  using Store::get;
+  Bytes get(const std::string& key, Millis timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected,
+                    const Bytes& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool remove(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+  Store& base() { return *base_; }
+  std::shared_ptr<Store> base_ptr() const { return base_; }
+
+ private:
+  std::string k(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> k(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
+};
+
+}  // namespace mci

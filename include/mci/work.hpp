@@ -1,0 +1,45 @@
+// Work: the single handle for anything a group runs. Blocking calls return a
+// completed Work; async calls return one the caller waits on later.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+namespace mci {
+
+class Work {
+ public:
+  struct State;
+
+  Work();  // an already completed, successful no-op
+  explicit Work(std::shared_ptr<State> s);
+
+  // Blocks until the operation is done; rethrows its error (TimeoutError,
+  // PeerError, MismatchError, ...). Every operation is bounded by the group
+  // timeout, so this never blocks forever.
+  void wait() const;
+  // Waits at most `limit`; true if the operation is done (success or not).
+  bool wait_for(std::chrono::milliseconds limit) const;
+  bool is_completed() const;
+  bool is_success() const;  // completed without error
+  std::exception_ptr exception() const;
+
+  // Time from the start of the operation on this rank to its end, measured
+  // with a steady clock for host work (CUDA events for device work).
+  // Zero until completed.
+  std::chrono::nanoseconds duration() const;
+  double duration_ms() const;
+
+  // Collective sequence number in the group (1-based; 0 for point-to-point).
+  std::uint64_t seq() const;
+  // "all_reduce", "broadcast", ..., "send", "recv".
+  std::string op() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace mci

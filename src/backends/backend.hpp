@@ -1,0 +1,47 @@
+// What the ProcessGroup front end asks of a backend. The front end validates,
+// numbers, records and times each operation; the backend only runs it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "collectives/desc.hpp"
+#include "common/deadline.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Chooses the algorithm (sets d.algo) so it can be recorded and
+  // fingerprinted before the run.
+  virtual void prepare(coll::CollectiveDesc& d) = 0;
+  // Runs one operation on the calling thread until it is done (for device
+  // backends: until it is enqueued and, for blocking calls, finished).
+  // Throws TimeoutError, PeerError, MismatchError.
+  virtual void run(const coll::CollectiveDesc& d, const Deadline& dl) = 0;
+  // Tells the peers why we stop, without blocking, then closes.
+  virtual void abort(const std::string& reason) noexcept = 0;
+  // Orderly close.
+  virtual void close() noexcept = 0;
+};
+
+// Everything a backend needs to connect.
+struct BackendContext {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  std::shared_ptr<Store> store;  // already prefixed for this group
+  std::string session;           // unique name of this group instance
+  std::string listen_host;       // address peers reach this rank at
+  std::string token;             // job token, empty if none
+  std::chrono::milliseconds timeout{};
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);
+std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);  // throws if not built
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);  // throws if not built
+
+}  // namespace mci

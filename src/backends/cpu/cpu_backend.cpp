@@ -1,0 +1,56 @@
+// mci's own engine on host memory: the algorithm suite over the TCP mesh.
+#include <fmt/format.h>
+
+#include "backends/backend.hpp"
+#include "collectives/algorithms.hpp"
+#include "collectives/select.hpp"
+#include "common/env.hpp"
+#include "mci/errors.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace mci {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendContext& ctx) {
+    if (auto a = env_str("MCI_ALGO")) {
+      auto parsed = parse_algo(*a);
+      if (!parsed) {
+        throw ConfigError(fmt::format("MCI_ALGO='{}' is not an algorithm: use auto, ring, "
+                                      "recursive_doubling (rd), direct or tree",
+                                      *a));
+      }
+      forced_ = *parsed;
+    }
+    transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host,
+                                             ctx.session, ctx.token, Deadline(ctx.timeout));
+  }
+
+  const char* name() const override { return "cpu"; }
+
+  void prepare(coll::CollectiveDesc& d) override {
+    if (!is_p2p(d.kind)) d.algo = coll::select_algo(d.kind, d.bytes(), transport_->size(), forced_);
+  }
+
+  void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
+    coll::run_collective(coll::Ctx{*transport_, d, dl, scratch_});
+  }
+
+  void abort(const std::string& reason) noexcept override { transport_->abort(reason); }
+  void close() noexcept override { transport_->close(); }
+
+ private:
+  Algo forced_ = Algo::none;
+  std::unique_ptr<transport::TcpTransport> transport_;
+  coll::Scratch scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx) {
+  return std::make_unique<CpuBackend>(ctx);
+}
+
+}  // namespace mci

@@ -1,0 +1,59 @@
+// Binomial-tree broadcast, pipelined: each chunk is forwarded to the
+// children as soon as it arrives from the parent. Ranks are renumbered so the
+// root is virtual rank 0; children of v are v + 2^k for 2^k below v's lowest
+// set bit, farthest first.
+#include <cstring>
+#include <vector>
+
+#include "collectives/algorithms.hpp"
+
+namespace mci::coll {
+
+namespace {
+int lowest_bit(int v, int n) {
+  if (v == 0) {
+    int b = 1;
+    while (b < n) b <<= 1;
+    return b;
+  }
+  return v & -v;
+}
+}  // namespace
+
+void broadcast_tree(const Ctx& c) {
+  const auto& d = c.d;
+  auto& t = c.t;
+  const int n = t.size();
+  const int r = t.rank();
+  const int v = mod(r - d.root, n);
+  const std::size_t es = dtype_size(d.dtype);
+  if (r == d.root && d.in != d.out && d.bytes()) std::memcpy(d.out, d.in, d.bytes());
+  if (n == 1) return;
+  const Fingerprint fp = d.fingerprint();
+  const Chunks ch{d.count, std::max<std::size_t>(1, kPipelineChunkBytes / es)};
+
+  std::vector<int> children;
+  for (int k = lowest_bit(v, n) >> 1; k >= 1; k >>= 1) {
+    if (v + k < n) children.push_back(mod(v + k + d.root, n));
+  }
+  // The root sends from its input; the others forward from their output.
+  const void* src = r == d.root ? d.in : d.out;
+  if (v == 0) {
+    for (std::size_t i = 0; i < ch.count(); ++i) {
+      for (int child : children) t.post_send(child, fp, at(src, ch.begin(i), es), ch.size(i) * es);
+    }
+  } else {
+    const int parent = mod((v & (v - 1)) + d.root, n);
+    std::vector<transport::OpHandle> hs;
+    for (std::size_t i = 0; i < ch.count(); ++i) {
+      hs.push_back(t.post_recv(parent, fp, at(d.out, ch.begin(i), es), ch.size(i) * es));
+    }
+    for (std::size_t i = 0; i < ch.count(); ++i) {
+      t.wait(hs[i], c.dl);
+      for (int child : children) t.post_send(child, fp, at(d.out, ch.begin(i), es), ch.size(i) * es);
+    }
+  }
+  t.wait_all(c.dl);
+}
+
+}  // namespace mci::coll

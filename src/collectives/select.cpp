@@ -1,0 +1,26 @@
+#include "collectives/select.hpp"
+
+namespace mci::coll {
+
+Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced) {
+  if (world == 1) return Algo::none;
+  switch (kind) {
+    case OpKind::all_reduce:
+      if (forced == Algo::ring || forced == Algo::recursive_doubling || forced == Algo::direct) {
+        return forced;
+      }
+      return bytes <= kSmallAllReduceBytes ? Algo::recursive_doubling : Algo::ring;
+    case OpKind::broadcast:
+      return forced == Algo::direct ? Algo::direct : Algo::tree;
+    case OpKind::all_gather:
+      return forced == Algo::direct ? Algo::direct : Algo::ring;
+    case OpKind::reduce_scatter:
+      return forced == Algo::direct ? Algo::direct : Algo::ring;
+    case OpKind::reduce:
+      return Algo::tree;
+    default:
+      return Algo::none;
+  }
+}
+
+}  // namespace mci::coll

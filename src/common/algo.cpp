@@ -1,0 +1,25 @@
+#include "common/algo.hpp"
+
+namespace mci {
+
+std::string_view algo_name(Algo a) noexcept {
+  switch (a) {
+    case Algo::none: return "default";
+    case Algo::direct: return "direct";
+    case Algo::ring: return "ring";
+    case Algo::recursive_doubling: return "recursive_doubling";
+    case Algo::tree: return "tree";
+  }
+  return "?";
+}
+
+std::optional<Algo> parse_algo(std::string_view s) noexcept {
+  if (s.empty() || s == "auto") return Algo::none;
+  if (s == "direct") return Algo::direct;
+  if (s == "ring") return Algo::ring;
+  if (s == "recursive_doubling" || s == "rd") return Algo::recursive_doubling;
+  if (s == "tree") return Algo::tree;
+  return std::nullopt;
+}
+
+}  // namespace mci

@@ -1,0 +1,38 @@
+// What identifies one operation across ranks. It rides in every data frame
+// (TCP) and slot header (shm), so ranks that disagree find out for free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mci/types.hpp"
+
+namespace mci {
+
+enum class OpKind : std::uint8_t {
+  all_reduce = 0, broadcast, reduce, all_gather, gather, scatter,
+  reduce_scatter, all_to_all, barrier, send, recv
+};
+std::string_view op_name(OpKind k) noexcept;
+bool is_p2p(OpKind k) noexcept;
+bool has_root(OpKind k) noexcept;
+bool has_reduce_op(OpKind k) noexcept;
+
+struct Fingerprint {
+  std::uint64_t seq = 0;    // collective sequence number; the tag for p2p
+  std::uint64_t count = 0;  // elements per rank (see CollectiveDesc)
+  std::int32_t root = -1;
+  OpKind kind = OpKind::barrier;
+  DType dtype = DType::u8;
+  ReduceOp op = ReduceOp::sum;
+  std::uint8_t algo = 0;    // the algorithm chosen, so ranks that chose
+                            // differently (e.g. MCI_ALGO set on one) fail loudly
+
+  // A send on one side matches a recv on the other.
+  bool matches(const Fingerprint& o) const noexcept;
+  // "all_reduce #3 (f32 x 1000, sum)" / "send tag 7 (f32 x 8)"
+  std::string describe() const;
+};
+
+}  // namespace mci

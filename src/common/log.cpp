@@ -1,0 +1,54 @@
+#include "common/log.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/socket.hpp"
+
+namespace mci::log {
+
+namespace {
+
+// Read once: the environment of a process does not change under mci.
+Level level_from_env() {
+  const char* v = std::getenv("MCI_LOG_LEVEL");
+  if (!v) return Level::warn;
+  if (!std::strcmp(v, "error")) return Level::error;
+  if (!std::strcmp(v, "info") || !std::strcmp(v, "INFO")) return Level::info;
+  if (!std::strcmp(v, "debug") || !std::strcmp(v, "DEBUG") || !std::strcmp(v, "trace")) return Level::debug;
+  return Level::warn;
+}
+
+const char* name(Level l) {
+  switch (l) {
+    case Level::error: return "ERROR";
+    case Level::warn: return "WARN";
+    case Level::info: return "INFO";
+    case Level::debug: return "DEBUG";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool enabled(Level l) {
+  static const Level threshold = level_from_env();
+  return static_cast<int>(l) <= static_cast<int>(threshold);
+}
+
+void write(Level l, std::string_view msg) {
+  static const std::string host = host_name();
+  const char* rank = std::getenv("RANK");
+  std::string line = fmt::format("{}:{}:{} [{}] mci {} {}\n", host, ::getpid(),
+                                 static_cast<long>(::syscall(SYS_gettid)), rank ? rank : "-",
+                                 name(l), msg);
+  // One write per line keeps lines whole when threads and ranks share stderr.
+  ssize_t ignored = ::write(2, line.data(), line.size());
+  (void)ignored;
+}
+
+}  // namespace mci::log

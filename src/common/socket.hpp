@@ -1,0 +1,63 @@
+// Thin RAII and deadline-aware helpers over POSIX TCP sockets.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "common/deadline.hpp"
+
+namespace mci {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+// Binds and listens; port 0 lets the OS choose. A port in use throws
+// ConfigError naming the address and what to do.
+Fd listen_tcp(const std::string& host, int port, int backlog = 128);
+// Connects, retrying refused/unreachable attempts until the deadline (the
+// server may not be up yet). Throws TimeoutError naming `what`.
+Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std::string& what);
+
+int local_port(int fd);
+std::string local_address(int fd);
+std::string peer_address(int fd);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+void set_keepalive(int fd);
+
+enum class Io { ok, timeout, closed, error };
+// Blocking-style transfers on a (possibly non-blocking) socket, bounded by a
+// deadline. On Io::error, errno holds the cause.
+Io send_all(int fd, const void* data, std::size_t n, const Deadline& dl);
+Io recv_all(int fd, void* data, std::size_t n, const Deadline& dl);
+
+// The host's name, for messages and same-host detection.
+std::string host_name();
+// True if port is free to bind on host now (for launchers checking early).
+bool port_free(const std::string& host, int port);
+
+}  // namespace mci

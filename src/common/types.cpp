@@ -1,0 +1,117 @@
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "mci/types.hpp"
+
+namespace mci {
+
+std::size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i8: return 1;
+    case DType::u8: return 1;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+bool is_floating(DType t) noexcept {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+
+std::string_view reduce_op_name(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::min: return "min";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+std::string Device::str() const {
+  return is_cuda() ? "cuda:" + std::to_string(index) : std::string("cpu");
+}
+
+float to_float(Half h) noexcept {
+  const std::uint32_t sign = (h.bits & 0x8000u) << 16;
+  std::uint32_t exp = (h.bits >> 10) & 0x1fu;
+  std::uint32_t man = h.bits & 0x3ffu;
+  std::uint32_t out;
+  if (exp == 0) {
+    if (man == 0) {
+      out = sign;
+    } else {  // subnormal half: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      out = sign | (static_cast<std::uint32_t>(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    out = sign | 0x7f800000u | (man << 13);
+  } else {
+    out = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  return std::bit_cast<float>(out);
+}
+
+Half to_half(float f) noexcept {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) {  // inf or nan
+    const std::uint16_t nan = absx > 0x7f800000u ? 0x200u : 0u;
+    return Half{static_cast<std::uint16_t>(sign | 0x7c00u | nan)};
+  }
+  if (absx >= 0x477ff000u) return Half{static_cast<std::uint16_t>(sign | 0x7c00u)};  // overflow
+  if (absx < 0x38800000u) {  // subnormal or zero in half
+    if (absx < 0x33000000u) return Half{sign};
+    const std::uint32_t e = absx >> 23;
+    const std::uint32_t man = (absx & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126 - e;  // value / 2^-24 = man >> shift
+    const std::uint32_t rem = man & ((1u << shift) - 1);
+    const std::uint32_t halfway = 1u << (shift - 1);
+    std::uint32_t r = man >> shift;
+    if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+    return Half{static_cast<std::uint16_t>(sign | r)};
+  }
+  std::uint32_t r = ((absx >> 13) - ((127 - 15) << 10));
+  const std::uint32_t rem = absx & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  return Half{static_cast<std::uint16_t>(sign | r)};
+}
+
+float to_float(BFloat16 b) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b.bits) << 16);
+}
+
+BFloat16 to_bfloat16(float f) noexcept {
+  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return BFloat16{static_cast<std::uint16_t>(x >> 16)};
+}
+
+}  // namespace mci

@@ -1,0 +1,65 @@
+// The ProcessGroup front end: one submit() path for every call (NCCL's
+// enqueue idea). It validates, numbers collectives, chooses where the call
+// runs (caller's thread, or the progress thread for async calls) and turns
+// the first failure into an abort that peers hear about at once.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backends/backend.hpp"
+#include "collectives/desc.hpp"
+#include "group/work_state.hpp"
+#include "mci/process_group.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+
+struct ProcessGroup::Impl {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string backend_name;
+  std::chrono::milliseconds timeout{};
+  // Declared in this order so the backend closes before the store client,
+  // and the store client before the server this rank may host.
+  std::unique_ptr<StoreServer> hosted_store;
+  std::shared_ptr<Store> store;
+  std::unique_ptr<Backend> backend;
+
+  Work submit(OpKind kind, const BufferView& in, const BufferView& out, ReduceOp op, int root,
+              int tag, Exec e);
+  void abort(const std::string& reason);
+  void shutdown();
+  ~Impl();
+
+ private:
+  void execute(const coll::CollectiveDesc& d, Work::State& st);
+  void drain();
+  void worker_loop();
+  void fail_group(const std::string& reason);
+
+  std::uint64_t seq_ = 0;
+  // Async engine: tasks run in submission order on one progress thread,
+  // started on the first async call.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+  // Held by whoever runs an operation (caller or progress thread).
+  std::mutex exec_mu_;
+  std::string broken_;  // the first failure; guarded by exec_mu_
+
+ public:
+  std::uint64_t last_seq() const { return seq_; }
+};
+
+}  // namespace mci

@@ -1,0 +1,221 @@
+// init_process_group: read the job's coordinates, reach (or host) the store,
+// check that the ranks agree with each other, and connect the backend.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/auth.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "group/group_impl.hpp"
+#include "mci/errors.hpp"
+#include "mci/init.hpp"
+
+namespace mci {
+
+namespace {
+
+struct Coordinates {
+  int rank = -1;
+  int world = -1;
+  int local_rank = 0;
+  int local_world = 1;
+  std::string host;
+  int port = 0;
+  std::string method;  // for messages
+};
+
+int checked_port(long long port, const std::string& where) {
+  if (port < 1 || port > 65535) {
+    throw ConfigError(fmt::format("Error initializing mci using {}: MASTER_PORT={} is not a TCP "
+                                  "port; use a number from 1 to 65535",
+                                  where, port));
+  }
+  return static_cast<int>(port);
+}
+
+Coordinates from_env() {
+  const std::string m = "env://";
+  Coordinates c;
+  c.method = m;
+  const long long rank = env_int_required("RANK", m);
+  const long long world = env_int_required("WORLD_SIZE", m);
+  c.host = env_str_required("MASTER_ADDR", m);
+  c.port = checked_port(env_int_required("MASTER_PORT", m), m);
+  if (world < 1 || world > (1 << 20)) {
+    throw ConfigError(fmt::format("Error initializing mci using env://: WORLD_SIZE={} is not a "
+                                  "valid number of processes; it must be at least 1",
+                                  world));
+  }
+  if (rank < 0 || rank >= world) {
+    throw ConfigError(fmt::format("Error initializing mci using env://: RANK={} is outside "
+                                  "[0, WORLD_SIZE={}); each process needs a distinct RANK from 0 "
+                                  "to WORLD_SIZE-1",
+                                  rank, world));
+  }
+  c.rank = static_cast<int>(rank);
+  c.world = static_cast<int>(world);
+  c.local_rank = static_cast<int>(env_int("LOCAL_RANK", m).value_or(c.rank));
+  c.local_world = static_cast<int>(env_int("LOCAL_WORLD_SIZE", m).value_or(c.world));
+  return c;
+}
+
+Coordinates from_tcp(const InitOptions& o) {
+  Coordinates c;
+  c.method = o.init_method;
+  const std::string rest = o.init_method.substr(6);
+  const auto colon = rest.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : parse_int(rest.substr(colon + 1));
+  if (colon == std::string::npos || colon == 0 || !port) {
+    throw ConfigError(fmt::format("init_method '{}' is malformed: use tcp://HOST:PORT", o.init_method));
+  }
+  c.host = rest.substr(0, colon);
+  if (c.host.size() > 2 && c.host.front() == '[' && c.host.back() == ']') c.host = c.host.substr(1, c.host.size() - 2);
+  c.port = checked_port(*port, o.init_method);
+  c.rank = o.rank;
+  c.world = o.world_size;
+  return c;
+}
+
+void check_explicit(const Coordinates& c) {
+  if (c.world < 1) {
+    throw ConfigError(fmt::format("Error initializing mci using {}: world_size={} is not a valid "
+                                  "number of processes; pass world_size >= 1",
+                                  c.method, c.world));
+  }
+  if (c.rank < 0 || c.rank >= c.world) {
+    throw ConfigError(fmt::format("Error initializing mci using {}: rank={} is outside [0, "
+                                  "world_size={})",
+                                  c.method, c.rank, c.world));
+  }
+}
+
+// Each rank claims its number and states the world size; a second process
+// with the same RANK, or a different WORLD_SIZE, is caught here instead of
+// producing a job that hangs or computes garbage.
+void check_agreement(Store& s, const Coordinates& c) {
+  const std::string me = fmt::format("{}:{}", host_name(), ::getpid());
+  const Bytes claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
+  if (to_string(claimed) != me) {
+    throw ConfigError(fmt::format(
+        "RANK {} is used by two processes: this one ({}) and {}. Each process of a job needs its "
+        "own RANK from 0 to WORLD_SIZE-1 (check the launcher or your srun/export commands).",
+        c.rank, me, to_string(claimed)));
+  }
+  const std::string w = std::to_string(c.world);
+  const Bytes world = s.compare_set("world_size", {}, to_bytes(w));
+  if (to_string(world) != w) {
+    throw ConfigError(fmt::format("WORLD_SIZE disagrees between processes: rank {} has {}, an "
+                                  "earlier rank has {}. Every process must get the same WORLD_SIZE.",
+                                  c.rank, w, to_string(world)));
+  }
+}
+
+}  // namespace
+
+bool backend_available(const std::string& name) {
+  if (name == "cpu") return true;
+#ifdef MCI_HAVE_GLOO
+  if (name == "gloo") return true;
+#endif
+#ifdef MCI_HAVE_NCCL
+  if (name == "nccl") return true;
+#endif
+  return false;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
+  if (opts.backend != "cpu" && opts.backend != "gloo" && opts.backend != "nccl") {
+    throw ConfigError(fmt::format("unknown backend '{}': use cpu (mci's engine), gloo or nccl", opts.backend));
+  }
+  if (!backend_available(opts.backend)) {
+    throw ConfigError(fmt::format(
+        "backend '{}' is not part of this build of mci ({} was not found when it was "
+        "configured); use backend 'cpu', mci's own engine, or rebuild with {}",
+        opts.backend, opts.backend == "nccl" ? "CUDA/NCCL" : "Gloo",
+        opts.backend == "nccl" ? "the CUDA toolkit and NCCL" : "libgloo-dev installed"));
+  }
+  if (opts.timeout.count() <= 0) {
+    throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
+  }
+
+  Coordinates c;
+  if (opts.store) {
+    c.method = "a user store";
+    c.rank = opts.rank;
+    c.world = opts.world_size;
+    check_explicit(c);
+  } else if (opts.init_method == "env://") {
+    c = from_env();
+  } else if (opts.init_method.rfind("tcp://", 0) == 0) {
+    c = from_tcp(opts);
+    check_explicit(c);
+  } else {
+    throw ConfigError(fmt::format("init_method '{}' is not supported: use env:// or tcp://HOST:PORT",
+                                  opts.init_method));
+  }
+
+  auto impl = std::make_unique<ProcessGroup::Impl>();
+  impl->rank = c.rank;
+  impl->size = c.world;
+  impl->local_rank = c.local_rank;
+  impl->local_size = c.local_world;
+  impl->backend_name = opts.backend;
+  impl->timeout = opts.timeout;
+  const std::string token = auth::token_from_env();
+
+  std::shared_ptr<Store> base = opts.store;
+  std::string listen_host;
+  if (!base) {
+    // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
+    if (c.rank == 0 && !env_str("MCI_STORE_HOSTED")) {
+      impl->hosted_store = std::make_unique<StoreServer>(StoreServerOptions{c.host, c.port, token});
+    }
+    TcpStoreOptions so;
+    so.host = c.host;
+    so.port = c.port;
+    so.timeout = opts.timeout;
+    so.connect_timeout = opts.timeout;
+    so.token = token;
+    auto tcp = std::make_shared<TcpStore>(so);
+    listen_host = tcp->local_address();
+    base = tcp;
+  }
+  if (auto h = env_str("MCI_HOST_ADDR"); h && !h->empty()) listen_host = *h;
+  if (listen_host.empty()) listen_host = "127.0.0.1";
+  base->set_timeout(opts.timeout);
+
+  // A generation number keeps successive groups of the same name apart: all
+  // ranks of one generation arrive before any rank can arrive for the next,
+  // because init does not return until every rank has connected.
+  auto named = std::make_shared<PrefixStore>("mci/" + opts.group_name, base);
+  const std::int64_t arrival = named->add("arrivals", 1);
+  const std::int64_t generation = (arrival - 1) / c.world;
+  const std::string session = fmt::format("mci/{}/{}", opts.group_name, generation);
+  auto store = std::make_shared<PrefixStore>(session, base);
+  check_agreement(*store, c);
+
+  BackendContext ctx;
+  ctx.rank = c.rank;
+  ctx.size = c.world;
+  ctx.local_rank = c.local_rank;
+  ctx.store = store;
+  ctx.session = session;
+  ctx.listen_host = listen_host;
+  ctx.token = token;
+  ctx.timeout = opts.timeout;
+  if (opts.backend == "cpu") {
+    impl->backend = make_cpu_backend(ctx);
+  } else if (opts.backend == "gloo") {
+    impl->backend = make_gloo_backend(ctx);
+  } else {
+    impl->backend = make_nccl_backend(ctx);
+  }
+  impl->store = store;
+  log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world,
+            opts.group_name, opts.backend, generation);
+  return std::make_shared<ProcessGroup>(std::move(impl));
+}
+
+}  // namespace mci

@@ -1,0 +1,170 @@
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "group/group_impl.hpp"
+#include "group/validate.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+
+Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferView& out,
+                                ReduceOp op, int root, int tag, Exec e) {
+  coll::CollectiveDesc d;
+  try {
+    d = make_desc(kind, in, out, op, root, tag, rank, size);
+  } catch (const ConfigError& err) {
+    // Peers may already be inside this collective: tell them now rather
+    // than letting them wait for the timeout.
+    fail_group(err.what());
+    throw;
+  }
+  if (!is_p2p(kind)) d.seq = ++seq_;
+  backend->prepare(d);
+
+  auto st = std::make_shared<Work::State>();
+  st->seq = d.seq;
+  st->kind = kind;
+  if (e == Exec::blocking) {
+    drain();
+    {
+      std::lock_guard lk(exec_mu_);
+      execute(d, *st);
+    }
+    if (st->error) std::rethrow_exception(st->error);
+    return Work(st);
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw Error("mci: the process group is being destroyed; no new work is accepted");
+    queue_.push_back([this, d, st] {
+      std::lock_guard lk(exec_mu_);
+      execute(d, *st);
+    });
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  cv_.notify_all();
+  return Work(st);
+}
+
+void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, Work::State& st) {
+  const auto t0 = Clock::now();
+  try {
+    if (!broken_.empty()) {
+      throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
+                              "earlier error ({}). Destroy the group and create a new one.",
+                              d.fingerprint().describe(), rank, broken_));
+    }
+    backend->run(d, Deadline(timeout));
+    st.finish(Clock::now() - t0, nullptr);
+  } catch (const std::exception& err) {
+    if (broken_.empty()) {
+      broken_ = err.what();
+      backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
+    }
+    st.finish(Clock::now() - t0, std::current_exception());
+  }
+}
+
+void ProcessGroup::Impl::fail_group(const std::string& reason) {
+  drain();
+  std::lock_guard lk(exec_mu_);
+  if (broken_.empty()) {
+    broken_ = reason;
+    backend->abort(fmt::format("rank {}: {}", rank, reason));
+  }
+}
+
+void ProcessGroup::Impl::drain() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+}
+
+void ProcessGroup::Impl::worker_loop() {
+  std::unique_lock lk(mu_);
+  while (true) {
+    cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to run
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    task();
+    lk.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void ProcessGroup::Impl::abort(const std::string& reason) { fail_group("aborted by the user: " + reason); }
+
+void ProcessGroup::Impl::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard lk(exec_mu_);
+  if (broken_.empty()) backend->close();
+}
+
+ProcessGroup::Impl::~Impl() {
+  if (backend) shutdown();
+}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+int ProcessGroup::local_rank() const { return impl_->local_rank; }
+int ProcessGroup::local_size() const { return impl_->local_size; }
+const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+std::uint64_t ProcessGroup::last_seq() const { return impl_->last_seq(); }
+void ProcessGroup::abort(const std::string& reason) { impl_->abort(reason); }
+
+Work ProcessGroup::all_reduce(BufferView data, ReduceOp op, Exec e) {
+  return impl_->submit(OpKind::all_reduce, data, data, op, -1, 0, e);
+}
+Work ProcessGroup::all_reduce(BufferView in, BufferView out, ReduceOp op, Exec e) {
+  return impl_->submit(OpKind::all_reduce, in, out, op, -1, 0, e);
+}
+Work ProcessGroup::broadcast(BufferView data, int root, Exec e) {
+  return impl_->submit(OpKind::broadcast, data, data, ReduceOp::sum, root, 0, e);
+}
+Work ProcessGroup::broadcast(BufferView in, BufferView out, int root, Exec e) {
+  return impl_->submit(OpKind::broadcast, in, out, ReduceOp::sum, root, 0, e);
+}
+Work ProcessGroup::reduce(BufferView data, int root, ReduceOp op, Exec e) {
+  return impl_->submit(OpKind::reduce, data, data, op, root, 0, e);
+}
+Work ProcessGroup::reduce(BufferView in, BufferView out, int root, ReduceOp op, Exec e) {
+  return impl_->submit(OpKind::reduce, in, out, op, root, 0, e);
+}
+Work ProcessGroup::all_gather(BufferView in, BufferView out, Exec e) {
+  return impl_->submit(OpKind::all_gather, in, out, ReduceOp::sum, -1, 0, e);
+}
+Work ProcessGroup::gather(BufferView in, BufferView out, int root, Exec e) {
+  return impl_->submit(OpKind::gather, in, out, ReduceOp::sum, root, 0, e);
+}
+Work ProcessGroup::scatter(BufferView in, BufferView out, int root, Exec e) {
+  return impl_->submit(OpKind::scatter, in, out, ReduceOp::sum, root, 0, e);
+}
+Work ProcessGroup::reduce_scatter(BufferView in, BufferView out, ReduceOp op, Exec e) {
+  return impl_->submit(OpKind::reduce_scatter, in, out, op, -1, 0, e);
+}
+Work ProcessGroup::all_to_all(BufferView in, BufferView out, Exec e) {
+  return impl_->submit(OpKind::all_to_all, in, out, ReduceOp::sum, -1, 0, e);
+}
+Work ProcessGroup::barrier(Exec e) {
+  return impl_->submit(OpKind::barrier, {}, {}, ReduceOp::sum, -1, 0, e);
+}
+Work ProcessGroup::send(BufferView data, int dst, int tag, Exec e) {
+  return impl_->submit(OpKind::send, data, {}, ReduceOp::sum, dst, tag, e);
+}
+Work ProcessGroup::recv(BufferView data, int src, int tag, Exec e) {
+  return impl_->submit(OpKind::recv, {}, data, ReduceOp::sum, src, tag, e);
+}
+
+}  // namespace mci

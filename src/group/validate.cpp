@@ -1,0 +1,166 @@
+#include "group/validate.hpp"
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "mci/errors.hpp"
+
+namespace mci {
+
+namespace {
+
+struct Check {
+  OpKind kind;
+  int rank;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ConfigError(fmt::format("invalid {} on rank {}: {}", op_name(kind), rank, what));
+  }
+  void buffer(const BufferView& b, const char* name) const {
+    if (static_cast<unsigned>(b.dtype) > static_cast<unsigned>(DType::i64)) {
+      fail(fmt::format("{} has an unknown dtype ({})", name, static_cast<unsigned>(b.dtype)));
+    }
+    if (b.count > 0 && b.data == nullptr) {
+      fail(fmt::format("{} has {} elements but a null data pointer", name, b.count));
+    }
+    if (b.count > (std::uint64_t{1} << 56) / dtype_size(b.dtype)) {
+      fail(fmt::format("{} claims {} elements, more than any real buffer holds", name, b.count));
+    }
+  }
+  void same_dtype(const BufferView& in, const BufferView& out) const {
+    if (in.dtype != out.dtype) {
+      fail(fmt::format("in is {} but out is {}: both buffers must have the same dtype",
+                       dtype_name(in.dtype), dtype_name(out.dtype)));
+    }
+  }
+  void count_is(const BufferView& b, const char* name, std::size_t want, const std::string& why) const {
+    if (b.count != want) {
+      fail(fmt::format("{} has {} elements but must have {} ({})", name, b.count, want, why));
+    }
+  }
+  void root(int r, int size, const char* what = "root") const {
+    if (r < 0 || r >= size) {
+      fail(fmt::format("{} {} is out of range: the group has ranks 0..{}", what, r, size - 1));
+    }
+  }
+};
+
+bool overlaps(const BufferView& a, const BufferView& b) {
+  if (a.bytes() == 0 || b.bytes() == 0) return false;
+  auto pa = reinterpret_cast<std::uintptr_t>(a.data), pb = reinterpret_cast<std::uintptr_t>(b.data);
+  return pa < pb + b.bytes() && pb < pa + a.bytes();
+}
+
+}  // namespace
+
+coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferView& out,
+                               ReduceOp op, int root, int tag, int rank, int size) {
+  const Check c{kind, rank};
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::max)) {
+    c.fail(fmt::format("unknown reduce op ({})", static_cast<unsigned>(op)));
+  }
+  coll::CollectiveDesc d;
+  d.kind = kind;
+  d.op = op;
+  d.root = root;
+  d.tag = tag;
+  d.dtype = in.dtype;
+  d.device = in.device;
+  d.in = in.data;
+  d.out = out.data;
+  const auto n = static_cast<std::size_t>(size);
+  const bool at_root = rank == root;
+  const std::string slices = fmt::format("the group has {} ranks", size);
+
+  // Which buffers matter on this rank.
+  const bool uses_in = !(kind == OpKind::scatter && !at_root) &&
+                       !(kind == OpKind::broadcast && !at_root) && kind != OpKind::recv &&
+                       kind != OpKind::barrier;
+  const bool uses_out = !(kind == OpKind::gather && !at_root) &&
+                        !(kind == OpKind::reduce && !at_root) && kind != OpKind::send &&
+                        kind != OpKind::barrier;
+  if (uses_in) c.buffer(in, "in");
+  if (uses_out) c.buffer(out, "out");
+  if (uses_in && uses_out) c.same_dtype(in, out);
+  if (!uses_in) {
+    d.dtype = out.dtype;
+    d.device = out.device;
+  }
+  if (has_root(kind)) c.root(root, size);
+
+  switch (kind) {
+    case OpKind::all_reduce:
+      c.count_is(out, "out", in.count, "the same as in");
+      d.count = in.count;
+      break;
+    case OpKind::broadcast:
+      if (at_root) c.count_is(out, "out", in.count, "the same as in");
+      d.count = out.count;
+      break;
+    case OpKind::reduce:
+      if (at_root) c.count_is(out, "out", in.count, "the same as in");
+      d.count = in.count;
+      break;
+    case OpKind::all_gather:
+      c.count_is(out, "out", in.count * n, fmt::format("in.count x {}", slices));
+      d.count = in.count;
+      break;
+    case OpKind::gather:
+      if (at_root) c.count_is(out, "out", in.count * n, fmt::format("in.count x {}", slices));
+      d.count = in.count;
+      break;
+    case OpKind::scatter:
+      if (at_root) c.count_is(in, "in", out.count * n, fmt::format("out.count x {}", slices));
+      d.count = out.count;
+      break;
+    case OpKind::reduce_scatter:
+      c.count_is(in, "in", out.count * n, fmt::format("out.count x {}", slices));
+      d.count = out.count;
+      break;
+    case OpKind::all_to_all:
+      c.count_is(out, "out", in.count, "the same as in");
+      if (in.count % n != 0) {
+        c.fail(fmt::format("in has {} elements, not a multiple of the {} ranks (one equal block "
+                           "per rank)",
+                           in.count, size));
+      }
+      d.count = in.count / n;
+      break;
+    case OpKind::barrier:
+      d.count = 0;
+      d.dtype = DType::u8;
+      d.in = d.out = nullptr;
+      break;
+    case OpKind::send:
+    case OpKind::recv: {
+      c.root(root, size, kind == OpKind::send ? "destination rank" : "source rank");
+      if (root == rank) {
+        c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank",
+                           rank, kind == OpKind::send ? "send to" : "receive from"));
+      }
+      if (tag < 0) c.fail(fmt::format("tag {} is negative: tags are 0 or more", tag));
+      d.count = kind == OpKind::send ? in.count : out.count;
+      break;
+    }
+  }
+
+  // Out-of-place buffers must not overlap, except in the in-place layouts:
+  // same pointer, or in being this rank's slice of out (all_gather, gather)
+  // or out being this rank's slice of in (reduce_scatter, scatter).
+  if (uses_in && uses_out && in.data != out.data && overlaps(in, out)) {
+    const std::size_t es = dtype_size(d.dtype);
+    const auto* ob = static_cast<const std::uint8_t*>(out.data);
+    const auto* ib = static_cast<const std::uint8_t*>(in.data);
+    const bool slice_of_out = (kind == OpKind::all_gather || kind == OpKind::gather) &&
+                              ib == ob + static_cast<std::size_t>(rank) * d.count * es;
+    const bool slice_of_in = (kind == OpKind::reduce_scatter || kind == OpKind::scatter) &&
+                             ob == ib + static_cast<std::size_t>(rank) * d.count * es;
+    if (!slice_of_out && !slice_of_in && kind != OpKind::all_to_all) {
+      c.fail("in and out overlap: pass the same buffer for both (in place) or two separate buffers");
+    }
+  }
+  return d;
+}
+
+}  // namespace mci

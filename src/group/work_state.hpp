@@ -1,0 +1,34 @@
+// The shared state behind a Work handle.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+
+#include "common/fingerprint.hpp"
+#include "mci/work.hpp"
+
+namespace mci {
+
+struct Work::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::chrono::nanoseconds duration{0};
+  std::uint64_t seq = 0;
+  OpKind kind = OpKind::barrier;
+
+  void finish(std::chrono::nanoseconds d, std::exception_ptr e) {
+    {
+      std::lock_guard lk(mu);
+      duration = d;
+      error = std::move(e);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace mci

@@ -1,0 +1,28 @@
+#include "mci/store.hpp"
+
+namespace mci {
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
+    : prefix_(std::move(prefix)), base_(std::move(base)) {
+  set_timeout(base_->timeout());
+}
+
+std::vector<std::string> PrefixStore::k(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys) out.push_back(k(key));
+  return out;
+}
+
+void PrefixStore::set(const std::string& key, const Bytes& value) { base_->set(k(key), value); }
+Bytes PrefixStore::get(const std::string& key, Millis t) { return base_->get(k(key), t); }
+std::int64_t PrefixStore::add(const std::string& key, std::int64_t d) { return base_->add(k(key), d); }
+Bytes PrefixStore::compare_set(const std::string& key, const Bytes& e, const Bytes& d) {
+  return base_->compare_set(k(key), e, d);
+}
+void PrefixStore::wait(const std::vector<std::string>& keys, Millis t) { base_->wait(k(keys), t); }
+bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(k(keys)); }
+bool PrefixStore::remove(const std::string& key) { return base_->remove(k(key)); }
+std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+
+}  // namespace mci

@@ -1,0 +1,213 @@
+// The store client: one connection, one request at a time.
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/auth.hpp"
+#include "common/socket.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+#include "store/wire.hpp"
+
+namespace mci {
+
+namespace {
+// Extra time granted to the server beyond a request's own timeout before the
+// client decides the server itself is gone or frozen.
+constexpr auto kServerSlack = std::chrono::seconds(10);
+}  // namespace
+
+Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
+std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
+
+struct TcpStore::Impl {
+  TcpStoreOptions opts;
+  Fd fd;
+  std::mutex mu;
+
+  std::string where() const { return fmt::format("{}:{}", opts.host, opts.port); }
+  store::Response call(const store::Request& req, std::chrono::milliseconds budget);
+  store::Response read_response(const Deadline& dl);
+  [[noreturn]] void fail(Io io, const Deadline& dl, const char* doing);
+};
+
+void TcpStore::Impl::fail(Io io, const Deadline& dl, const char* doing) {
+  if (io == Io::timeout) {
+    throw TimeoutError(fmt::format(
+        "Timed out waiting {}ms for the store at {} while {}: the process hosting the store "
+        "(mcirun, or rank 0) is frozen or overloaded",
+        dl.budget().count(), where(), doing));
+  }
+  throw PeerError(fmt::format("lost the connection to the store at {} while {}: the process "
+                              "hosting it (mcirun, or rank 0) exited, or it refused this client "
+                              "(wrong or missing MCI_JOB_TOKEN)",
+                              where(), doing),
+                  -1);
+}
+
+store::Response TcpStore::Impl::read_response(const Deadline& dl) {
+  std::uint8_t hdr[store::kHeaderSize];
+  if (Io io = recv_all(fd.get(), hdr, sizeof hdr, dl); io != Io::ok) fail(io, dl, "reading a reply");
+  auto len = store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(hdr, sizeof hdr));
+  if (!len) throw PeerError(fmt::format("the store at {} sent a malformed reply", where()), -1);
+  Bytes body(*len);
+  if (Io io = recv_all(fd.get(), body.data(), body.size(), dl); io != Io::ok) fail(io, dl, "reading a reply");
+  auto resp = store::decode_response(body);
+  if (!resp) throw PeerError(fmt::format("the store at {} sent a malformed reply", where()), -1);
+  return *resp;
+}
+
+store::Response TcpStore::Impl::call(const store::Request& req, std::chrono::milliseconds budget) {
+  std::lock_guard lk(mu);
+  if (!fd.valid()) throw PeerError(fmt::format("the connection to the store at {} is closed", where()), -1);
+  Bytes frame;
+  store::encode(req, frame);
+  Deadline dl(budget + kServerSlack);
+  if (Io io = send_all(fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
+    fd.reset();
+    fail(io, dl, "sending a request");
+  }
+  try {
+    return read_response(dl);
+  } catch (...) {
+    fd.reset();  // a half-read reply would desynchronise every later call
+    throw;
+  }
+}
+
+TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()) {
+  impl_->opts = opts;
+  set_timeout(opts.timeout);
+  Deadline dl(opts.connect_timeout);
+  impl_->fd = connect_tcp(opts.host, opts.port, dl, "the store");
+  // Handshake: the server's nonce, our proof and nonce, the server's proof.
+  store::Response hello = impl_->read_response(dl);
+  const bool required = hello.num != 0;
+  if (hello.value.size() != sizeof(auth::Nonce)) {
+    throw PeerError(fmt::format("the server at {} is not an mci store (bad greeting)", impl_->where()), -1);
+  }
+  auth::Nonce server_nonce{};
+  std::copy(hello.value.begin(), hello.value.end(), server_nonce.begin());
+  if (required && opts.token.empty()) {
+    throw ConfigError(fmt::format(
+        "the store at {} requires the job token: set MCI_JOB_TOKEN to the token of the job "
+        "(mcirun passes it to the processes it starts)",
+        impl_->where()));
+  }
+  store::Request a;
+  a.op = store::Op::auth;
+  auth::Nonce my_nonce = auth::random_nonce();
+  if (!opts.token.empty()) {
+    auto p = auth::prove(opts.token, "mci-store-client", server_nonce);
+    a.value.assign(p.begin(), p.end());
+    a.value2.assign(my_nonce.begin(), my_nonce.end());
+  }
+  Bytes frame;
+  store::encode(a, frame);
+  if (Io io = send_all(impl_->fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
+    impl_->fail(io, dl, "authenticating");
+  }
+  store::Response ok;
+  try {
+    ok = impl_->read_response(dl);
+  } catch (const PeerError&) {
+    throw ConfigError(fmt::format(
+        "the store at {} refused this process: its job token does not match MCI_JOB_TOKEN",
+        impl_->where()));
+  }
+  if (!opts.token.empty()) {
+    if (!required) {
+      throw ConfigError(fmt::format(
+          "the store at {} does not know the job token in MCI_JOB_TOKEN: it belongs to another "
+          "job, or it was started without the token",
+          impl_->where()));
+    }
+    auto expect = auth::prove(opts.token, "mci-store-server", my_nonce);
+    auth::Proof got{};
+    if (ok.value.size() != got.size() ||
+        (std::copy(ok.value.begin(), ok.value.end(), got.begin()), !auth::equal(got, expect))) {
+      throw ConfigError(fmt::format(
+          "the store at {} could not prove it holds the job token: another job's store, or a "
+          "stranger, listens on that port",
+          impl_->where()));
+    }
+  }
+}
+
+TcpStore::~TcpStore() = default;
+
+std::string TcpStore::local_address() const { return mci::local_address(impl_->fd.get()); }
+
+void TcpStore::set(const std::string& key, const Bytes& value) {
+  store::Request r;
+  r.op = store::Op::set;
+  r.keys = {key};
+  r.value = value;
+  impl_->call(r, timeout());
+}
+
+Bytes TcpStore::get(const std::string& key, Millis t) {
+  store::Request r;
+  r.op = store::Op::get;
+  r.keys = {key};
+  r.num = t.count();
+  auto resp = impl_->call(r, t);
+  if (resp.status == store::Status::timeout) {
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}' at {}", t.count(),
+                                   key, impl_->where()));
+  }
+  return std::move(resp.value);
+}
+
+std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
+  store::Request r;
+  r.op = store::Op::add;
+  r.keys = {key};
+  r.num = delta;
+  return impl_->call(r, timeout()).num;
+}
+
+Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  store::Request r;
+  r.op = store::Op::compare_set;
+  r.keys = {key};
+  r.value = expected;
+  r.value2 = desired;
+  return std::move(impl_->call(r, timeout()).value);
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, Millis t) {
+  store::Request r;
+  r.op = store::Op::wait;
+  r.keys = keys;
+  r.num = t.count();
+  auto resp = impl_->call(r, t);
+  if (resp.status == store::Status::timeout) {
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "'" : ", '") + k + "'";
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} at {}", t.count(),
+                                   list, impl_->where()));
+  }
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  store::Request r;
+  r.op = store::Op::check;
+  r.keys = keys;
+  return impl_->call(r, timeout()).num != 0;
+}
+
+bool TcpStore::remove(const std::string& key) {
+  store::Request r;
+  r.op = store::Op::remove;
+  r.keys = {key};
+  return impl_->call(r, timeout()).num != 0;
+}
+
+std::int64_t TcpStore::num_keys() {
+  store::Request r;
+  r.op = store::Op::num_keys;
+  return impl_->call(r, timeout()).num;
+}
+
+}  // namespace mci

@@ -1,0 +1,57 @@
+// The store's wire format. Every frame: magic "MCIS", u32 body length, body.
+// Bodies are a u8 opcode (or status) followed by fields: u32-length strings,
+// little-endian i64s. Decoding never trusts a length: a frame that is short,
+// oversized or carries trailing junk is rejected and its connection closed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mci/store.hpp"
+
+namespace mci::store {
+
+inline constexpr std::uint32_t kMagic = 0x5349434du;  // "MCIS" little-endian
+inline constexpr std::size_t kHeaderSize = 8;
+inline constexpr std::size_t kMaxBody = 64u << 20;     // 64 MiB
+inline constexpr std::size_t kMaxKey = 4096;
+inline constexpr std::size_t kMaxKeys = 4096;
+
+enum class Op : std::uint8_t {
+  hello = 1,      // server -> client: u8 auth_required, nonce
+  auth,           // client -> server: proof, client nonce
+  auth_ok,        // server -> client: server proof
+  set, get, add, compare_set, wait, check, remove, num_keys,
+};
+
+enum class Status : std::uint8_t { ok = 0, timeout = 1, missing = 2 };
+
+struct Request {
+  Op op{};
+  std::vector<std::string> keys;  // one key for set/get/add/cas/remove
+  Bytes value;                    // set: value; cas: expected; auth: proof
+  Bytes value2;                   // cas: desired; auth: client nonce
+  std::int64_t num = 0;           // add: delta; get/wait: timeout ms
+};
+
+struct Response {
+  Status status = Status::ok;
+  Bytes value;
+  std::int64_t num = 0;
+};
+
+// Encoding appends a whole frame (header included).
+void encode(const Request& r, Bytes& out);
+void encode(const Response& r, Bytes& out);
+
+// Parses a frame header: the body length, or nullopt if the magic is wrong or
+// the body is larger than kMaxBody.
+std::optional<std::size_t> body_length(std::span<const std::uint8_t, kHeaderSize> header);
+// Parses a body; nullopt on any malformation.
+std::optional<Request> decode_request(std::span<const std::uint8_t> body);
+std::optional<Response> decode_response(std::span<const std::uint8_t> body);
+
+}  // namespace mci::store

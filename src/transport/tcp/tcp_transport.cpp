@@ -1,0 +1,454 @@
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/algo.hpp"
+#include "common/log.hpp"
+#include "mci/errors.hpp"
+
+namespace mci::transport {
+
+namespace {
+
+// Unexpected frames are buffered in steps, so a forged length cannot make
+// us allocate more than the sender actually sent.
+constexpr std::size_t kStashStep = 1u << 20;
+
+bool same_slot(const Fingerprint& want, const FrameHeader& h) {
+  if (is_p2p(want.kind)) return is_p2p(h.fp.kind) && h.fp.seq == want.seq;
+  return !is_p2p(h.fp.kind) && h.fp.seq == want.seq;
+}
+
+std::string mismatch_text(int me, int peer, const Fingerprint& mine, const FrameHeader& theirs,
+                          std::size_t my_bytes) {
+  if (is_p2p(mine.kind)) {
+    return fmt::format(
+        "point-to-point mismatch between rank {} and rank {}: rank {} posted {} ({} bytes) but "
+        "rank {} sent {} ({} bytes). A recv must use the count and dtype of the matching send.",
+        me, peer, me, mine.describe(), my_bytes, peer, theirs.fp.describe(), theirs.payload);
+  }
+  std::string extra;
+  if (theirs.fp.seq == mine.seq && theirs.fp.algo != mine.algo &&
+      theirs.fp.kind == mine.kind) {
+    extra = fmt::format(" The ranks chose different algorithms ({} vs {}): set MCI_ALGO the same "
+                        "on every rank.",
+                        algo_name(static_cast<Algo>(mine.algo)),
+                        algo_name(static_cast<Algo>(theirs.fp.algo)));
+  }
+  return fmt::format(
+      "collective mismatch between rank {} and rank {}: rank {} called {} but rank {} called {}. "
+      "Every rank must call the same collectives in the same order with the same count, dtype, "
+      "op and root.{}",
+      me, peer, me, mine.describe(), peer, theirs.fp.describe(), extra);
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers)
+    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)) {
+  for (int i = 0; i < size; ++i) {
+    peers_[i].fd = std::move(peers[i]);
+    if (peers_[i].fd.valid()) {
+      set_nonblocking(peers_[i].fd.get());
+      set_nodelay(peers_[i].fd.get());
+    }
+  }
+}
+
+TcpTransport::~TcpTransport() { close(); }
+
+void TcpTransport::check_usable() const {
+  if (broken_) {
+    throw Error("mci transport: this group's connections were closed after an earlier error; "
+                "destroy the group and create a new one");
+  }
+}
+
+OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) {
+  check_usable();
+  Peer& p = peers_[peer];
+  SendOp op;
+  op.fp = fp;
+  op.data = static_cast<const std::uint8_t*>(data);
+  op.bytes = bytes;
+  FrameHeader h;
+  h.type = FrameType::data;
+  h.fp = fp;
+  h.payload = bytes;
+  encode(h, op.hdr);
+  p.sends.push_back(op);
+  const OpHandle handle{peer, false, p.sends_posted++};
+  if (p.sends.size() == 1) progress_send(peer);  // small messages leave at once
+  return handle;
+}
+
+OpHandle TcpTransport::post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) {
+  check_usable();
+  Peer& p = peers_[peer];
+  p.recvs.push_back(RecvOp{fp, static_cast<std::uint8_t*>(data), bytes, false, false});
+  ++p.recvs_left;
+  const OpHandle handle{peer, true, p.recv_base + p.recvs.size() - 1};
+  match_stash(peer, p.recvs.back());
+  return handle;
+}
+
+void TcpTransport::match_stash(int peer, RecvOp& op) {
+  Peer& p = peers_[peer];
+  for (auto it = p.stash.begin(); it != p.stash.end(); ++it) {
+    if (!same_slot(op.fp, it->h)) {
+      // A collective frame of another sequence number, while this rank waits
+      // for a collective frame from the same peer: the ranks disagree.
+      if (!is_p2p(op.fp.kind) && !is_p2p(it->h.fp.kind)) {
+        broken_ = true;
+        throw MismatchError(mismatch_text(rank_, peer, op.fp, it->h, op.bytes));
+      }
+      continue;
+    }
+    if (!op.fp.matches(it->h.fp) || it->h.payload != op.bytes) {
+      broken_ = true;
+      throw MismatchError(mismatch_text(rank_, peer, op.fp, it->h, op.bytes));
+    }
+    if (op.bytes) std::memcpy(op.data, it->payload.data(), op.bytes);
+    op.done = true;
+    --p.recvs_left;
+    p.stash.erase(it);
+    return;
+  }
+}
+
+bool TcpTransport::progress_send(int peer) {
+  Peer& p = peers_[peer];
+  while (!p.sends.empty()) {
+    SendOp& op = p.sends.front();
+    iovec iov[2];
+    int n = 0;
+    if (op.done < kFrameHeaderSize) {
+      iov[n++] = {op.hdr.data() + op.done, kFrameHeaderSize - op.done};
+      if (op.bytes) iov[n++] = {const_cast<std::uint8_t*>(op.data), op.bytes};
+    } else {
+      const std::size_t off = op.done - kFrameHeaderSize;
+      iov[n++] = {const_cast<std::uint8_t*>(op.data) + off, op.bytes - off};
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<std::size_t>(n);
+    ssize_t w = ::sendmsg(p.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      // The peer is gone; read what it left (an abort reason) before saying so.
+      try {
+        progress_recv(peer, true);
+      } catch (const PeerError&) {
+        throw;
+      } catch (...) {
+      }
+      peer_gone(peer, "reset the connection");
+    }
+    op.done += static_cast<std::size_t>(w);
+    if (op.done == kFrameHeaderSize + op.bytes) {
+      p.sends.pop_front();
+      ++p.sends_done;
+    }
+  }
+  return true;
+}
+
+// Reads frames from a peer. With drain=false it stops once nothing more is
+// expected from that peer; with drain=true it reads everything the socket
+// holds (used when the peer hung up, to find its bye or abort).
+void TcpTransport::progress_recv(int peer, bool drain) {
+  Peer& p = peers_[peer];
+  while (!p.eof && (drain || p.recvs_left > 0 || p.cur)) {
+    ssize_t r;
+    if (!p.cur) {
+      r = ::recv(p.fd.get(), p.hdr.data() + p.hdr_got, kFrameHeaderSize - p.hdr_got, MSG_DONTWAIT);
+    } else if (p.target) {
+      r = ::recv(p.fd.get(), p.target->data + p.got, p.cur->payload - p.got, MSG_DONTWAIT);
+    } else {
+      const std::size_t want = std::min<std::size_t>(p.cur->payload - p.got, kStashStep);
+      if (p.partial.size() < p.got + want) p.partial.resize(p.got + want);
+      r = ::recv(p.fd.get(), p.partial.data() + p.got, want, MSG_DONTWAIT);
+    }
+    if (r == 0) {
+      p.eof = true;
+      break;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      p.eof = true;  // ECONNRESET and friends
+      break;
+    }
+    if (!p.cur) {
+      p.hdr_got += static_cast<std::size_t>(r);
+      if (p.hdr_got == kFrameHeaderSize) on_header(peer);
+    } else {
+      p.got += static_cast<std::size_t>(r);
+      if (p.got == p.cur->payload) on_frame_complete(peer);
+    }
+  }
+  if (p.eof && (p.cur || p.hdr_got > 0 || p.recvs_left > 0)) {
+    peer_gone(peer, p.bye ? "left the group" : "closed its connection");
+  }
+  if (p.eof && !p.bye) peer_gone(peer, "closed its connection");
+}
+
+void TcpTransport::on_header(int peer) {
+  Peer& p = peers_[peer];
+  p.hdr_got = 0;
+  auto h = decode(std::span<const std::uint8_t, kFrameHeaderSize>(p.hdr));
+  if (!h) {
+    broken_ = true;
+    throw PeerError(fmt::format("rank {} received a malformed frame from rank {}: the connection "
+                                "is corrupted or the peer is not an mci process of this job",
+                                rank_, peer),
+                    peer);
+  }
+  if (h->type == FrameType::bye) {
+    p.bye = true;
+    return;
+  }
+  p.cur = *h;
+  p.got = 0;
+  p.target = nullptr;
+  p.partial.clear();
+  if (h->type == FrameType::data) {
+    for (auto& op : p.recvs) {
+      if (op.done || op.active || !same_slot(op.fp, *h)) continue;
+      if (!op.fp.matches(h->fp) || h->payload != op.bytes) {
+        broken_ = true;
+        throw MismatchError(mismatch_text(rank_, peer, op.fp, *h, op.bytes));
+      }
+      op.active = true;
+      p.target = &op;
+      break;
+    }
+    if (!p.target && !is_p2p(h->fp.kind)) {
+      for (auto& op : p.recvs) {
+        if (!op.done && !is_p2p(op.fp.kind)) {
+          broken_ = true;
+          throw MismatchError(mismatch_text(rank_, peer, op.fp, *h, op.bytes));
+        }
+      }
+    }
+  }
+  if (h->payload == 0) on_frame_complete(peer);
+}
+
+void TcpTransport::on_frame_complete(int peer) {
+  Peer& p = peers_[peer];
+  FrameHeader h = *p.cur;
+  p.cur.reset();
+  if (h.type == FrameType::abort) {
+    p.abort_reason.assign(p.partial.begin(), p.partial.begin() + static_cast<std::ptrdiff_t>(h.payload));
+    broken_ = true;
+    throw PeerError(fmt::format("rank {} aborted the group: {}", peer, p.abort_reason), peer);
+  }
+  if (p.target) {
+    p.target->done = true;
+    p.target->active = false;
+    p.target = nullptr;
+    --p.recvs_left;
+    return;
+  }
+  p.partial.resize(h.payload);
+  p.stash.push_back(Stashed{h, std::move(p.partial)});
+  p.partial = Bytes();
+  // A recv posted while this frame was arriving may be waiting for it.
+  for (auto& op : p.recvs) {
+    if (!op.done && !op.active && same_slot(op.fp, h)) {
+      match_stash(peer, op);
+      break;
+    }
+  }
+}
+
+void TcpTransport::peer_gone(int peer, const char* how) {
+  broken_ = true;
+  const Peer& p = peers_[peer];
+  std::string what;
+  for (const auto& op : p.recvs) {
+    if (!op.done) {
+      what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes,
+                         op.fp.describe());
+      break;
+    }
+  }
+  if (what.empty()) {
+    for (const auto& op : p.sends) {
+      what = fmt::format(" while rank {} sent {} bytes of {} to it", rank_, op.bytes, op.fp.describe());
+      break;
+    }
+  }
+  if (p.bye) {
+    throw PeerError(fmt::format("rank {} {} (it destroyed its process group or exited normally){}",
+                                peer, how, what),
+                    peer);
+  }
+  throw PeerError(fmt::format("rank {} {} unexpectedly{}: the process exited or crashed. Check "
+                              "that rank's output for the cause.",
+                              peer, how, what),
+                  peer);
+}
+
+std::string TcpTransport::pending_desc() const {
+  std::string out;
+  for (int i = 0; i < size_; ++i) {
+    const Peer& p = peers_[i];
+    for (const auto& op : p.recvs) {
+      if (op.done) continue;
+      out += fmt::format("{}waiting for {} bytes from rank {}", out.empty() ? "" : "; ", op.bytes, i);
+      break;
+    }
+    if (!p.sends.empty()) {
+      out += fmt::format("{}sending {} bytes to rank {} (it is not reading)", out.empty() ? "" : "; ",
+                         p.sends.front().bytes, i);
+    }
+  }
+  return out;
+}
+
+void TcpTransport::timeout(const Deadline& dl) {
+  broken_ = true;
+  Fingerprint fp;
+  std::string peers;
+  for (int i = 0; i < size_; ++i) {
+    const Peer& p = peers_[i];
+    bool owed = p.recvs_left > 0 || !p.sends.empty();
+    if (!owed) continue;
+    peers += fmt::format("{}{}", peers.empty() ? "" : ", ", i);
+    for (const auto& op : p.recvs) {
+      if (!op.done) fp = op.fp;
+    }
+    if (!p.sends.empty()) fp = p.sends.front().fp;
+  }
+  throw TimeoutError(fmt::format(
+      "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
+      "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
+      "it is a slow step, not a hang.",
+      dl.budget().count(), fp.describe(), rank_, peers, pending_desc()));
+}
+
+template <class Done>
+void TcpTransport::progress_until(Done done, const Deadline& dl) {
+  check_usable();
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  while (true) {
+    for (int i = 0; i < size_; ++i) {
+      if (i == rank_) continue;
+      Peer& p = peers_[i];
+      if (!p.sends.empty()) progress_send(i);
+      if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
+    }
+    if (done()) return;
+    if (dl.expired()) timeout(dl);
+    fds.clear();
+    who.clear();
+    for (int i = 0; i < size_; ++i) {
+      Peer& p = peers_[i];
+      if (i == rank_ || p.eof || !p.fd.valid()) continue;
+      short ev = POLLRDHUP;
+      if (p.recvs_left > 0 || p.cur) ev |= POLLIN;
+      if (!p.sends.empty()) ev |= POLLOUT;
+      fds.push_back({p.fd.get(), ev, 0});
+      who.push_back(i);
+    }
+    int n = ::poll(fds.data(), fds.size(), dl.poll_ms());
+    if (n < 0 && errno != EINTR) {
+      broken_ = true;
+      throw Error(fmt::format("mci tcp transport: poll failed: {}", std::strerror(errno)));
+    }
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      const short re = fds[k].revents;
+      const int i = who[k];
+      Peer& p = peers_[i];
+      // A hang-up from a peer we owe nothing to: learn whether it left on
+      // purpose (bye) or died; a death fails the operation at once.
+      if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && p.recvs_left == 0 && !p.cur) {
+        progress_recv(i, true);
+      }
+    }
+  }
+}
+
+void TcpTransport::wait(const OpHandle& op, const Deadline& dl) {
+  Peer& p = peers_[op.peer];
+  if (op.is_recv) {
+    progress_until([&] { return op.index < p.recv_base || p.recvs[op.index - p.recv_base].done; }, dl);
+  } else {
+    progress_until([&] { return op.index < p.sends_done; }, dl);
+  }
+}
+
+void TcpTransport::wait_all(const Deadline& dl) {
+  progress_until(
+      [&] {
+        for (const auto& p : peers_) {
+          if (p.recvs_left > 0 || !p.sends.empty()) return false;
+        }
+        return true;
+      },
+      dl);
+  for (auto& p : peers_) {
+    p.recv_base += p.recvs.size();
+    p.recvs.clear();
+  }
+}
+
+void TcpTransport::abort(const std::string& reason) noexcept {
+  broken_ = true;
+  FrameHeader h;
+  h.type = FrameType::abort;
+  const std::string text = reason.substr(0, kMaxAbortReason);
+  h.payload = text.size();
+  std::array<std::uint8_t, kFrameHeaderSize> hdr{};
+  encode(h, hdr);
+  for (int i = 0; i < size_; ++i) {
+    Peer& p = peers_[i];
+    if (i == rank_ || !p.fd.valid() || p.eof) continue;
+    // A half-sent frame cannot be followed by another: the peer will see the
+    // connection close instead.
+    if (p.sends.empty() || p.sends.front().done == 0) {
+      iovec iov[2] = {{hdr.data(), hdr.size()}, {const_cast<char*>(text.data()), text.size()}};
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = 2;
+      ssize_t w = ::sendmsg(p.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+    }
+    ::shutdown(p.fd.get(), SHUT_RDWR);
+    p.fd.reset();
+  }
+}
+
+void TcpTransport::close() noexcept {
+  FrameHeader h;
+  h.type = FrameType::bye;
+  std::array<std::uint8_t, kFrameHeaderSize> hdr{};
+  encode(h, hdr);
+  for (int i = 0; i < size_; ++i) {
+    Peer& p = peers_[i];
+    if (i == rank_ || !p.fd.valid()) continue;
+    if (!broken_ && (p.sends.empty() || p.sends.front().done == 0)) {
+      ssize_t w = ::send(p.fd.get(), hdr.data(), hdr.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+    }
+    ::shutdown(p.fd.get(), SHUT_WR);
+    // Unread bytes at close() would turn our FIN into a reset; discard them.
+    std::uint8_t sink[4096];
+    while (::recv(p.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    p.fd.reset();
+  }
+}
+
+}  // namespace mci::transport

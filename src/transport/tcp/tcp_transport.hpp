@@ -1,0 +1,103 @@
+// The TCP transport: one connection per peer (a full mesh), non-blocking
+// sockets progressed by poll() on the caller's thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/socket.hpp"
+#include "mci/store.hpp"
+#include "transport/frame.hpp"
+#include "transport/transport.hpp"
+
+namespace mci::transport {
+
+class TcpTransport final : public Transport {
+ public:
+  // peers[i] is the connected socket to rank i (invalid for this rank).
+  TcpTransport(int rank, int size, std::vector<Fd> peers);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "tcp"; }
+
+  OpHandle post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) override;
+  OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) override;
+  void wait(const OpHandle& op, const Deadline& dl) override;
+  void wait_all(const Deadline& dl) override;
+  void abort(const std::string& reason) noexcept override;
+  void close() noexcept override;
+
+ private:
+  struct SendOp {
+    std::array<std::uint8_t, kFrameHeaderSize> hdr{};
+    const std::uint8_t* data = nullptr;
+    std::size_t bytes = 0;
+    std::size_t done = 0;  // over header + payload
+    Fingerprint fp;
+  };
+  struct RecvOp {
+    Fingerprint fp;
+    std::uint8_t* data = nullptr;
+    std::size_t bytes = 0;
+    bool done = false;
+    bool active = false;  // a frame is being read into it
+  };
+  struct Stashed {
+    FrameHeader h;
+    Bytes payload;
+  };
+  struct Peer {
+    Fd fd;
+    std::deque<SendOp> sends;
+    std::uint64_t sends_posted = 0;
+    std::uint64_t sends_done = 0;
+    std::deque<RecvOp> recvs;
+    std::uint64_t recv_base = 0;  // index of recvs.front() among all recvs posted
+    std::size_t recvs_left = 0;
+    // The frame being read.
+    std::array<std::uint8_t, kFrameHeaderSize> hdr{};
+    std::size_t hdr_got = 0;
+    std::optional<FrameHeader> cur;
+    RecvOp* target = nullptr;  // null: payload goes to `partial`
+    Bytes partial;
+    std::size_t got = 0;
+    std::deque<Stashed> stash;  // complete frames nobody asked for yet
+    bool bye = false;
+    bool eof = false;
+    std::string abort_reason;
+  };
+
+  template <class Done>
+  void progress_until(Done done, const Deadline& dl);
+  bool progress_send(int peer);
+  void progress_recv(int peer, bool drain);
+  void on_header(int peer);
+  void on_frame_complete(int peer);
+  void match_stash(int peer, RecvOp& op);
+  [[noreturn]] void peer_gone(int peer, const char* how);
+  [[noreturn]] void timeout(const Deadline& dl);
+  std::string pending_desc() const;
+  void check_usable() const;
+
+  int rank_;
+  int size_;
+  std::vector<Peer> peers_;
+  bool broken_ = false;
+};
+
+// Builds the mesh: every rank listens on `listen_host`, publishes its
+// address in the store, connects to lower ranks and accepts higher ones.
+// Each connection proves the job token (when set) and the group `session`.
+std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
+                                               const std::string& listen_host,
+                                               const std::string& session,
+                                               const std::string& token, const Deadline& dl);
+
+}  // namespace mci::transport

@@ -1,0 +1,50 @@
+// What algorithms see of the network: post sends and receives to peers, then
+// wait for all of them under a deadline. Nothing moves a byte before
+// wait_all(); everything posted moves concurrently inside it, so a ring step
+// that sends to one neighbour while receiving from the other cannot deadlock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/deadline.hpp"
+#include "common/fingerprint.hpp"
+
+namespace mci::transport {
+
+// Names one posted operation, to wait for it alone.
+struct OpHandle {
+  int peer = -1;
+  bool is_recv = false;
+  std::uint64_t index = 0;  // per peer and direction, in posting order
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* name() const = 0;
+
+  // The fingerprint rides with the data; the receiver checks it against its
+  // own, and the byte count against what it expects.
+  virtual OpHandle post_send(int peer, const Fingerprint& fp, const void* data,
+                             std::size_t bytes) = 0;
+  virtual OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) = 0;
+  // Progresses everything posted until this one operation is complete (so an
+  // algorithm can reduce a chunk while the next ones are still arriving).
+  virtual void wait(const OpHandle& op, const Deadline& dl) = 0;
+  // Runs until every posted operation is complete. Throws TimeoutError at
+  // the deadline (naming the peers still owed data), PeerError when a peer
+  // dies, closes or aborts, MismatchError when a frame's fingerprint or size
+  // differs. After a throw the transport is unusable: call abort().
+  virtual void wait_all(const Deadline& dl) = 0;
+
+  // Tell every peer why we stop (best effort, never blocks), then close.
+  virtual void abort(const std::string& reason) noexcept = 0;
+  // Orderly goodbye: peers learn we left on purpose.
+  virtual void close() noexcept = 0;
+};
+
+}  // namespace mci::transport
