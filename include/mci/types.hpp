@@ -66,8 +66,10 @@ BufferView view(std::span<T> s, Device d = Device::cpu()) {
   return BufferView{const_cast<U*>(s.data()), s.size(), dtype_of<U>::value, d};
 }
 
+// Any contiguous container: std::vector, std::array, a C array.
 template <class C>
-auto view(C& c, Device d = Device::cpu()) -> decltype(view(std::span(c), d)) {
+  requires requires(C& c) { std::span(c); }
+BufferView view(C& c, Device d = Device::cpu()) {
   return view(std::span(c), d);
 }
 

@@ -95,7 +95,9 @@ void check_explicit(const Coordinates& c) {
 // with the same RANK, or a different WORLD_SIZE, is caught here instead of
 // producing a job that hangs or computes garbage.
 void check_agreement(Store& s, const Coordinates& c) {
-  const std::string me = fmt::format("{}:{}", host_name(), ::getpid());
+  // host:pid, plus a nonce so two groups in one process are told apart.
+  const auto nonce = auth::random_nonce();
+  const std::string me = fmt::format("{}:{} ({:02x}{:02x})", host_name(), ::getpid(), nonce[0], nonce[1]);
   const Bytes claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
   if (to_string(claimed) != me) {
     throw ConfigError(fmt::format(

@@ -1,0 +1,9 @@
+// mci: collective communication for data-parallel training.
+#pragma once
+
+#include "mci/errors.hpp"
+#include "mci/init.hpp"
+#include "mci/process_group.hpp"
+#include "mci/store.hpp"
+#include "mci/types.hpp"
+#include "mci/work.hpp"

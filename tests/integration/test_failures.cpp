@@ -1,0 +1,56 @@
+// Bounded waits and failures: a rank that never arrives, a rank that dies
+// mid-collective, ranks that call different collectives.
+#include <gtest/gtest.h>
+
+#include "../support/job.hpp"
+
+namespace mci::test {
+namespace {
+
+TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
+  Job job(2, {"mci_test_worker", "timeout"},
+          {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}});
+  job.wait(std::chrono::seconds(60));
+  const std::string out = job.output(0);
+  EXPECT_EQ(job.status(0).code, 10) << job.all_output();
+  EXPECT_NE(out.find("Timed out waiting 1500ms"), std::string::npos) << out;
+  EXPECT_NE(out.find("all_reduce #1"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
+  EXPECT_EQ(job.status(1).code, 0) << job.all_output();
+}
+
+TEST(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeout) {
+  for (int world : {2, 3}) {
+    Job job(world, {"mci_test_worker", "peer-death"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});
+    job.wait(std::chrono::seconds(50));
+    EXPECT_EQ(job.status(world - 1).code, 9) << job.all_output();
+    for (int r = 0; r < world - 1; ++r) {
+      const std::string out = job.output(r);
+      EXPECT_EQ(job.status(r).code, 11) << job.all_output();
+      EXPECT_FALSE(job.status(r).timed_out);
+      // Naming the dead rank directly, or the rank that relayed its death.
+      EXPECT_NE(out.find("rank " + std::to_string(world - 1)), std::string::npos) << out;
+    }
+  }
+}
+
+TEST(Mismatch, DifferentCollectivesAtTheSameSequenceNumberAreCaught) {
+  Job job(2, {"mci_test_worker", "mismatch"}, {{"MCI_TEST_TIMEOUT_MS", "30000"}});
+  job.wait(std::chrono::seconds(25));
+  int mismatches = 0;
+  for (int r = 0; r < 2; ++r) {
+    const auto st = job.status(r);
+    EXPECT_FALSE(st.timed_out) << job.all_output();
+    EXPECT_TRUE(st.code == 12 || st.code == 11) << job.all_output();
+    if (st.code == 12) {
+      ++mismatches;
+      const std::string out = job.output(r);
+      EXPECT_NE(out.find("all_reduce #1"), std::string::npos) << out;
+      EXPECT_NE(out.find("broadcast #1"), std::string::npos) << out;
+    }
+  }
+  EXPECT_GE(mismatches, 1) << job.all_output();
+}
+
+}  // namespace
+}  // namespace mci::test

@@ -1,0 +1,219 @@
+// mci_test_worker: one rank of a multi-process test. The test starts N of
+// these with RANK/WORLD_SIZE/MASTER_* set and reads their output and exit
+// codes. Exit codes: 0 success, 10 TimeoutError, 11 PeerError,
+// 12 MismatchError, 13 ConfigError, 14 other mci::Error, 1 test failure.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mci/mci.hpp"
+#include "../support/matrix.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using mci::BufferView;
+using mci::DType;
+using mci::Exec;
+
+long long env_ll(const char* name, long long dflt) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : dflt;
+}
+
+std::shared_ptr<mci::ProcessGroup> join() {
+  mci::InitOptions o;
+  o.backend = std::getenv("MCI_TEST_BACKEND") ? std::getenv("MCI_TEST_BACKEND") : "cpu";
+  o.timeout = std::chrono::milliseconds(env_ll("MCI_TEST_TIMEOUT_MS", 60000));
+  return mci::init_process_group(o);
+}
+
+void say(const std::string& s) {
+  std::string line = s + "\n";
+  ssize_t w = ::write(1, line.data(), line.size());
+  (void)w;
+}
+
+int matrix(bool quick) {
+  auto pg = join();
+  mci::test::MatrixConfig cfg;
+  if (quick) {
+    cfg.bytes = {(3u << 20) + 12};  // several pipeline chunks, blocks of odd sizes
+    cfg.dtypes = {DType::f32, DType::bf16, DType::i32};
+  }
+  int failures = mci::test::run_matrix(*pg, cfg, std::cout);
+  std::cout << fmt::format("rank {} matrix done: {} failures, {} collectives\n", pg->rank(), failures,
+                           pg->last_seq())
+            << std::flush;
+  return failures == 0 ? 0 : 1;
+}
+
+// Rank 1 never enters the all-reduce; rank 0 must time out and say so.
+int timeout_scenario() {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  if (pg->rank() == 1) {
+    say("rank 1 skips");
+    std::this_thread::sleep_for(std::chrono::milliseconds(env_ll("MCI_TEST_SLEEP_MS", 3000)));
+    return 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg->all_reduce(mci::view(v));
+  } catch (...) {
+    say(fmt::format("waited_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - t0).count()));
+    throw;
+  }
+  return 1;
+}
+
+// The last rank dies in the middle of a large all-reduce.
+int peer_death() {
+  auto pg = join();
+  const std::size_t n = env_ll("MCI_TEST_COUNT", 16 << 20);
+  std::vector<float> v(n, 1.0f);
+  pg->barrier();
+  if (pg->rank() == pg->size() - 1) {
+    auto w = pg->all_reduce(mci::view(v), mci::ReduceOp::sum, Exec::async);
+    std::this_thread::sleep_for(20ms);
+    say("dying now");
+    std::_Exit(9);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg->all_reduce(mci::view(v));
+  } catch (...) {
+    say(fmt::format("noticed_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - t0).count()));
+    throw;
+  }
+  return 1;
+}
+
+// Rank 0 calls all_reduce while the others call broadcast.
+int mismatch() {
+  auto pg = join();
+  std::vector<float> v(8, 1.0f);
+  if (pg->rank() == 0) {
+    pg->all_reduce(mci::view(v));
+  } else {
+    pg->broadcast(mci::view(v), 0);
+  }
+  return 1;
+}
+
+// Async calls run in order while the caller computes; each Work has a time.
+int async_overlap() {
+  auto pg = join();
+  const int n = pg->size();
+  std::vector<std::vector<float>> bufs(6, std::vector<float>(100000));
+  std::vector<mci::Work> works;
+  for (std::size_t k = 0; k < bufs.size(); ++k) {
+    for (auto& x : bufs[k]) x = static_cast<float>(pg->rank() + k);
+    works.push_back(pg->all_reduce(mci::view(bufs[k]), mci::ReduceOp::sum, Exec::async));
+  }
+  // Compute while the collectives run.
+  double acc = 0;
+  for (int i = 0; i < 2000000; ++i) acc += i * 1e-9;
+  for (std::size_t k = 0; k < works.size(); ++k) {
+    works[k].wait();
+    if (!works[k].is_completed() || !works[k].is_success()) return 1;
+    if (works[k].seq() != k + 1) {
+      say(fmt::format("work {} has seq {}", k, works[k].seq()));
+      return 1;
+    }
+    const float want = static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(k));
+    for (float x : bufs[k]) {
+      if (x != want) {
+        say(fmt::format("async all_reduce {} gave {} instead of {}", k, x, want));
+        return 1;
+      }
+    }
+  }
+  // A blocking call after async ones waits for them and keeps the order.
+  std::vector<float> last{1.0f};
+  auto w1 = pg->all_reduce(mci::view(last), mci::ReduceOp::sum, Exec::async);
+  pg->barrier();
+  if (!w1.is_completed() || last[0] != static_cast<float>(n)) return 1;
+  say(fmt::format("async ok ({:.0f})", acc));
+  return 0;
+}
+
+// Receives match sends by tag, not by arrival order.
+int p2p_tags() {
+  auto pg = join();
+  if (pg->size() < 2) return 1;
+  if (pg->rank() == 0) {
+    for (int tag : {1, 2, 3}) {
+      std::vector<std::int32_t> v(5, tag * 10);
+      pg->send(mci::view(v), 1, tag);
+    }
+  } else if (pg->rank() == 1) {
+    for (int tag : {3, 1, 2}) {
+      std::vector<std::int32_t> v(5, -1);
+      pg->recv(mci::view(v), 0, tag);
+      for (auto x : v) {
+        if (x != tag * 10) {
+          say(fmt::format("recv tag {} got {}", tag, x));
+          return 1;
+        }
+      }
+    }
+  }
+  pg->barrier();
+  say("p2p ok");
+  return 0;
+}
+
+int init_only() {
+  auto pg = join();
+  pg->barrier();
+  say(fmt::format("joined rank {} size {} local_rank {}", pg->rank(), pg->size(), pg->local_rank()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Die with the test that started us: no orphans even if it crashes.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const std::string what = argc > 1 ? argv[1] : "";
+  try {
+    if (what == "matrix") return matrix(false);
+    if (what == "matrix-quick") return matrix(true);
+    if (what == "timeout") return timeout_scenario();
+    if (what == "peer-death") return peer_death();
+    if (what == "mismatch") return mismatch();
+    if (what == "async") return async_overlap();
+    if (what == "p2p-tags") return p2p_tags();
+    if (what == "init") return init_only();
+    std::cerr << "unknown scenario '" << what << "'\n";
+    return 2;
+  } catch (const mci::TimeoutError& e) {
+    say(fmt::format("TimeoutError: {}", e.what()));
+    return 10;
+  } catch (const mci::PeerError& e) {
+    say(fmt::format("PeerError(peer {}): {}", e.peer(), e.what()));
+    return 11;
+  } catch (const mci::MismatchError& e) {
+    say(fmt::format("MismatchError: {}", e.what()));
+    return 12;
+  } catch (const mci::ConfigError& e) {
+    say(fmt::format("ConfigError: {}", e.what()));
+    return 13;
+  } catch (const mci::Error& e) {
+    say(fmt::format("Error: {}", e.what()));
+    return 14;
+  }
+}

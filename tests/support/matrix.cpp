@@ -1,0 +1,327 @@
+#include "matrix.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace mci::test {
+
+namespace {
+
+// Inputs repeat every kPeriod elements (a prime, so block boundaries of any
+// world size fall at different phases); references repeat too, so large
+// buffers are generated once per period and copied.
+constexpr std::size_t kPeriod = 9973;
+
+template <class T>
+T wrap(double v) {
+  return static_cast<T>(static_cast<std::int64_t>(v));
+}
+
+}  // namespace
+
+void put(DType t, void* base, std::size_t i, double v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(base)[i] = v; break;
+    case DType::f16: static_cast<Half*>(base)[i] = to_half(static_cast<float>(v)); break;
+    case DType::bf16: static_cast<BFloat16*>(base)[i] = to_bfloat16(static_cast<float>(v)); break;
+    case DType::i8: static_cast<std::int8_t*>(base)[i] = wrap<std::int8_t>(v); break;
+    case DType::u8: static_cast<std::uint8_t*>(base)[i] = wrap<std::uint8_t>(v); break;
+    case DType::i32: static_cast<std::int32_t*>(base)[i] = wrap<std::int32_t>(v); break;
+    case DType::i64: static_cast<std::int64_t*>(base)[i] = wrap<std::int64_t>(v); break;
+  }
+}
+
+double get(DType t, const void* base, std::size_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(base)[i];
+    case DType::f64: return static_cast<const double*>(base)[i];
+    case DType::f16: return to_float(static_cast<const Half*>(base)[i]);
+    case DType::bf16: return to_float(static_cast<const BFloat16*>(base)[i]);
+    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
+    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
+  }
+  return 0;
+}
+
+double input_value(DType t, int r, int c, std::size_t i, bool narrow) {
+  const auto k = static_cast<long long>(i % kPeriod);
+  double v = narrow ? static_cast<double>((r * 13 + k * 5 + c) % 5 - 2)
+                    : static_cast<double>((r * 31 + k * 7 + c * 17) % 11 - 5);
+  std::uint8_t cell[8];
+  put(t, cell, 0, v);
+  return get(t, cell, 0);
+}
+
+double reference(DType t, ReduceOp op, int world, int c, std::size_t i, bool narrow,
+                 const std::vector<int>& ranks) {
+  double acc = input_value(t, ranks[0], c, i, narrow);
+  for (std::size_t k = 1; k < ranks.size(); ++k) {
+    const double v = input_value(t, ranks[k], c, i, narrow);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc += v; break;
+      case ReduceOp::prod: acc *= v; break;
+      case ReduceOp::min: acc = std::min(acc, v); break;
+      case ReduceOp::max: acc = std::max(acc, v); break;
+    }
+  }
+  // Integer results wrap around like the type; products of u8 values are
+  // kept in range of an exact double by reducing modulo 2^32 as we go.
+  std::uint8_t cell[8];
+  put(t, cell, 0, acc);
+  acc = get(t, cell, 0);
+  if (op != ReduceOp::avg) return acc;
+  switch (t) {
+    case DType::f64: return acc / world;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return static_cast<float>(acc) / static_cast<float>(world);
+    default: return std::trunc(acc / world);
+  }
+}
+
+namespace {
+
+struct Runner {
+  ProcessGroup& pg;
+  std::ostream& err;
+  int failures = 0;
+  int coll = 0;  // collective number, seeds the inputs
+  int rank = pg.rank();
+  int n = pg.size();
+
+  std::vector<int> all_ranks() const {
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }
+
+  // Writes f(i) for i < count at element `offset` of buf: one period is
+  // computed, the rest copied.
+  template <class F>
+  static void pattern(DType t, std::uint8_t* buf, std::size_t count, std::size_t offset, F f) {
+    const std::size_t es = dtype_size(t);
+    std::uint8_t* base = buf + offset * es;
+    const std::size_t head = std::min(count, kPeriod);
+    for (std::size_t i = 0; i < head; ++i) put(t, base, i, f(i));
+    for (std::size_t done = head; done < count;) {
+      const std::size_t n = std::min(done, count - done);
+      std::memcpy(base + done * es, base, n * es);
+      done += n;
+    }
+  }
+
+  // Fills `count` elements of dtype t with rank r's input for collective c.
+  void fill(DType t, std::vector<std::uint8_t>& buf, std::size_t count, int r, int c, bool narrow,
+            std::size_t offset = 0) {
+    pattern(t, buf.data(), count, offset, [&](std::size_t i) { return input_value(t, r, c, i, narrow); });
+  }
+  void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c,
+                      bool narrow, std::size_t first = 0) {
+    const auto ranks = all_ranks();
+    pattern(t, buf.data(), count, 0,
+            [&](std::size_t i) { return reference(t, op, n, c, first + i, narrow, ranks); });
+  }
+
+  bool expect(const char* what, DType t, const void* got, const void* want, std::size_t count) {
+    const std::size_t es = dtype_size(t);
+    if (count == 0 || std::memcmp(got, want, count * es) == 0) return true;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (std::memcmp(static_cast<const std::uint8_t*>(got) + i * es,
+                      static_cast<const std::uint8_t*>(want) + i * es, es) != 0) {
+        err << fmt::format("FAIL rank {} {} {} count {}: element {} is {} but must be {}\n", rank,
+                           what, dtype_name(t), count, i, get(t, got, i), get(t, want, i));
+        break;
+      }
+    }
+    ++failures;
+    return false;
+  }
+
+  void all_reduce(DType t, std::size_t count, ReduceOp op, bool in_place) {
+    const int c = ++coll;
+    const bool narrow = op == ReduceOp::prod;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es, 0xAB), want(count * es), keep;
+    fill(t, in, count, rank, c, narrow);
+    keep = in;
+    fill_reference(t, want, count, op, c, narrow);
+    const std::string what = fmt::format("all_reduce({}{})", reduce_op_name(op), in_place ? ", in place" : "");
+    if (in_place) {
+      pg.all_reduce(BufferView{in.data(), count, t}, op);
+      expect(what.c_str(), t, in.data(), want.data(), count);
+    } else {
+      pg.all_reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, op);
+      expect(what.c_str(), t, out.data(), want.data(), count);
+      expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count);
+    }
+  }
+
+  void broadcast(DType t, std::size_t count, int root, bool in_place) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es, 0xCD), want(count * es);
+    fill(t, in, count, rank, c, false);
+    fill(t, want, count, root, c, false);
+    if (in_place) {
+      pg.broadcast(BufferView{in.data(), count, t}, root);
+      expect("broadcast(in place)", t, in.data(), want.data(), count);
+    } else {
+      pg.broadcast(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root);
+      expect("broadcast", t, out.data(), want.data(), count);
+    }
+  }
+
+  void reduce(DType t, std::size_t count, int root, ReduceOp op) {
+    const int c = ++coll;
+    const bool narrow = op == ReduceOp::prod;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es, 0x5A), want(count * es), keep, sentinel;
+    fill(t, in, count, rank, c, narrow);
+    keep = in;
+    sentinel = out;
+    pg.reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root, op);
+    const std::string what = fmt::format("reduce({}, root {})", reduce_op_name(op), root);
+    if (rank == root) {
+      fill_reference(t, want, count, op, c, narrow);
+      expect(what.c_str(), t, out.data(), want.data(), count);
+    } else {
+      expect((what + " non-root output untouched").c_str(), t, out.data(), sentinel.data(), count);
+    }
+    expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count);
+  }
+
+  void all_gather(DType t, std::size_t count, bool in_place) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es * n, 0x11), want(count * es * n);
+    for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
+    if (in_place) {
+      fill(t, out, count, rank, c, false, count * rank);
+      pg.all_gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t});
+    } else {
+      fill(t, in, count, rank, c, false);
+      pg.all_gather(BufferView{in.data(), count, t}, BufferView{out.data(), count * n, t});
+    }
+    expect(in_place ? "all_gather(in place)" : "all_gather", t, out.data(), want.data(), count * n);
+  }
+
+  void gather(DType t, std::size_t count, int root) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es * n, 0x22), want(count * es * n);
+    fill(t, in, count, rank, c, false);
+    for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
+    pg.gather(BufferView{in.data(), count, t}, BufferView{out.data(), rank == root ? count * n : 0, t}, root);
+    if (rank == root) expect("gather", t, out.data(), want.data(), count * n);
+  }
+
+  void scatter(DType t, std::size_t count, int root) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es * n), out(count * es, 0x33), want(count * es);
+    for (int r = 0; r < n; ++r) fill(t, in, count, root * 1000 + r, c, false, count * r);
+    fill(t, want, count, root * 1000 + rank, c, false);
+    pg.scatter(BufferView{in.data(), rank == root ? count * n : 0, t}, BufferView{out.data(), count, t}, root);
+    expect("scatter", t, out.data(), want.data(), count);
+  }
+
+  void reduce_scatter(DType t, std::size_t count, ReduceOp op, bool in_place) {
+    const int c = ++coll;
+    const bool narrow = op == ReduceOp::prod;
+    const std::size_t es = dtype_size(t);
+    // Element i of block b of rank r's input is input_value(r, c, b*count+i).
+    std::vector<std::uint8_t> in(count * es * n), out(count * es, 0x44), want(count * es), keep;
+    fill(t, in, count * n, rank, c, narrow);
+    keep = in;
+    fill_reference(t, want, count, op, c, narrow, count * rank);
+    const std::string what = fmt::format("reduce_scatter({}{})", reduce_op_name(op), in_place ? ", in place" : "");
+    if (in_place) {
+      pg.reduce_scatter(BufferView{in.data(), count * n, t},
+                        BufferView{in.data() + count * es * rank, count, t}, op);
+      expect(what.c_str(), t, in.data() + count * es * rank, want.data(), count);
+    } else {
+      pg.reduce_scatter(BufferView{in.data(), count * n, t}, BufferView{out.data(), count, t}, op);
+      expect(what.c_str(), t, out.data(), want.data(), count);
+      expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count * n);
+    }
+  }
+
+  void all_to_all(DType t, std::size_t count, bool in_place) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    // Block j of rank r's input is "from r to j".
+    std::vector<std::uint8_t> in(count * es * n), out(count * es * n, 0x55), want(count * es * n);
+    for (int j = 0; j < n; ++j) fill(t, in, count, rank * 100 + j, c, false, count * j);
+    for (int i = 0; i < n; ++i) fill(t, want, count, i * 100 + rank, c, false, count * i);
+    if (in_place) {
+      pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{in.data(), count * n, t});
+      expect("all_to_all(in place)", t, in.data(), want.data(), count * n);
+    } else {
+      pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{out.data(), count * n, t});
+      expect("all_to_all", t, out.data(), want.data(), count * n);
+    }
+  }
+
+  // Neighbour exchange without deadlock: even ranks send first.
+  void send_recv(DType t, std::size_t count) {
+    const int c = ++coll;
+    if (n == 1) return;
+    const std::size_t es = dtype_size(t);
+    const int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    std::vector<std::uint8_t> in(count * es), out(count * es, 0x66), want(count * es);
+    fill(t, in, count, rank, c, false);
+    fill(t, want, count, from, c, false);
+    if (rank % 2 == 0) {
+      pg.send(BufferView{in.data(), count, t}, to, c);
+      pg.recv(BufferView{out.data(), count, t}, from, c);
+    } else {
+      pg.recv(BufferView{out.data(), count, t}, from, c);
+      pg.send(BufferView{in.data(), count, t}, to, c);
+    }
+    expect("send/recv", t, out.data(), want.data(), count);
+  }
+};
+
+}  // namespace
+
+int run_matrix(ProcessGroup& pg, const MatrixConfig& cfg, std::ostream& err) {
+  Runner run{pg, err};
+  const int n = pg.size();
+  for (DType t : cfg.dtypes) {
+    std::vector<std::size_t> counts = cfg.elements;
+    for (std::size_t b : cfg.bytes) counts.push_back(b / dtype_size(t));
+    for (std::size_t count : counts) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+        run.all_reduce(t, count, op, false);
+      }
+      run.all_reduce(t, count, ReduceOp::sum, true);
+      run.broadcast(t, count, n - 1, false);
+      run.broadcast(t, count, 0, true);
+      run.reduce(t, count, n / 2, ReduceOp::sum);
+      run.reduce(t, count, n - 1, ReduceOp::max);
+      run.all_gather(t, count, false);
+      run.all_gather(t, count, true);
+      run.gather(t, count, (n + 1) / 2 % n);
+      run.scatter(t, count, n - 1);
+      run.reduce_scatter(t, count, ReduceOp::sum, false);
+      run.reduce_scatter(t, count, ReduceOp::min, true);
+      run.reduce_scatter(t, count, ReduceOp::avg, false);
+      run.all_to_all(t, count, false);
+      run.all_to_all(t, count, true);
+      run.send_recv(t, count);
+      pg.barrier();
+    }
+  }
+  return run.failures;
+}
+
+}  // namespace mci::test

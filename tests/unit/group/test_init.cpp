@@ -1,0 +1,188 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "../../support/ports.hpp"
+#include "mci/mci.hpp"
+
+namespace mci {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct EnvGuard {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  void set(const std::string& k, const std::optional<std::string>& v) {
+    const char* old = std::getenv(k.c_str());
+    saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+    if (v) {
+      ::setenv(k.c_str(), v->c_str(), 1);
+    } else {
+      ::unsetenv(k.c_str());
+    }
+  }
+  ~EnvGuard() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second) {
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      } else {
+        ::unsetenv(it->first.c_str());
+      }
+    }
+  }
+};
+
+std::string init_error(std::map<std::string, std::optional<std::string>> env, InitOptions o = {}) {
+  EnvGuard g;
+  for (const char* k : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE", "MCI_STORE_HOSTED"}) {
+    g.set(k, std::nullopt);
+  }
+  for (auto& [k, v] : env) g.set(k, v);
+  try {
+    init_process_group(o);
+  } catch (const ConfigError& e) {
+    return std::string("ConfigError: ") + e.what();
+  } catch (const TimeoutError& e) {
+    return std::string("TimeoutError: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST(InitEnv, EachMissingVariableIsNamedWithEnvMethod) {
+  std::string m = init_error({});
+  EXPECT_NE(m.find("environment variable RANK expected, but not set"), std::string::npos) << m;
+  EXPECT_NE(m.find("env://"), std::string::npos) << m;
+  m = init_error({{"RANK", "0"}});
+  EXPECT_NE(m.find("environment variable WORLD_SIZE expected, but not set"), std::string::npos) << m;
+  m = init_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_NE(m.find("environment variable MASTER_ADDR expected, but not set"), std::string::npos) << m;
+  m = init_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}});
+  EXPECT_NE(m.find("environment variable MASTER_PORT expected, but not set"), std::string::npos) << m;
+}
+
+TEST(InitEnv, BadValuesGetTheirOwnMessages) {
+  std::map<std::string, std::optional<std::string>> base{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29999"}};
+  auto with = [&](const char* k, const char* v) {
+    auto e = base;
+    e[k] = v;
+    return init_error(e);
+  };
+  std::string m = with("RANK", "2");
+  EXPECT_NE(m.find("RANK=2 is outside [0, WORLD_SIZE=2)"), std::string::npos) << m;
+  m = with("RANK", "-1");
+  EXPECT_NE(m.find("RANK=-1 is outside"), std::string::npos) << m;
+  m = with("RANK", "zero");
+  EXPECT_NE(m.find("RANK is 'zero', which is not an integer"), std::string::npos) << m;
+  m = with("WORLD_SIZE", "0");
+  EXPECT_NE(m.find("WORLD_SIZE=0 is not a valid number of processes"), std::string::npos) << m;
+  m = with("MASTER_PORT", "70000");
+  EXPECT_NE(m.find("MASTER_PORT=70000 is not a TCP port"), std::string::npos) << m;
+  m = with("MASTER_PORT", "http");
+  EXPECT_NE(m.find("MASTER_PORT is 'http'"), std::string::npos) << m;
+}
+
+TEST(InitEnv, UnreachableStoreTimesOutNamingTheAddress) {
+  const int port = test::free_port();
+  InitOptions o;
+  o.timeout = 400ms;
+  std::string m = init_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                              {"MASTER_PORT", std::to_string(port)}},
+                             o);
+  EXPECT_NE(m.find("TimeoutError: Timed out waiting 400ms to connect to the store at 127.0.0.1:" +
+                   std::to_string(port)),
+            std::string::npos)
+      << m;
+}
+
+TEST(InitOptionsCheck, UnknownOrMissingBackendAndBadMethods) {
+  InitOptions o;
+  o.backend = "mpi";
+  EXPECT_NE(init_error({}, o).find("unknown backend 'mpi'"), std::string::npos);
+  o.backend = "cpu";
+  o.init_method = "file:///tmp/x";
+  EXPECT_NE(init_error({}, o).find("not supported"), std::string::npos);
+  o.init_method = "tcp://nohostport";
+  EXPECT_NE(init_error({}, o).find("malformed"), std::string::npos);
+  o.init_method = "tcp://127.0.0.1:1234";
+  EXPECT_NE(init_error({}, o).find("world_size=-1"), std::string::npos);
+  if (!backend_available("nccl")) {
+    o.backend = "nccl";
+    o.init_method = "env://";
+    const std::string m = init_error({}, o);
+    EXPECT_NE(m.find("not part of this build"), std::string::npos) << m;
+    EXPECT_NE(m.find("'cpu'"), std::string::npos) << m;
+  }
+}
+
+TEST(InitTcp, WorldOfOneWorksAndHostsItsOwnStore) {
+  InitOptions o;
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(test::free_port());
+  o.rank = 0;
+  o.world_size = 1;
+  o.timeout = 5000ms;
+  auto pg = init_process_group(o);
+  EXPECT_EQ(pg->size(), 1);
+  std::vector<float> v{1, 2, 3}, out(3);
+  pg->all_reduce(view(v), ReduceOp::avg);
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+  pg->all_gather(view(v), view(out));
+  EXPECT_EQ(out, v);
+  pg->barrier();
+  EXPECT_EQ(pg->last_seq(), 3u);
+}
+
+TEST(InitTcp, ThreadsAsRanksAndTwoGenerationsOfTheSameGroup) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
+  std::vector<std::thread> ts;
+  std::vector<float> results(3);
+  for (int r = 0; r < 3; ++r) {
+    ts.emplace_back([&, r] {
+      TcpStoreOptions so;
+      so.port = server.port();
+      for (int gen = 0; gen < 2; ++gen) {
+        InitOptions o;
+        o.store = std::make_shared<TcpStore>(so);
+        o.rank = r;
+        o.world_size = 3;
+        o.timeout = 10000ms;
+        auto pg = init_process_group(o);
+        std::vector<float> v{static_cast<float>(r + gen)};
+        pg->all_reduce(view(v));
+        results[r] += v[0];
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (float x : results) EXPECT_EQ(x, 3.0f + 6.0f);
+}
+
+TEST(InitTcp, DuplicateRankIsCaught) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
+  TcpStoreOptions so;
+  so.port = server.port();
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> ts;
+  for (int k = 0; k < 2; ++k) {
+    ts.emplace_back([&, k] {
+      InitOptions o;
+      o.store = std::make_shared<TcpStore>(so);
+      o.rank = 1;
+      o.world_size = 2;
+      o.timeout = 1500ms;
+      try {
+        init_process_group(o);
+      } catch (const std::exception& e) {
+        errs[k] = e.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  const std::string both = errs[0] + " | " + errs[1];
+  EXPECT_NE(both.find("RANK 1 is used by two processes"), std::string::npos) << both;
+}
+
+}  // namespace
+}  // namespace mci

@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include "group/validate.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+namespace {
+
+std::string why(OpKind k, BufferView in, BufferView out, int root = 0, int rank = 0, int size = 2,
+                ReduceOp op = ReduceOp::sum) {
+  try {
+    make_desc(k, in, out, op, root, 0, rank, size);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Validate, CountsMustFitTheCollective) {
+  std::vector<float> a(4), b(6), c(8);
+  EXPECT_NE(why(OpKind::all_reduce, view(a), view(b)).find("out has 6 elements but must have 4"), std::string::npos);
+  EXPECT_NE(why(OpKind::all_gather, view(a), view(b)).find("in.count x the group has 2 ranks"), std::string::npos);
+  EXPECT_EQ(why(OpKind::all_gather, view(a), view(c)), "");
+  EXPECT_NE(why(OpKind::reduce_scatter, view(b), view(a)).find("in has 6 elements but must have 8"), std::string::npos);
+  EXPECT_NE(why(OpKind::all_to_all, BufferView{b.data(), 5, DType::f32}, BufferView{c.data(), 5, DType::f32})
+                .find("not a multiple of the 2 ranks"),
+            std::string::npos);
+  // gather's out only matters at the root.
+  EXPECT_EQ(why(OpKind::gather, view(a), BufferView{}, 1, 0), "");
+  EXPECT_NE(why(OpKind::gather, view(a), BufferView{}, 0, 0).find("out has 0 elements"), std::string::npos);
+}
+
+TEST(Validate, RootsPeersTagsAndTypes) {
+  std::vector<float> a(4), b(4);
+  std::vector<int> i(4);
+  EXPECT_NE(why(OpKind::broadcast, view(a), view(a), 2).find("root 2 is out of range: the group has ranks 0..1"),
+            std::string::npos);
+  EXPECT_NE(why(OpKind::reduce, view(a), view(a), -1).find("root -1 is out of range"), std::string::npos);
+  EXPECT_NE(why(OpKind::send, view(a), {}, 0, 0).find("cannot send to itself"), std::string::npos);
+  EXPECT_NE(why(OpKind::recv, {}, view(a), 5, 0).find("source rank 5 is out of range"), std::string::npos);
+  EXPECT_NE(why(OpKind::all_reduce, view(a), view(i)).find("in is f32 but out is i32"), std::string::npos);
+  EXPECT_NE(why(OpKind::all_reduce, BufferView{nullptr, 3, DType::f32}, BufferView{nullptr, 3, DType::f32})
+                .find("null data pointer"),
+            std::string::npos);
+  EXPECT_NE(why(OpKind::all_reduce, view(a), view(b), 0, 0, 2, static_cast<ReduceOp>(9)).find("unknown reduce op"),
+            std::string::npos);
+}
+
+TEST(Validate, OverlappingBuffersOnlyInTheInPlaceLayouts) {
+  std::vector<float> big(8);
+  BufferView all{big.data(), 8, DType::f32};
+  EXPECT_NE(why(OpKind::all_reduce, BufferView{big.data(), 4, DType::f32}, BufferView{big.data() + 2, 4, DType::f32})
+                .find("overlap"),
+            std::string::npos);
+  // all_gather in place: in is this rank's slice of out.
+  EXPECT_EQ(why(OpKind::all_gather, BufferView{big.data() + 4, 4, DType::f32}, all, 0, 1), "");
+  EXPECT_NE(why(OpKind::all_gather, BufferView{big.data() + 4, 4, DType::f32}, all, 0, 0).find("overlap"),
+            std::string::npos);
+  EXPECT_EQ(why(OpKind::reduce_scatter, all, BufferView{big.data() + 4, 4, DType::f32}, 0, 1), "");
+  EXPECT_EQ(why(OpKind::all_reduce, all, all), "");
+}
+
+TEST(Validate, DescriptorCountsArePerRank) {
+  std::vector<float> a(3), b(9);
+  EXPECT_EQ(make_desc(OpKind::all_gather, view(a), view(b), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(OpKind::reduce_scatter, view(b), view(a), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(OpKind::all_to_all, view(b), view(b), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(OpKind::scatter, view(b), view(a), ReduceOp::sum, 0, 0, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(OpKind::scatter, BufferView{}, view(a), ReduceOp::sum, 0, 0, 1, 3).count, 3u);
+}
+
+}  // namespace
+}  // namespace mci

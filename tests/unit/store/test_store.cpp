@@ -1,0 +1,221 @@
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/socket.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct StoreTest : ::testing::Test {
+  StoreServer server{StoreServerOptions{"127.0.0.1", 0, ""}};
+  std::shared_ptr<TcpStore> client(std::chrono::milliseconds t = 5000ms, std::string token = "") {
+    TcpStoreOptions o;
+    o.port = server.port();
+    o.timeout = t;
+    o.connect_timeout = 5000ms;
+    o.token = std::move(token);
+    return std::make_shared<TcpStore>(o);
+  }
+};
+
+TEST_F(StoreTest, SetGetRemoveAndCount) {
+  auto s = client();
+  s->set("a", to_bytes("1"));
+  s->set("b", to_bytes("two"));
+  EXPECT_EQ(to_string(s->get("b")), "two");
+  EXPECT_EQ(s->num_keys(), 2);
+  EXPECT_TRUE(s->check({"a", "b"}));
+  EXPECT_FALSE(s->check({"a", "zzz"}));
+  EXPECT_TRUE(s->remove("a"));
+  EXPECT_FALSE(s->remove("a"));
+  EXPECT_EQ(s->num_keys(), 1);
+  s->set("b", to_bytes(""));
+  EXPECT_EQ(s->get("b").size(), 0u);
+}
+
+TEST_F(StoreTest, GetWaitsForAKeySetByAnotherClient) {
+  auto reader = client();
+  auto writer = client();
+  std::thread t([&] {
+    std::this_thread::sleep_for(50ms);
+    writer->set("late", to_bytes("here"));
+  });
+  EXPECT_EQ(to_string(reader->get("late")), "here");
+  t.join();
+}
+
+TEST_F(StoreTest, GetAndWaitTimeOutWithTheKeyNamed) {
+  auto s = client(200ms);
+  try {
+    s->get("never");
+    FAIL();
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("Timed out waiting 200ms for store key 'never'"), std::string::npos) << e.what();
+  }
+  try {
+    s->wait({"x", "y"}, 100ms);
+    FAIL();
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("'x', 'y'"), std::string::npos) << e.what();
+  }
+  // The connection is still usable after a server-side timeout.
+  s->set("x", to_bytes("1"));
+  s->set("y", to_bytes("1"));
+  s->wait({"x", "y"}, 100ms);
+}
+
+TEST_F(StoreTest, ConcurrentAddsFromManyClientsAreAtomic) {
+  constexpr int kClients = 8, kAdds = 300;
+  std::vector<std::thread> ts;
+  for (int c = 0; c < kClients; ++c) {
+    ts.emplace_back([&] {
+      auto s = client();
+      for (int i = 0; i < kAdds; ++i) s->add("counter", 1);
+    });
+  }
+  for (auto& t : ts) t.join();
+  auto s = client();
+  EXPECT_EQ(s->add("counter", 0), kClients * kAdds);
+  EXPECT_EQ(to_string(s->get("counter")), std::to_string(kClients * kAdds));
+  EXPECT_EQ(s->add("counter", -5), kClients * kAdds - 5);
+}
+
+TEST_F(StoreTest, CompareSetOnlyReplacesTheExpectedValue) {
+  auto s = client();
+  EXPECT_EQ(to_string(s->compare_set("k", {}, to_bytes("first"))), "first");
+  EXPECT_EQ(to_string(s->compare_set("k", {}, to_bytes("second"))), "first");
+  EXPECT_EQ(to_string(s->compare_set("k", to_bytes("first"), to_bytes("third"))), "third");
+  EXPECT_EQ(to_string(s->compare_set("k", to_bytes("nope"), to_bytes("x"))), "third");
+}
+
+TEST_F(StoreTest, WaitReturnsOnceEveryKeyExists) {
+  auto s = client();
+  auto w = client();
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    s->wait({"k1", "k2"}, 5000ms);
+    done = true;
+  });
+  w->set("k1", to_bytes("1"));
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(done.load());
+  w->set("k2", to_bytes("1"));
+  t.join();
+  EXPECT_TRUE(done.load());
+}
+
+TEST_F(StoreTest, MalformedFramesCloseOnlyThatConnection) {
+  auto good = client();
+  good->set("keep", to_bytes("v"));
+  for (const std::string& junk : {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(64, '\xff'),
+                                 std::string("MCIS\xff\xff\xff\x7f", 8)}) {
+    Fd fd = connect_tcp("127.0.0.1", server.port(), Deadline(2000ms), "store");
+    ASSERT_EQ(send_all(fd.get(), junk.data(), junk.size(), Deadline(2000ms)), Io::ok);
+    char buf[256];
+    // The server greets, then drops us: read until EOF.
+    Io io = Io::ok;
+    while (io == Io::ok) io = recv_all(fd.get(), buf, 1, Deadline(3000ms));
+    EXPECT_EQ(io, Io::closed);
+  }
+  EXPECT_EQ(to_string(good->get("keep")), "v");
+  EXPECT_GE(server.rejected_connections(), 3u);
+}
+
+TEST_F(StoreTest, ClientThatDisconnectsWhileWaitingDoesNotDisturbOthers) {
+  {
+    auto leaver = client();
+    std::thread t([&] {
+      try {
+        leaver->get("never", 300ms);
+      } catch (const TimeoutError&) {
+      }
+    });
+    t.join();
+  }
+  auto s = client();
+  s->set("after", to_bytes("ok"));
+  EXPECT_EQ(to_string(s->get("after")), "ok");
+}
+
+TEST(StoreAuth, TokenIsRequiredAndCheckedBothWays) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, "secret-token"});
+  TcpStoreOptions o;
+  o.port = server.port();
+  o.connect_timeout = 3000ms;
+  o.token = "secret-token";
+  TcpStore good(o);
+  good.set("x", to_bytes("1"));
+
+  o.token = "";
+  EXPECT_THROW({ TcpStore none(o); }, ConfigError);
+  o.token = "wrong";
+  try {
+    TcpStore wrong(o);
+    wrong.set("y", to_bytes("1"));
+    FAIL() << "a wrong token was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("token"), std::string::npos);
+  }
+  EXPECT_EQ(to_string(good.get("x")), "1");
+
+  // A client with a token refuses a store that cannot prove it.
+  StoreServer open(StoreServerOptions{"127.0.0.1", 0, ""});
+  o.port = open.port();
+  o.token = "secret-token";
+  EXPECT_THROW({ TcpStore c(o); }, ConfigError);
+}
+
+TEST(StoreConnect, UnreachableStoreTimesOutWithAClearMessage) {
+  int port;
+  {
+    Fd l = listen_tcp("127.0.0.1", 0);
+    port = local_port(l.get());
+  }
+  TcpStoreOptions o;
+  o.port = port;
+  o.connect_timeout = 300ms;
+  try {
+    TcpStore s(o);
+    FAIL();
+  } catch (const TimeoutError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Timed out waiting 300ms to connect to the store at 127.0.0.1:" + std::to_string(port)),
+              std::string::npos) << m;
+  }
+}
+
+TEST(StoreServerBind, PortInUseIsAClearError) {
+  StoreServer a(StoreServerOptions{"127.0.0.1", 0, ""});
+  try {
+    StoreServer b(StoreServerOptions{"127.0.0.1", a.port(), ""});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PrefixStore, NamespacesKeys) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
+  TcpStoreOptions o;
+  o.port = server.port();
+  auto base = std::make_shared<TcpStore>(o);
+  PrefixStore a("a", base), b("b", base);
+  a.set("k", to_bytes("1"));
+  b.set("k", to_bytes("2"));
+  EXPECT_EQ(to_string(a.get("k")), "1");
+  EXPECT_EQ(to_string(base->get("b/k")), "2");
+  EXPECT_EQ(a.add("n", 3), 3);
+  EXPECT_TRUE(a.check({"k", "n"}));
+  EXPECT_FALSE(b.check({"n"}));
+}
+
+}  // namespace
+}  // namespace mci
