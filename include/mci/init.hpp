@@ -22,6 +22,8 @@ struct InitOptions {
   int world_size = -1;
   // Bounds every wait of the group: rendezvous, collectives, point-to-point.
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // Operations kept by the flight recorder (for the hang report).
+  std::size_t flight_recorder_entries = 2048;
   // Groups with different names never share keys or connections.
   std::string group_name = "default";
   // Use this store instead of the init method's (rank and world_size then

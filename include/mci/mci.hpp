@@ -1,9 +1,11 @@
 // mci: collective communication for data-parallel training.
 #pragma once
 
+#include "mci/ddp.hpp"
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
+#include "mci/timing.hpp"
 #include "mci/types.hpp"
 #include "mci/work.hpp"

@@ -42,6 +42,12 @@ class Store {
   Millis timeout() const { return timeout_; }
   void set_timeout(Millis t) { timeout_ = t; }
 
+  // A second, independent connection to the same store (for a thread that
+  // blocks on it), or nullptr if this store cannot make one.
+  virtual std::shared_ptr<Store> clone() const { return nullptr; }
+  // Unblocks a call in progress on another thread; the store is closed after.
+  virtual void interrupt() {}
+
  private:
   Millis timeout_{std::chrono::minutes(5)};
 };
@@ -96,6 +102,9 @@ class TcpStore final : public Store {
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
 
+  std::shared_ptr<Store> clone() const override;
+  void interrupt() override;
+
   // The local address this client uses to reach the server: the interface a
   // rank should listen on for its peers.
   std::string local_address() const;
@@ -122,6 +131,9 @@ class PrefixStore final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
+
+  std::shared_ptr<Store> clone() const override;
+  void interrupt() override { base_->interrupt(); }
 
   Store& base() { return *base_; }
   std::shared_ptr<Store> base_ptr() const { return base_; }

@@ -14,6 +14,8 @@
 
 #include "backends/backend.hpp"
 #include "collectives/desc.hpp"
+#include "diag/flight_recorder.hpp"
+#include "diag/hang_report.hpp"
 #include "group/work_state.hpp"
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
@@ -32,6 +34,9 @@ struct ProcessGroup::Impl {
   std::unique_ptr<StoreServer> hosted_store;
   std::shared_ptr<Store> store;
   std::unique_ptr<Backend> backend;
+  std::unique_ptr<diag::FlightRecorder> recorder;
+  std::unique_ptr<diag::HangResponder> responder;  // reads recorder: declared after it
+  std::chrono::milliseconds report_wait{3000};
 
   Work submit(OpKind kind, const BufferView& in, const BufferView& out, ReduceOp op, int root,
               int tag, Exec e);
@@ -40,7 +45,8 @@ struct ProcessGroup::Impl {
   ~Impl();
 
  private:
-  void execute(const coll::CollectiveDesc& d, Work::State& st);
+  void execute(const coll::CollectiveDesc& d, std::uint64_t id, Work::State& st);
+  std::string hang_report(std::uint64_t id, std::chrono::milliseconds waited);
   void drain();
   void worker_loop();
   void fail_group(const std::string& reason);

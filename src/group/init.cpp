@@ -131,13 +131,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   if (opts.backend != "cpu" && opts.backend != "gloo" && opts.backend != "nccl") {
     throw ConfigError(fmt::format("unknown backend '{}': use cpu (mci's engine), gloo or nccl", opts.backend));
   }
-  if (!backend_available(opts.backend)) {
-    throw ConfigError(fmt::format(
-        "backend '{}' is not part of this build of mci ({} was not found when it was "
-        "configured); use backend 'cpu', mci's own engine, or rebuild with {}",
-        opts.backend, opts.backend == "nccl" ? "CUDA/NCCL" : "Gloo",
-        opts.backend == "nccl" ? "the CUDA toolkit and NCCL" : "libgloo-dev installed"));
-  }
   if (opts.timeout.count() <= 0) {
     throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
   }
@@ -156,6 +149,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   } else {
     throw ConfigError(fmt::format("init_method '{}' is not supported: use env:// or tcp://HOST:PORT",
                                   opts.init_method));
+  }
+
+  if (!backend_available(opts.backend)) {
+    throw ConfigError(fmt::format(
+        "backend '{}' is not part of this build of mci ({} was not found when it was "
+        "configured); use backend 'cpu', mci's own engine, or rebuild with {}",
+        opts.backend, opts.backend == "nccl" ? "CUDA/NCCL" : "Gloo",
+        opts.backend == "nccl" ? "the CUDA toolkit and NCCL" : "libgloo-dev installed"));
   }
 
   auto impl = std::make_unique<ProcessGroup::Impl>();
@@ -215,6 +216,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     impl->backend = make_nccl_backend(ctx);
   }
   impl->store = store;
+  impl->recorder = std::make_unique<diag::FlightRecorder>(
+      static_cast<std::size_t>(env_int("MCI_FLIGHT_RECORDER_ENTRIES", "MCI_FLIGHT_RECORDER_ENTRIES")
+                                   .value_or(static_cast<long long>(opts.flight_recorder_entries))));
+  impl->report_wait = std::chrono::milliseconds(
+      env_int("MCI_HANG_REPORT_WAIT_MS", "MCI_HANG_REPORT_WAIT_MS").value_or(3000));
+  if (auto own = store->clone()) {
+    impl->responder = std::make_unique<diag::HangResponder>(std::move(own), c.rank, *impl->recorder);
+  }
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world,
             opts.group_name, opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));

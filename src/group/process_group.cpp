@@ -24,11 +24,12 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   auto st = std::make_shared<Work::State>();
   st->seq = d.seq;
   st->kind = kind;
+  const std::uint64_t id = recorder->enqueue(d);
   if (e == Exec::blocking) {
     drain();
     {
       std::lock_guard lk(exec_mu_);
-      execute(d, *st);
+      execute(d, id, *st);
     }
     if (st->error) std::rethrow_exception(st->error);
     return Work(st);
@@ -36,9 +37,9 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw Error("mci: the process group is being destroyed; no new work is accepted");
-    queue_.push_back([this, d, st] {
+    queue_.push_back([this, d, id, st] {
       std::lock_guard lk(exec_mu_);
-      execute(d, *st);
+      execute(d, id, *st);
     });
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
@@ -46,22 +47,41 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   return Work(st);
 }
 
-void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, Work::State& st) {
+void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, std::uint64_t id, Work::State& st) {
   const auto t0 = Clock::now();
+  recorder->start(id);
   try {
     if (!broken_.empty()) {
       throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
                               "earlier error ({}). Destroy the group and create a new one.",
                               d.fingerprint().describe(), rank, broken_));
     }
-    backend->run(d, Deadline(timeout));
+    try {
+      backend->run(d, Deadline(timeout));
+    } catch (const TimeoutError& err) {
+      // Before anything else moves: ask every rank what it is doing.
+      throw TimeoutError(std::string(err.what()) + "\n" +
+                         hang_report(id, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)));
+    }
+    recorder->finish(id, true);
     st.finish(Clock::now() - t0, nullptr);
   } catch (const std::exception& err) {
+    recorder->finish(id, false);
     if (broken_.empty()) {
       broken_ = err.what();
       backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
     }
     st.finish(Clock::now() - t0, std::current_exception());
+  }
+}
+
+std::string ProcessGroup::Impl::hang_report(std::uint64_t id, std::chrono::milliseconds waited) {
+  auto rec = recorder->get(id);
+  if (!rec || !store || report_wait.count() <= 0) return {};
+  try {
+    return diag::collect_hang_report(*store, rank, size, *rec, waited, std::min(report_wait, timeout));
+  } catch (const std::exception& e) {
+    return fmt::format("(no hang report: {})", e.what());
   }
 }
 
@@ -104,6 +124,7 @@ void ProcessGroup::Impl::shutdown() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  responder.reset();
   std::lock_guard lk(exec_mu_);
   if (broken_.empty()) backend->close();
 }

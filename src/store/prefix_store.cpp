@@ -7,6 +7,12 @@ PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
   set_timeout(base_->timeout());
 }
 
+std::shared_ptr<Store> PrefixStore::clone() const {
+  auto base = base_->clone();
+  if (!base) return nullptr;
+  return std::make_shared<PrefixStore>(prefix_, std::move(base));
+}
+
 std::vector<std::string> PrefixStore::k(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;
   out.reserve(keys.size());

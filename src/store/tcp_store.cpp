@@ -1,4 +1,7 @@
 // The store client: one connection, one request at a time.
+#include <sys/socket.h>
+
+#include <atomic>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -22,8 +25,10 @@ std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); 
 
 struct TcpStore::Impl {
   TcpStoreOptions opts;
-  Fd fd;
+  Fd fd;               // closed only by the destructor, so interrupt() is safe
+  std::atomic<int> raw{-1};
   std::mutex mu;
+  bool broken = false;  // guarded by mu: a failed call desynchronised the stream
 
   std::string where() const { return fmt::format("{}:{}", opts.host, opts.port); }
   store::Response call(const store::Request& req, std::chrono::milliseconds budget);
@@ -59,18 +64,18 @@ store::Response TcpStore::Impl::read_response(const Deadline& dl) {
 
 store::Response TcpStore::Impl::call(const store::Request& req, std::chrono::milliseconds budget) {
   std::lock_guard lk(mu);
-  if (!fd.valid()) throw PeerError(fmt::format("the connection to the store at {} is closed", where()), -1);
+  if (broken) throw PeerError(fmt::format("the connection to the store at {} is closed", where()), -1);
   Bytes frame;
   store::encode(req, frame);
   Deadline dl(budget + kServerSlack);
   if (Io io = send_all(fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
-    fd.reset();
+    broken = true;
     fail(io, dl, "sending a request");
   }
   try {
     return read_response(dl);
   } catch (...) {
-    fd.reset();  // a half-read reply would desynchronise every later call
+    broken = true;  // a half-read reply would desynchronise every later call
     throw;
   }
 }
@@ -80,6 +85,7 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
   set_timeout(opts.timeout);
   Deadline dl(opts.connect_timeout);
   impl_->fd = connect_tcp(opts.host, opts.port, dl, "the store");
+  impl_->raw = impl_->fd.get();
   // Handshake: the server's nonce, our proof and nonce, the server's proof.
   store::Response hello = impl_->read_response(dl);
   const bool required = hello.num != 0;
@@ -135,6 +141,19 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
 }
 
 TcpStore::~TcpStore() = default;
+
+std::shared_ptr<Store> TcpStore::clone() const {
+  auto s = std::make_shared<TcpStore>(impl_->opts);
+  s->set_timeout(timeout());
+  return s;
+}
+
+// shutdown() rather than close(): the descriptor stays valid (no reuse race)
+// while a recv blocked on it in another thread returns at once.
+void TcpStore::interrupt() {
+  const int fd = impl_->raw.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
 
 std::string TcpStore::local_address() const { return mci::local_address(impl_->fd.get()); }
 

@@ -17,6 +17,24 @@ TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
   EXPECT_NE(out.find("all_reduce #1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
   EXPECT_EQ(job.status(1).code, 0) << job.all_output();
+  // The hang report: who never arrived and what it was doing instead.
+  EXPECT_NE(out.find("mci hang report for all_reduce #1"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1: never entered all_reduce #1 (f32 x 2, sum); alive, outside mci (in user code)"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("last completed: none"), std::string::npos) << out;
+  EXPECT_NE(out.find("Ranks that never entered all_reduce #1 (f32 x 2, sum): 1."), std::string::npos) << out;
+}
+
+TEST(Timeout, StoppedRankIsReportedAsFrozenNotDead) {
+  Job job(3, {"mci_test_worker", "stopped"},
+          {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_HANG_REPORT_WAIT_MS", "1000"}});
+  job.wait_rank(0, std::chrono::seconds(30));
+  job.wait_rank(2, std::chrono::seconds(30));
+  const std::string out = job.output(0) + job.output(2);
+  EXPECT_EQ(job.status(0).code, 10) << job.all_output();
+  EXPECT_NE(out.find("rank 1: did not answer within 1.0 s: process " + std::to_string(job.pid(1)) + " is stopped"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("Ranks that did not answer: 1"), std::string::npos) << out;
 }
 
 TEST(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeout) {

@@ -78,6 +78,21 @@ int timeout_scenario() {
   return 1;
 }
 
+// Rank 1 stops itself (SIGSTOP) before the all-reduce: a frozen rank is a
+// hang (timeout + report), not a crash.
+int stopped_scenario() {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  pg->barrier();
+  if (pg->rank() == 1) {
+    say("rank 1 stops");
+    ::kill(::getpid(), SIGSTOP);
+    return 0;
+  }
+  pg->all_reduce(mci::view(v));
+  return 1;
+}
+
 // The last rank dies in the middle of a large all-reduce.
 int peer_death() {
   auto pg = join();
@@ -194,6 +209,7 @@ int main(int argc, char** argv) {
     if (what == "matrix-quick") return matrix(true);
     if (what == "timeout") return timeout_scenario();
     if (what == "peer-death") return peer_death();
+    if (what == "stopped") return stopped_scenario();
     if (what == "mismatch") return mismatch();
     if (what == "async") return async_overlap();
     if (what == "p2p-tags") return p2p_tags();

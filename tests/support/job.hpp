@@ -19,6 +19,7 @@ class Job {
   Job(int world, const std::vector<std::string>& argv, std::map<std::string, std::string> env = {});
   // Waits for every rank (SIGKILL after `limit`).
   void wait(std::chrono::milliseconds limit = std::chrono::seconds(120));
+  ExitStatus wait_rank(int rank, std::chrono::milliseconds limit) { return spawner_.wait(rank, limit); }
   ExitStatus status(int rank) { return spawner_.child(rank).status.value(); }
   std::string output(int rank) { return spawner_.child(rank).output(); }
   pid_t pid(int rank) { return spawner_.child(rank).pid; }

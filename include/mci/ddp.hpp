@@ -1,0 +1,65 @@
+// DistributedDataParallel for C++ training loops: every rank holds a full
+// replica of the model; gradients are averaged across ranks with async
+// all-reduces that overlap the rest of backward.
+//
+//   mci::DistributedDataParallel ddp(pg, {{"weight", mci::view(w), mci::view(dw)}});
+//   ... forward, backward; after each parameter's gradient is written:
+//   ddp.grad_ready(i);          // optional: starts its bucket's all-reduce early
+//   ddp.finish_gradient_sync(); // before the optimizer step: grads are averaged
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mci/process_group.hpp"
+#include "mci/types.hpp"
+
+namespace mci {
+
+struct Parameter {
+  std::string name;
+  BufferView value;  // the weights; broadcast from rank 0 at construction
+  BufferView grad;   // same count and dtype as value
+};
+
+struct DdpOptions {
+  // Gradients are packed into buckets of about this size; each bucket is one
+  // all-reduce. Smaller buckets start earlier, larger ones cost fewer calls.
+  std::size_t bucket_cap_bytes = 25u << 20;
+  // Broadcast the parameters from rank 0 at construction, so every replica
+  // starts from the same weights.
+  bool broadcast_parameters = true;
+};
+
+class DistributedDataParallel {
+ public:
+  // Collective: every rank must construct it with the same parameter shapes
+  // (checked; a difference is a MismatchError naming the parameter).
+  DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params,
+                          DdpOptions opts = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // The gradient of parameter i is final for this step (the autograd hook).
+  // When its bucket is complete, the bucket's all-reduce starts (buckets
+  // start in a fixed order, the same on every rank).
+  void grad_ready(std::size_t i);
+  // Starts what has not started (gradients never marked ready are taken as
+  // they are), waits for every bucket and writes the averaged gradients
+  // back. After it returns, every rank holds the same gradients.
+  void finish_gradient_sync();
+
+  std::size_t num_buckets() const;
+  const std::vector<Parameter>& parameters() const;
+  ProcessGroup& process_group() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mci

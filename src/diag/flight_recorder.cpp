@@ -1,0 +1,141 @@
+#include "diag/flight_recorder.hpp"
+
+#include <fmt/format.h>
+
+namespace mci::diag {
+
+const char* state_name(OpState s) {
+  switch (s) {
+    case OpState::enqueued: return "enqueued";
+    case OpState::started: return "started";
+    case OpState::completed: return "completed";
+    case OpState::failed: return "failed";
+  }
+  return "?";
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string OpRecord::describe() const {
+  Fingerprint fp;
+  fp.kind = kind;
+  fp.seq = is_p2p(kind) ? static_cast<std::uint64_t>(tag) : seq;
+  fp.count = count;
+  fp.dtype = dtype;
+  fp.op = op;
+  fp.root = root;
+  std::string s = fp.describe();
+  if (is_p2p(kind)) s += fmt::format(" {} rank {}", kind == OpKind::send ? "to" : "from", root);
+  return s;
+}
+
+FlightRecorder::FlightRecorder(std::size_t capacity)
+    : slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
+
+void FlightRecorder::write(const OpRecord& r) {
+  Slot& s = slots_[r.id % slots_.size()];
+  const std::uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::uint64_t packed = static_cast<std::uint64_t>(r.kind) |
+                               static_cast<std::uint64_t>(r.dtype) << 8 |
+                               static_cast<std::uint64_t>(r.op) << 16 |
+                               static_cast<std::uint64_t>(r.algo) << 24 |
+                               static_cast<std::uint64_t>(r.state) << 32;
+  const std::uint64_t words[kWords] = {
+      r.id, r.seq, r.count, packed,
+      static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.root)) |
+          static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.tag)) << 32,
+      static_cast<std::uint64_t>(r.enqueued_ns), static_cast<std::uint64_t>(r.started_ns),
+      static_cast<std::uint64_t>(r.ended_ns)};
+  for (int i = 0; i < kWords; ++i) s.w[i].store(words[i], std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+}
+
+std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::uint64_t v1 = s.version.load(std::memory_order_acquire);
+    if (v1 & 1) continue;
+    std::uint64_t w[kWords];
+    for (int i = 0; i < kWords; ++i) w[i] = s.w[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) != v1) continue;
+    if (v1 == 0) return std::nullopt;
+    OpRecord r;
+    r.id = w[0];
+    r.seq = w[1];
+    r.count = w[2];
+    r.kind = static_cast<OpKind>(w[3] & 0xff);
+    r.dtype = static_cast<DType>((w[3] >> 8) & 0xff);
+    r.op = static_cast<ReduceOp>((w[3] >> 16) & 0xff);
+    r.algo = static_cast<Algo>((w[3] >> 24) & 0xff);
+    r.state = static_cast<OpState>((w[3] >> 32) & 0xff);
+    r.root = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[4]));
+    r.tag = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[4] >> 32));
+    r.enqueued_ns = static_cast<std::int64_t>(w[5]);
+    r.started_ns = static_cast<std::int64_t>(w[6]);
+    r.ended_ns = static_cast<std::int64_t>(w[7]);
+    return r;
+  }
+  return std::nullopt;  // a writer kept the slot busy; the report says "unknown"
+}
+
+std::uint64_t FlightRecorder::enqueue(const coll::CollectiveDesc& d) {
+  OpRecord r;
+  r.id = next_id_.fetch_add(1, std::memory_order_acq_rel);
+  r.seq = d.seq;
+  r.count = d.count;
+  r.kind = d.kind;
+  r.dtype = d.dtype;
+  r.op = d.op;
+  r.algo = d.algo;
+  r.root = d.root;
+  r.tag = d.tag;
+  r.state = OpState::enqueued;
+  r.enqueued_ns = now_ns();
+  write(r);
+  return r.id;
+}
+
+void FlightRecorder::start(std::uint64_t id) {
+  auto r = get(id);
+  if (!r) return;
+  r->state = OpState::started;
+  r->started_ns = now_ns();
+  write(*r);
+  running_.store(id, std::memory_order_release);
+}
+
+void FlightRecorder::finish(std::uint64_t id, bool ok) {
+  auto r = get(id);
+  const std::int64_t t = now_ns();
+  if (r) {
+    r->state = ok ? OpState::completed : OpState::failed;
+    r->ended_ns = t;
+    write(*r);
+  }
+  running_.store(0, std::memory_order_release);
+  idle_since_.store(t, std::memory_order_release);
+}
+
+std::optional<OpRecord> FlightRecorder::get(std::uint64_t id) const {
+  auto r = read(slots_[id % slots_.size()]);
+  if (!r || r->id != id) return std::nullopt;
+  return r;
+}
+
+std::vector<OpRecord> FlightRecorder::last(std::size_t n) const {
+  std::vector<OpRecord> out;
+  const std::uint64_t top = last_id();
+  const std::uint64_t first = top > n ? top - n + 1 : 1;
+  for (std::uint64_t id = first; id <= top; ++id) {
+    if (auto r = get(id)) out.push_back(*r);
+  }
+  return out;
+}
+
+}  // namespace mci::diag

@@ -1,0 +1,74 @@
+// The flight recorder: a preallocated ring of this rank's last N operations
+// (what, how big, with whom, which state, when). The thread running an
+// operation writes its slot; the hang-report thread reads slots at any time.
+// Each slot is a seqlock of relaxed atomics: writing costs a few stores and
+// no lock, reading never blocks the writer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "collectives/desc.hpp"
+
+namespace mci::diag {
+
+enum class OpState : std::uint8_t { enqueued = 0, started, completed, failed };
+const char* state_name(OpState s);
+
+struct OpRecord {
+  std::uint64_t id = 0;   // operation number in the group (1-based, p2p included)
+  std::uint64_t seq = 0;  // collective sequence number (0 for p2p)
+  std::uint64_t count = 0;
+  OpKind kind = OpKind::barrier;
+  DType dtype = DType::u8;
+  ReduceOp op = ReduceOp::sum;
+  Algo algo = Algo::none;
+  OpState state = OpState::enqueued;
+  std::int32_t root = -1;  // root, or the peer of a send/recv
+  std::int32_t tag = 0;
+  std::int64_t enqueued_ns = 0;  // steady clock
+  std::int64_t started_ns = 0;
+  std::int64_t ended_ns = 0;
+
+  std::string describe() const;  // "all_reduce #1 (f32 x 2, sum)"
+};
+
+std::int64_t now_ns();
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(std::size_t capacity);
+
+  // Returns the operation's id. Called in submission order.
+  std::uint64_t enqueue(const coll::CollectiveDesc& d);
+  void start(std::uint64_t id);
+  void finish(std::uint64_t id, bool ok);
+
+  std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
+  std::vector<OpRecord> last(std::size_t n) const;       // oldest first
+  std::uint64_t last_id() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  // The operation running now (0 if none) and when this rank last left mci.
+  std::uint64_t running() const { return running_.load(std::memory_order_acquire); }
+  std::int64_t idle_since_ns() const { return idle_since_.load(std::memory_order_acquire); }
+  std::size_t capacity() const { return slots_.size(); }
+
+ private:
+  static constexpr int kWords = 8;
+  struct Slot {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> w[kWords];
+  };
+  void write(const OpRecord& r);
+  std::optional<OpRecord> read(const Slot& s) const;
+
+  std::vector<Slot> slots_;
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::uint64_t> running_{0};
+  std::atomic<std::int64_t> idle_since_;
+};
+
+}  // namespace mci::diag

@@ -1,0 +1,203 @@
+#include "diag/hang_report.hpp"
+
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "mci/errors.hpp"
+
+namespace mci::diag {
+
+namespace {
+
+using Fields = std::map<std::string, std::string>;
+
+Fields parse(const std::string& text) {
+  Fields f;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return f;
+}
+
+long long num(const Fields& f, const char* key, long long fallback = 0) {
+  auto it = f.find(key);
+  if (it == f.end()) return fallback;
+  return parse_int(it->second).value_or(fallback);
+}
+
+std::string str(const Fields& f, const char* key) {
+  auto it = f.find(key);
+  return it == f.end() ? std::string() : it->second;
+}
+
+std::string seconds(long long ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0); }
+
+// Whether a process on this host is gone, stopped or running.
+std::string local_process_fate(long long pid) {
+  if (pid <= 0) return {};
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    return fmt::format("process {} has exited", pid);
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto rp = line.rfind(')');
+  const char state = rp != std::string::npos && rp + 2 < line.size() ? line[rp + 2] : '?';
+  if (state == 'Z') return fmt::format("process {} has exited (zombie)", pid);
+  if (state == 'T' || state == 't') return fmt::format("process {} is stopped (SIGSTOP or a debugger)", pid);
+  return fmt::format("process {} is alive but its mci threads do not answer (frozen)", pid);
+}
+
+}  // namespace
+
+std::string encode_state(const FlightRecorder& fr) {
+  const std::int64_t now = now_ns();
+  std::uint64_t entered = 0, queued = 0;
+  std::string last_completed = "none";
+  std::uint64_t last_completed_id = 0;
+  for (const OpRecord& r : fr.last(fr.capacity())) {
+    if (!is_p2p(r.kind)) {
+      queued = std::max(queued, r.seq);
+      if (r.state != OpState::enqueued) entered = std::max(entered, r.seq);
+    }
+    if (r.state == OpState::completed && r.id > last_completed_id) {
+      last_completed_id = r.id;
+      last_completed = r.describe();
+    }
+  }
+  std::string out = fmt::format("entered={}\nqueued={}\nlast_completed={}\n", entered, queued, last_completed);
+  if (const std::uint64_t id = fr.running()) {
+    if (auto r = fr.get(id)) {
+      out += fmt::format("running={}\nrunning_seq={}\nrunning_ms={}\n", r->describe(), r->seq,
+                         (now - r->started_ns) / 1000000);
+    }
+  } else {
+    out += fmt::format("idle_ms={}\n", (now - fr.idle_since_ns()) / 1000000);
+  }
+  return out;
+}
+
+HangResponder::HangResponder(std::shared_ptr<Store> own, int rank, const FlightRecorder& fr)
+    : store_(std::move(own)), rank_(rank), fr_(fr) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+HangResponder::~HangResponder() {
+  stopping_ = true;
+  store_->interrupt();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HangResponder::loop() {
+  for (std::uint64_t id = 1; !stopping_;) {
+    try {
+      store_->get(fmt::format("diag/req/{}", id), std::chrono::hours(1));
+      store_->set(fmt::format("diag/ans/{}/{}", id, rank_), to_bytes(encode_state(fr_)));
+      ++id;
+    } catch (const TimeoutError&) {
+      // Nobody asked for an hour: ask again.
+    } catch (const std::exception& e) {
+      if (!stopping_) log::debug("hang responder stops: {}", e.what());
+      return;  // the store is gone or we are shutting down
+    }
+  }
+}
+
+std::string collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+                                std::chrono::milliseconds waited,
+                                std::chrono::milliseconds answer_wait) {
+  const std::string what = stuck.describe();
+  std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank,
+                                seconds(waited.count()));
+  std::uint64_t id = 0;
+  try {
+    id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
+    store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
+  } catch (const std::exception& e) {
+    return out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what());
+  }
+  const auto deadline = Clock::now() + answer_wait;
+  const std::string me_host = host_name();
+  std::vector<int> never, silent;
+  const bool collective = !is_p2p(stuck.kind);
+  for (int r = 0; r < size; ++r) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    Fields f;
+    bool answered = false;
+    try {
+      f = parse(to_string(store.get(fmt::format("diag/ans/{}/{}", id, r), std::max(left, std::chrono::milliseconds(1)))));
+      answered = true;
+    } catch (const std::exception&) {
+    }
+    std::string line = fmt::format("  rank {}: ", r);
+    if (!answered) {
+      silent.push_back(r);
+      std::string fate;
+      try {
+        // "host:pid (nonce)" as claimed at init.
+        const std::string who = to_string(store.get(fmt::format("rank/{}", r), std::chrono::milliseconds(200)));
+        const auto colon = who.rfind(':');
+        const std::string host = who.substr(0, colon);
+        const long long pid = parse_int(who.substr(colon + 1, who.find(' ', colon) - colon - 1)).value_or(-1);
+        fate = host == me_host ? local_process_fate(pid) : fmt::format("process {} on {}: gone or frozen", pid, host);
+      } catch (const std::exception&) {
+        fate = "gone or frozen";
+      }
+      line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), fate);
+      out += line + "\n";
+      continue;
+    }
+    const auto entered = static_cast<std::uint64_t>(num(f, "entered"));
+    const std::string running = str(f, "running");
+    const std::string doing = !running.empty()
+                                  ? fmt::format("inside {} for {}", running, seconds(num(f, "running_ms")))
+                                  : fmt::format("alive, outside mci (in user code) for {}", seconds(num(f, "idle_ms")));
+    if (r == rank) {
+      line += fmt::format("waited {} in {} (timed out here)", seconds(waited.count()), what);
+    } else if (!collective) {
+      line += doing + "; last completed: " + str(f, "last_completed");
+    } else if (entered < stuck.seq) {
+      never.push_back(r);
+      line += fmt::format("never entered {}; {}; last completed: {}", what, doing, str(f, "last_completed"));
+      if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq) line += " (it is queued behind earlier async work)";
+    } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
+      line += fmt::format("entered {} and is waiting in it ({})", what, doing);
+    } else {
+      line += fmt::format("entered {}; now {}; last completed: {}", what, doing, str(f, "last_completed"));
+    }
+    out += line + "\n";
+  }
+  auto list = [](const std::vector<int>& v) {
+    std::string s;
+    for (int r : v) s += fmt::format("{}{}", s.empty() ? "" : ", ", r);
+    return s;
+  };
+  if (!silent.empty()) {
+    out += fmt::format("Ranks that did not answer: {} (dead or frozen; their own output or mcirun's "
+                       "summary says which).\n",
+                       list(silent));
+  }
+  if (collective) {
+    if (!never.empty()) {
+      out += fmt::format("Ranks that never entered {}: {}. A hang, not a slow step: those ranks "
+                         "must reach the same collective.\n",
+                         what, list(never));
+    } else if (silent.empty()) {
+      out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
+    }
+  }
+  return out;
+}
+
+}  // namespace mci::diag

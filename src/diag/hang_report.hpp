@@ -1,0 +1,45 @@
+// The hang report. When an operation times out, the rank that noticed asks
+// every rank, through the store, what it is doing. Each rank answers from a
+// background thread reading its flight recorder, so a rank that is alive but
+// busy elsewhere (sleeping in user code, stuck in another collective) still
+// answers, and a rank that does not answer is dead or frozen. The report
+// names the ranks that never entered the operation and what each was doing.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "diag/flight_recorder.hpp"
+#include "mci/store.hpp"
+
+namespace mci::diag {
+
+class HangResponder {
+ public:
+  // `own` must be a connection no other thread uses: the responder blocks on it.
+  HangResponder(std::shared_ptr<Store> own, int rank, const FlightRecorder& fr);
+  ~HangResponder();
+  HangResponder(const HangResponder&) = delete;
+  HangResponder& operator=(const HangResponder&) = delete;
+
+ private:
+  void loop();
+  std::shared_ptr<Store> store_;
+  int rank_;
+  const FlightRecorder& fr_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// What this rank is doing, in the key=value form the responder sends.
+std::string encode_state(const FlightRecorder& fr);
+
+// Asks every rank and formats the report about `stuck`, which this rank has
+// waited `waited` for. Waits at most `answer_wait` for the answers.
+std::string collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+                                std::chrono::milliseconds waited,
+                                std::chrono::milliseconds answer_wait);
+
+}  // namespace mci::diag
