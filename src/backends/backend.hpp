@@ -2,6 +2,8 @@
 // numbers, records and times each operation; the backend only runs it.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,6 +24,17 @@ class Backend {
   // backends: until it is enqueued and, for blocking calls, finished).
   // Throws TimeoutError, PeerError, MismatchError.
   virtual void run(const coll::CollectiveDesc& d, const Deadline& dl) = 0;
+  // Async point-to-point operations overlap each other (an isend and an
+  // irecv to the same peer must not wait for one another). The front end
+  // posts them, then calls progress_p2p() until p2p_done() says each is
+  // complete. A backend that cannot overlap them runs each inside post_p2p.
+  virtual std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline& dl) {
+    run(d, dl);
+    return 0;
+  }
+  virtual bool p2p_done(std::uint64_t /*ticket*/) { return true; }
+  virtual void progress_p2p(std::chrono::milliseconds /*max_wait*/, const Deadline& /*dl*/) {}
+
   // Tells the peers why we stop, without blocking, then closes.
   virtual void abort(const std::string& reason) noexcept = 0;
   // Orderly close.

@@ -45,7 +45,15 @@ struct ProcessGroup::Impl {
   ~Impl();
 
  private:
+  struct Task {
+    coll::CollectiveDesc d;
+    std::uint64_t id = 0;  // flight recorder id
+    std::shared_ptr<Work::State> st;
+  };
   void execute(const coll::CollectiveDesc& d, std::uint64_t id, Work::State& st);
+  void run_p2p_batch(std::deque<Task> batch);
+  void take_queued_p2p(std::deque<Task>& into);
+  void record_failure(const coll::CollectiveDesc& d, const std::exception& err);
   std::string hang_report(std::uint64_t id, std::chrono::milliseconds waited);
   void drain();
   void worker_loop();
@@ -56,7 +64,7 @@ struct ProcessGroup::Impl {
   // started on the first async call.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Task> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;

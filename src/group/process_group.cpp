@@ -37,10 +37,7 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw Error("mci: the process group is being destroyed; no new work is accepted");
-    queue_.push_back([this, d, id, st] {
-      std::lock_guard lk(exec_mu_);
-      execute(d, id, *st);
-    });
+    queue_.push_back(Task{d, id, st});
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
   cv_.notify_all();
@@ -67,11 +64,89 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, std::uint64_t id
     st.finish(Clock::now() - t0, nullptr);
   } catch (const std::exception& err) {
     recorder->finish(id, false);
-    if (broken_.empty()) {
-      broken_ = err.what();
-      backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
-    }
+    record_failure(d, err);
     st.finish(Clock::now() - t0, std::current_exception());
+  }
+}
+
+void ProcessGroup::Impl::record_failure(const coll::CollectiveDesc& d, const std::exception& err) {
+  if (!broken_.empty()) return;
+  broken_ = err.what();
+  backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
+}
+
+void ProcessGroup::Impl::take_queued_p2p(std::deque<Task>& into) {
+  std::lock_guard lk(mu_);
+  while (!queue_.empty() && is_p2p(queue_.front().d.kind)) {
+    into.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+// Async sends and receives that follow each other in the queue run
+// together: each is posted at once and they progress side by side, so an
+// isend and an irecv to the same peer complete whatever their sizes. A
+// collective queued after them waits until they are all done.
+void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
+  std::lock_guard lk(exec_mu_);
+  struct Live {
+    Task t;
+    std::uint64_t ticket;
+    Clock::time_point t0;
+  };
+  std::vector<Live> live;
+  auto post = [&](Task& t) {
+    const auto t0 = Clock::now();
+    recorder->start(t.id);
+    try {
+      if (!broken_.empty()) {
+        throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
+                                "earlier error ({}).",
+                                t.d.fingerprint().describe(), rank, broken_));
+      }
+      live.push_back(Live{t, backend->post_p2p(t.d, Deadline(timeout)), t0});
+    } catch (const std::exception& err) {
+      recorder->finish(t.id, false);
+      record_failure(t.d, err);
+      t.st->finish(Clock::now() - t0, std::current_exception());
+    }
+  };
+  while (true) {
+    for (auto& t : batch) post(t);
+    batch.clear();
+    for (auto it = live.begin(); it != live.end();) {
+      if (backend->p2p_done(it->ticket)) {
+        recorder->finish(it->t.id, true);
+        it->t.st->finish(Clock::now() - it->t0, nullptr);
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    take_queued_p2p(batch);
+    if (live.empty() && batch.empty()) return;
+    if (live.empty()) continue;
+    try {
+      // Short rounds, so a send or recv queued meanwhile joins the batch.
+      backend->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout, timeout));
+    } catch (const std::exception& err) {
+      std::exception_ptr e = std::current_exception();
+      if (dynamic_cast<const TimeoutError*>(&err)) {
+        try {
+          throw TimeoutError(std::string(err.what()) + "\n" +
+                             hang_report(live.front().t.id, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                Clock::now() - live.front().t0)));
+        } catch (...) {
+          e = std::current_exception();
+        }
+      }
+      record_failure(live.front().t.d, err);
+      for (auto& l : live) {
+        recorder->finish(l.t.id, false);
+        l.t.st->finish(Clock::now() - l.t0, e);
+      }
+      live.clear();
+    }
   }
 }
 
@@ -104,11 +179,23 @@ void ProcessGroup::Impl::worker_loop() {
   while (true) {
     cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to run
-    auto task = std::move(queue_.front());
+    Task task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lk.unlock();
-    task();
+    if (is_p2p(task.d.kind)) {
+      std::deque<Task> batch;
+      batch.push_back(std::move(task));
+      while (!queue_.empty() && is_p2p(queue_.front().d.kind)) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      lk.unlock();
+      run_p2p_batch(std::move(batch));
+    } else {
+      lk.unlock();
+      std::lock_guard ex(exec_mu_);
+      execute(task.d, task.id, *task.st);
+    }
     lk.lock();
     busy_ = false;
     cv_.notify_all();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,14 @@ class Transport {
   // dies, closes or aborts, MismatchError when a frame's fingerprint or size
   // differs. After a throw the transport is unusable: call abort().
   virtual void wait_all(const Deadline& dl) = 0;
+
+  // For operations that overlap freely (async point-to-point): whether one
+  // is complete, one bounded round of progress (waits at most max_wait for
+  // something to happen; throws like wait_all, TimeoutError once dl passes
+  // with work pending), and forgetting what has completed.
+  virtual bool done(const OpHandle& op) const = 0;
+  virtual void progress(std::chrono::milliseconds max_wait, const Deadline& dl) = 0;
+  virtual void reap() = 0;
 
   // Tell every peer why we stop (best effort, never blocks), then close.
   virtual void abort(const std::string& reason) noexcept = 0;

@@ -59,5 +59,16 @@ TEST(PointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(job.status(r).code, 0) << job.all_output();
 }
 
+TEST(PointToPoint, AsyncSendAndRecvOfLargeBuffersProgressTogether) {
+  for (int world : {2, 3}) {
+    Job job(world, {"mci_test_worker", "p2p-exchange"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});
+    job.wait(std::chrono::seconds(90));
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(job.status(r).code, 0) << job.all_output();
+      EXPECT_NE(job.output(r).find("exchange ok"), std::string::npos) << job.output(r);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mci::test

@@ -191,6 +191,35 @@ int p2p_tags() {
   return 0;
 }
 
+// Every rank sends a large buffer to its right neighbour and receives one
+// from its left with async calls: they must progress together, whatever the
+// order and size (a serial queue would deadlock once socket buffers fill).
+int p2p_exchange() {
+  auto pg = join();
+  const int n = pg->size(), r = pg->rank();
+  const std::size_t count = 8u << 20;  // 32 MiB of floats each way
+  std::vector<float> out(count, static_cast<float>(r)), in(count, -1.0f);
+  auto ws = pg->send(mci::view(out), (r + 1) % n, 5, Exec::async);
+  auto wr = pg->recv(mci::view(in), (r + n - 1) % n, 5, Exec::async);
+  wr.wait();
+  ws.wait();
+  for (float x : in) {
+    if (x != static_cast<float>((r + n - 1) % n)) {
+      say(fmt::format("rank {} received {}", r, x));
+      return 1;
+    }
+  }
+  // A collective queued after point-to-point work runs after it.
+  std::vector<float> one{1.0f};
+  auto w2 = pg->send(mci::view(out), (r + 1) % n, 6, Exec::async);
+  auto w3 = pg->recv(mci::view(in), (r + n - 1) % n, 6, Exec::async);
+  auto w4 = pg->all_reduce(mci::view(one), mci::ReduceOp::sum, Exec::async);
+  w4.wait();
+  if (!w2.is_completed() || !w3.is_completed() || one[0] != static_cast<float>(n)) return 1;
+  say("exchange ok");
+  return 0;
+}
+
 int init_only() {
   auto pg = join();
   pg->barrier();
@@ -213,6 +242,7 @@ int main(int argc, char** argv) {
     if (what == "mismatch") return mismatch();
     if (what == "async") return async_overlap();
     if (what == "p2p-tags") return p2p_tags();
+    if (what == "p2p-exchange") return p2p_exchange();
     if (what == "init") return init_only();
     std::cerr << "unknown scenario '" << what << "'\n";
     return 2;

@@ -1,4 +1,6 @@
 // mci's own engine on host memory: the algorithm suite over the TCP mesh.
+#include <map>
+
 #include <fmt/format.h>
 
 #include "backends/backend.hpp"
@@ -38,6 +40,27 @@ class CpuBackend final : public Backend {
     coll::run_collective(coll::Ctx{*transport_, d, dl, scratch_});
   }
 
+  std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline&) override {
+    const Fingerprint fp = d.fingerprint();
+    const auto h = d.kind == OpKind::send ? transport_->post_send(d.root, fp, d.in, d.bytes())
+                                          : transport_->post_recv(d.root, fp, d.out, d.bytes());
+    inflight_.emplace(++next_ticket_, h);
+    return next_ticket_;
+  }
+
+  bool p2p_done(std::uint64_t ticket) override {
+    auto it = inflight_.find(ticket);
+    if (it == inflight_.end()) return true;
+    if (!transport_->done(it->second)) return false;
+    inflight_.erase(it);
+    transport_->reap();
+    return true;
+  }
+
+  void progress_p2p(std::chrono::milliseconds max_wait, const Deadline& dl) override {
+    transport_->progress(max_wait, dl);
+  }
+
   void abort(const std::string& reason) noexcept override { transport_->abort(reason); }
   void close() noexcept override { transport_->close(); }
 
@@ -45,6 +68,8 @@ class CpuBackend final : public Backend {
   Algo forced_ = Algo::none;
   std::unique_ptr<transport::TcpTransport> transport_;
   coll::Scratch scratch_;
+  std::map<std::uint64_t, transport::OpHandle> inflight_;
+  std::uint64_t next_ticket_ = 0;
 };
 
 }  // namespace

@@ -337,67 +337,89 @@ void TcpTransport::timeout(const Deadline& dl) {
       dl.budget().count(), fp.describe(), rank_, peers, pending_desc()));
 }
 
+bool TcpTransport::pending() const {
+  for (const auto& p : peers_) {
+    if (p.recvs_left > 0 || !p.sends.empty()) return true;
+  }
+  return false;
+}
+
+void TcpTransport::step(int poll_ms) {
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
+    Peer& p = peers_[i];
+    if (!p.sends.empty()) progress_send(i);
+    if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
+  }
+  if (poll_ms <= 0 || !pending()) return;
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  for (int i = 0; i < size_; ++i) {
+    Peer& p = peers_[i];
+    if (i == rank_ || p.eof || !p.fd.valid()) continue;
+    short ev = POLLRDHUP;
+    if (p.recvs_left > 0 || p.cur) ev |= POLLIN;
+    if (!p.sends.empty()) ev |= POLLOUT;
+    fds.push_back({p.fd.get(), ev, 0});
+    who.push_back(i);
+  }
+  int n = ::poll(fds.data(), fds.size(), poll_ms);
+  if (n < 0 && errno != EINTR) {
+    broken_ = true;
+    throw Error(fmt::format("mci tcp transport: poll failed: {}", std::strerror(errno)));
+  }
+  for (std::size_t k = 0; k < fds.size(); ++k) {
+    const short re = fds[k].revents;
+    Peer& p = peers_[who[k]];
+    // A hang-up from a peer we owe nothing to: learn whether it left on
+    // purpose (bye) or died; a death fails the operation at once.
+    if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && p.recvs_left == 0 && !p.cur) {
+      progress_recv(who[k], true);
+    }
+  }
+}
+
 template <class Done>
 void TcpTransport::progress_until(Done done, const Deadline& dl) {
   check_usable();
-  std::vector<pollfd> fds;
-  std::vector<int> who;
   while (true) {
-    for (int i = 0; i < size_; ++i) {
-      if (i == rank_) continue;
-      Peer& p = peers_[i];
-      if (!p.sends.empty()) progress_send(i);
-      if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
-    }
+    step(0);
     if (done()) return;
     if (dl.expired()) timeout(dl);
-    fds.clear();
-    who.clear();
-    for (int i = 0; i < size_; ++i) {
-      Peer& p = peers_[i];
-      if (i == rank_ || p.eof || !p.fd.valid()) continue;
-      short ev = POLLRDHUP;
-      if (p.recvs_left > 0 || p.cur) ev |= POLLIN;
-      if (!p.sends.empty()) ev |= POLLOUT;
-      fds.push_back({p.fd.get(), ev, 0});
-      who.push_back(i);
-    }
-    int n = ::poll(fds.data(), fds.size(), dl.poll_ms());
-    if (n < 0 && errno != EINTR) {
-      broken_ = true;
-      throw Error(fmt::format("mci tcp transport: poll failed: {}", std::strerror(errno)));
-    }
-    for (std::size_t k = 0; k < fds.size(); ++k) {
-      const short re = fds[k].revents;
-      const int i = who[k];
-      Peer& p = peers_[i];
-      // A hang-up from a peer we owe nothing to: learn whether it left on
-      // purpose (bye) or died; a death fails the operation at once.
-      if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && p.recvs_left == 0 && !p.cur) {
-        progress_recv(i, true);
-      }
+    step(dl.poll_ms());
+    if (done()) return;
+  }
+}
+
+bool TcpTransport::done(const OpHandle& op) const {
+  const Peer& p = peers_[op.peer];
+  if (op.is_recv) return op.index < p.recv_base || p.recvs[op.index - p.recv_base].done;
+  return op.index < p.sends_done;
+}
+
+void TcpTransport::progress(std::chrono::milliseconds max_wait, const Deadline& dl) {
+  check_usable();
+  step(0);
+  if (!pending()) return;
+  if (dl.expired()) timeout(dl);
+  step(std::max(0, std::min(dl.poll_ms(), static_cast<int>(max_wait.count()))));
+}
+
+void TcpTransport::reap() {
+  for (auto& p : peers_) {
+    while (!p.recvs.empty() && p.recvs.front().done && !p.recvs.front().active) {
+      p.recvs.pop_front();
+      ++p.recv_base;
     }
   }
 }
 
 void TcpTransport::wait(const OpHandle& op, const Deadline& dl) {
-  Peer& p = peers_[op.peer];
-  if (op.is_recv) {
-    progress_until([&] { return op.index < p.recv_base || p.recvs[op.index - p.recv_base].done; }, dl);
-  } else {
-    progress_until([&] { return op.index < p.sends_done; }, dl);
-  }
+  progress_until([&] { return done(op); }, dl);
 }
 
 void TcpTransport::wait_all(const Deadline& dl) {
-  progress_until(
-      [&] {
-        for (const auto& p : peers_) {
-          if (p.recvs_left > 0 || !p.sends.empty()) return false;
-        }
-        return true;
-      },
-      dl);
+  progress_until([&] { return !pending(); }, dl);
   for (auto& p : peers_) {
     p.recv_base += p.recvs.size();
     p.recvs.clear();

@@ -31,6 +31,9 @@ class TcpTransport final : public Transport {
   OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) override;
   void wait(const OpHandle& op, const Deadline& dl) override;
   void wait_all(const Deadline& dl) override;
+  bool done(const OpHandle& op) const override;
+  void progress(std::chrono::milliseconds max_wait, const Deadline& dl) override;
+  void reap() override;
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
 
@@ -76,6 +79,10 @@ class TcpTransport final : public Transport {
 
   template <class Done>
   void progress_until(Done done, const Deadline& dl);
+  bool pending() const;
+  // Moves what can move without waiting; then, if `poll_ms` > 0 and work is
+  // pending, waits that long for a socket to become ready.
+  void step(int poll_ms);
   bool progress_send(int peer);
   void progress_recv(int peer, bool drain);
   void on_header(int peer);
