@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collectives/desc.hpp"
@@ -34,6 +35,15 @@ class Backend {
   }
   virtual bool p2p_done(std::uint64_t /*ticket*/) { return true; }
   virtual void progress_p2p(std::chrono::milliseconds /*max_wait*/, const Deadline& /*dl*/) {}
+
+  // After run(): which rank entered the operation last and how long after
+  // this rank (ns; negative if this rank was the last), when the backend
+  // learns it for free from its frames.
+  struct Lateness {
+    int rank = -1;
+    std::int64_t ns = 0;
+  };
+  virtual std::optional<Lateness> last_arrival() const { return std::nullopt; }
 
   // Tells the peers why we stop, without blocking, then closes.
   virtual void abort(const std::string& reason) noexcept = 0;

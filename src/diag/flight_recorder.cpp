@@ -51,7 +51,8 @@ void FlightRecorder::write(const OpRecord& r) {
       static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.root)) |
           static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.tag)) << 32,
       static_cast<std::uint64_t>(r.enqueued_ns), static_cast<std::uint64_t>(r.started_ns),
-      static_cast<std::uint64_t>(r.ended_ns)};
+      static_cast<std::uint64_t>(r.ended_ns), static_cast<std::uint64_t>(static_cast<std::int64_t>(r.last_rank)),
+      static_cast<std::uint64_t>(r.last_late_ns)};
   for (int i = 0; i < kWords; ++i) s.w[i].store(words[i], std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
 }
@@ -79,6 +80,8 @@ std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
     r.enqueued_ns = static_cast<std::int64_t>(w[5]);
     r.started_ns = static_cast<std::int64_t>(w[6]);
     r.ended_ns = static_cast<std::int64_t>(w[7]);
+    r.last_rank = static_cast<std::int32_t>(static_cast<std::int64_t>(w[8]));
+    r.last_late_ns = static_cast<std::int64_t>(w[9]);
     return r;
   }
   return std::nullopt;  // a writer kept the slot busy; the report says "unknown"
@@ -110,12 +113,14 @@ void FlightRecorder::start(std::uint64_t id) {
   running_.store(id, std::memory_order_release);
 }
 
-void FlightRecorder::finish(std::uint64_t id, bool ok) {
+void FlightRecorder::finish(std::uint64_t id, bool ok, int last_rank, std::int64_t last_late_ns) {
   auto r = get(id);
   const std::int64_t t = now_ns();
   if (r) {
     r->state = ok ? OpState::completed : OpState::failed;
     r->ended_ns = t;
+    r->last_rank = last_rank;
+    r->last_late_ns = last_late_ns;
     write(*r);
   }
   running_.store(0, std::memory_order_release);

@@ -33,6 +33,8 @@ struct OpRecord {
   std::int64_t enqueued_ns = 0;  // steady clock
   std::int64_t started_ns = 0;
   std::int64_t ended_ns = 0;
+  std::int32_t last_rank = -1;     // who entered last, when the backend knows
+  std::int64_t last_late_ns = 0;   // how long after this rank it entered
 
   std::string describe() const;  // "all_reduce #1 (f32 x 2, sum)"
 };
@@ -46,7 +48,7 @@ class FlightRecorder {
   // Returns the operation's id. Called in submission order.
   std::uint64_t enqueue(const coll::CollectiveDesc& d);
   void start(std::uint64_t id);
-  void finish(std::uint64_t id, bool ok);
+  void finish(std::uint64_t id, bool ok, int last_rank = -1, std::int64_t last_late_ns = 0);
 
   std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
   std::vector<OpRecord> last(std::size_t n) const;       // oldest first
@@ -57,7 +59,7 @@ class FlightRecorder {
   std::size_t capacity() const { return slots_.size(); }
 
  private:
-  static constexpr int kWords = 8;
+  static constexpr int kWords = 10;
   struct Slot {
     std::atomic<std::uint64_t> version{0};
     std::atomic<std::uint64_t> w[kWords];

@@ -37,6 +37,7 @@ struct ProcessGroup::Impl {
   std::unique_ptr<diag::FlightRecorder> recorder;
   std::unique_ptr<diag::HangResponder> responder;  // reads recorder: declared after it
   std::chrono::milliseconds report_wait{3000};
+  bool debug_timing = false;  // MCI_DEBUG=timing: a line per collective, a summary at the end
 
   Work submit(OpKind kind, const BufferView& in, const BufferView& out, ReduceOp op, int root,
               int tag, Exec e);
@@ -54,6 +55,17 @@ struct ProcessGroup::Impl {
   void run_p2p_batch(std::deque<Task> batch);
   void take_queued_p2p(std::deque<Task>& into);
   void record_failure(const coll::CollectiveDesc& d, const std::exception& err);
+  void note_timing(const coll::CollectiveDesc& d, std::chrono::nanoseconds took,
+                   const std::optional<Backend::Lateness>& late);
+  void print_timing_summary();
+
+  struct Straggler {
+    std::uint64_t times = 0;
+    std::int64_t total_late_ns = 0;
+  };
+  std::vector<Straggler> stragglers_;  // guarded by exec_mu_
+  std::uint64_t timed_ops_ = 0;
+  std::int64_t timed_ns_ = 0;
   std::string hang_report(std::uint64_t id, std::chrono::milliseconds waited);
   void drain();
   void worker_loop();

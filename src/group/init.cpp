@@ -221,6 +221,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
                                    .value_or(static_cast<long long>(opts.flight_recorder_entries))));
   impl->report_wait = std::chrono::milliseconds(
       env_int("MCI_HANG_REPORT_WAIT_MS", "MCI_HANG_REPORT_WAIT_MS").value_or(3000));
+  if (auto dbg = env_str("MCI_DEBUG")) impl->debug_timing = dbg->find("timing") != std::string::npos;
   if (auto own = store->clone()) {
     impl->responder = std::make_unique<diag::HangResponder>(std::move(own), c.rank, *impl->recorder);
   }

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/log.hpp"
@@ -60,8 +62,11 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, std::uint64_t id
       throw TimeoutError(std::string(err.what()) + "\n" +
                          hang_report(id, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)));
     }
-    recorder->finish(id, true);
-    st.finish(Clock::now() - t0, nullptr);
+    const auto took = Clock::now() - t0;
+    const auto late = backend->last_arrival();
+    recorder->finish(id, true, late ? late->rank : -1, late ? late->ns : 0);
+    if (debug_timing) note_timing(d, took, late);
+    st.finish(took, nullptr);
   } catch (const std::exception& err) {
     recorder->finish(id, false);
     record_failure(d, err);
@@ -73,6 +78,44 @@ void ProcessGroup::Impl::record_failure(const coll::CollectiveDesc& d, const std
   if (!broken_.empty()) return;
   broken_ = err.what();
   backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
+}
+
+void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono::nanoseconds took,
+                                     const std::optional<Backend::Lateness>& late) {
+  const double ms = std::chrono::duration<double, std::milli>(took).count();
+  ++timed_ops_;
+  timed_ns_ += took.count();
+  std::string who = "unknown (this backend does not report arrivals)";
+  if (late) {
+    if (stragglers_.size() != static_cast<std::size_t>(size)) stragglers_.resize(static_cast<std::size_t>(size));
+    auto& s = stragglers_[static_cast<std::size_t>(late->rank)];
+    ++s.times;
+    s.total_late_ns += std::max<std::int64_t>(late->ns, 0);
+    who = late->rank == rank ? fmt::format("rank {} (this rank)", rank)
+                             : fmt::format("rank {}, {:.3f} ms after rank {}", late->rank,
+                                           static_cast<double>(late->ns) / 1e6, rank);
+  }
+  log::write(log::Level::info, fmt::format("timing: {} took {:.3f} ms on rank {}; last to arrive: {}",
+                                           d.fingerprint().describe(), ms, rank, who));
+}
+
+void ProcessGroup::Impl::print_timing_summary() {
+  if (!debug_timing || timed_ops_ == 0) return;
+  std::string out = fmt::format("timing summary on rank {}: {} collectives, {:.3f} ms inside them", rank,
+                                timed_ops_, static_cast<double>(timed_ns_) / 1e6);
+  std::vector<int> order;
+  for (int r = 0; r < static_cast<int>(stragglers_.size()); ++r) {
+    if (stragglers_[r].times) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return stragglers_[a].times > stragglers_[b].times; });
+  if (order.empty()) out += "; no arrival data";
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const auto& s = stragglers_[order[k]];
+    out += fmt::format("{}rank {} arrived last {} times (mean {:.3f} ms after this rank)",
+                       k == 0 ? "; last to arrive: " : ", ", order[k], s.times,
+                       static_cast<double>(s.total_late_ns) / 1e6 / static_cast<double>(s.times));
+  }
+  log::write(log::Level::info, out);
 }
 
 void ProcessGroup::Impl::take_queued_p2p(std::deque<Task>& into) {
@@ -213,6 +256,7 @@ void ProcessGroup::Impl::shutdown() {
   if (worker_.joinable()) worker_.join();
   responder.reset();
   std::lock_guard lk(exec_mu_);
+  print_timing_summary();
   if (broken_.empty()) backend->close();
 }
 

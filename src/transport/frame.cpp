@@ -22,8 +22,9 @@ T get(const std::uint8_t* p) {
 }
 }  // namespace
 
-// Layout: magic u32 | type u8 | kind u8 | dtype u8 | op u8 | algo u8 | pad 3 |
-//         root i32 | pad 4 | seq u64 | count u64 | payload u64
+// Layout: magic u32 | type u8 | kind u8 | dtype u8 | op u8 | algo u8 |
+//         latest_rank+1 u24 | root i32 | pad 4 | latest_ns i64 | seq u64 |
+//         count u64 | payload u64
 void encode(const FrameHeader& h, std::span<std::uint8_t, kFrameHeaderSize> out) {
   std::uint8_t* p = out.data();
   std::memset(p, 0, kFrameHeaderSize);
@@ -33,7 +34,12 @@ void encode(const FrameHeader& h, std::span<std::uint8_t, kFrameHeaderSize> out)
   p[6] = static_cast<std::uint8_t>(h.fp.dtype);
   p[7] = static_cast<std::uint8_t>(h.fp.op);
   p[8] = static_cast<std::uint8_t>(h.fp.algo);
+  const auto lr = static_cast<std::uint32_t>(h.latest_rank < 0 || h.latest_rank > kMaxRankInFrame ? 0 : h.latest_rank + 1);
+  p[9] = static_cast<std::uint8_t>(lr);
+  p[10] = static_cast<std::uint8_t>(lr >> 8);
+  p[11] = static_cast<std::uint8_t>(lr >> 16);
   put<std::uint32_t>(p + 12, static_cast<std::uint32_t>(h.fp.root));
+  put<std::uint64_t>(p + 16, static_cast<std::uint64_t>(h.latest_ns));
   put<std::uint64_t>(p + 24, h.fp.seq);
   put<std::uint64_t>(p + 32, h.fp.count);
   put<std::uint64_t>(p + 40, h.payload);
@@ -53,6 +59,8 @@ std::optional<FrameHeader> decode(std::span<const std::uint8_t, kFrameHeaderSize
   h.fp.op = static_cast<ReduceOp>(p[7]);
   h.fp.algo = p[8];
   h.fp.root = static_cast<std::int32_t>(get<std::uint32_t>(p + 12));
+  h.latest_rank = static_cast<std::int32_t>(p[9] | p[10] << 8 | p[11] << 16) - 1;
+  h.latest_ns = static_cast<std::int64_t>(get<std::uint64_t>(p + 16));
   h.fp.seq = get<std::uint64_t>(p + 24);
   h.fp.count = get<std::uint64_t>(p + 32);
   h.payload = get<std::uint64_t>(p + 40);

@@ -24,7 +24,13 @@ struct FrameHeader {
   FrameType type = FrameType::data;
   Fingerprint fp;
   std::uint64_t payload = 0;  // bytes following the header
+  // The latest arrival into this operation the sender knows of (wall clock
+  // ns, and which rank), so every rank learns who came last for free.
+  std::int64_t latest_ns = 0;
+  std::int32_t latest_rank = -1;
 };
+
+inline constexpr std::int32_t kMaxRankInFrame = (1 << 24) - 2;
 
 void encode(const FrameHeader& h, std::span<std::uint8_t, kFrameHeaderSize> out);
 // nullopt when the bytes cannot be a header (bad magic, unknown type, op or

@@ -50,6 +50,16 @@ class Transport {
   virtual void progress(std::chrono::milliseconds max_wait, const Deadline& dl) = 0;
   virtual void reap() = 0;
 
+  // Arrival bookkeeping for the straggler report: begin_op() marks this
+  // rank's entry into an operation (wall clock ns); frames carry the latest
+  // entry each sender knows of; latest() is the latest seen so far.
+  struct Arrival {
+    int rank = -1;
+    std::int64_t ns = 0;
+  };
+  virtual void begin_op(std::int64_t arrival_ns) = 0;
+  virtual Arrival latest() const = 0;
+
   // Tell every peer why we stop (best effort, never blocks), then close.
   virtual void abort(const std::string& reason) noexcept = 0;
   // Orderly goodbye: peers learn we left on purpose.

@@ -37,6 +37,32 @@ TEST(Timeout, StoppedRankIsReportedAsFrozenNotDead) {
   EXPECT_NE(out.find("Ranks that did not answer: 1"), std::string::npos) << out;
 }
 
+TEST(SlowStep, TheLateRankIsNamedAsSlowNotHung) {
+  Job job(3, {"mci_test_worker", "slow"},
+          {{"MCI_DEBUG", "timing"}, {"MCI_TEST_TIMEOUT_MS", "20000"}, {"MCI_TEST_SLEEP_MS", "400"}});
+  job.wait(std::chrono::seconds(60));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(job.status(r).code, 0) << job.all_output();
+    const std::string out = job.output(r);
+    EXPECT_EQ(out.find("Timed out"), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 1 arrived last 3 times"), std::string::npos) << out;
+  }
+  // Rank 0's per-collective lines: rank 1 came at least the sleep later.
+  const std::string out = job.output(0);
+  std::size_t pos = 0, lines = 0;
+  while ((pos = out.find("all_reduce #", pos)) != std::string::npos) {
+    const auto eol = out.find('\n', pos);
+    const std::string line = out.substr(pos, eol - pos);
+    pos = eol;
+    const auto k = line.find("last to arrive: rank 1, ");
+    ASSERT_NE(k, std::string::npos) << line;
+    const double late_ms = std::stod(line.substr(k + 24));
+    EXPECT_GE(late_ms, 350.0) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u) << out;
+}
+
 TEST(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeout) {
   for (int world : {2, 3}) {
     Job job(world, {"mci_test_worker", "peer-death"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});

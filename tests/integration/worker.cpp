@@ -78,6 +78,20 @@ int timeout_scenario() {
   return 1;
 }
 
+// Rank 1 is slow (sleeps before each all-reduce) but well within the
+// timeout: a slow step, which MCI_DEBUG=timing attributes to rank 1.
+int slow_step() {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  pg->barrier();
+  for (int step = 0; step < 3; ++step) {
+    if (pg->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(env_ll("MCI_TEST_SLEEP_MS", 400)));
+    pg->all_reduce(mci::view(v));
+  }
+  say("slow steps done");
+  return 0;
+}
+
 // Rank 1 stops itself (SIGSTOP) before the all-reduce: a frozen rank is a
 // hang (timeout + report), not a crash.
 int stopped_scenario() {
@@ -239,6 +253,7 @@ int main(int argc, char** argv) {
     if (what == "timeout") return timeout_scenario();
     if (what == "peer-death") return peer_death();
     if (what == "stopped") return stopped_scenario();
+    if (what == "slow") return slow_step();
     if (what == "mismatch") return mismatch();
     if (what == "async") return async_overlap();
     if (what == "p2p-tags") return p2p_tags();

@@ -37,7 +37,15 @@ class CpuBackend final : public Backend {
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
+    began_ns_ = wall_ns();
+    transport_->begin_op(began_ns_);
     coll::run_collective(coll::Ctx{*transport_, d, dl, scratch_});
+  }
+
+  std::optional<Lateness> last_arrival() const override {
+    const auto a = transport_->latest();
+    if (a.rank < 0 || transport_->size() == 1) return std::nullopt;
+    return Lateness{a.rank, a.ns - began_ns_};
   }
 
   std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline&) override {
@@ -70,6 +78,14 @@ class CpuBackend final : public Backend {
   coll::Scratch scratch_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;
   std::uint64_t next_ticket_ = 0;
+  std::int64_t began_ns_ = 0;
+
+  // Wall clock, comparable between processes (and, with NTP, hosts).
+  static std::int64_t wall_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
 };
 
 }  // namespace

@@ -82,6 +82,8 @@ OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* da
   h.type = FrameType::data;
   h.fp = fp;
   h.payload = bytes;
+  h.latest_ns = latest_.ns;
+  h.latest_rank = latest_.rank;
   encode(h, op.hdr);
   p.sends.push_back(op);
   const OpHandle handle{peer, false, p.sends_posted++};
@@ -215,6 +217,9 @@ void TcpTransport::on_header(int peer) {
   if (h->type == FrameType::bye) {
     p.bye = true;
     return;
+  }
+  if (h->latest_rank >= 0 && h->latest_rank < size_ && h->latest_ns > latest_.ns) {
+    latest_ = Arrival{h->latest_rank, h->latest_ns};
   }
   p.cur = *h;
   p.got = 0;

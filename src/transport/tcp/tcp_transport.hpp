@@ -34,6 +34,8 @@ class TcpTransport final : public Transport {
   bool done(const OpHandle& op) const override;
   void progress(std::chrono::milliseconds max_wait, const Deadline& dl) override;
   void reap() override;
+  void begin_op(std::int64_t arrival_ns) override { latest_ = Arrival{rank_, arrival_ns}; }
+  Arrival latest() const override { return latest_; }
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
 
@@ -97,6 +99,7 @@ class TcpTransport final : public Transport {
   int size_;
   std::vector<Peer> peers_;
   bool broken_ = false;
+  Arrival latest_;
 };
 
 // Builds the mesh: every rank listens on `listen_host`, publishes its
