@@ -114,6 +114,29 @@ void check_agreement(Store& s, const Coordinates& c) {
   }
 }
 
+// Every rank checks in with "ok" or the error that stops it, so a rank whose
+// checks fail takes the others down at once instead of leaving them waiting
+// for it until the timeout.
+void check_in(Store& s, const Coordinates& c) {
+  std::string verdict = "ok";
+  std::exception_ptr mine;
+  try {
+    check_agreement(s, c);
+  } catch (const ConfigError& e) {
+    verdict = std::string("error: ") + e.what();
+    mine = std::current_exception();
+  }
+  s.compare_set(fmt::format("checkin/{}", c.rank), {}, to_bytes(verdict));
+  if (mine) std::rethrow_exception(mine);
+  for (int r = 0; r < c.world; ++r) {
+    const std::string v = to_string(s.get(fmt::format("checkin/{}", r)));
+    if (v.rfind("error: ", 0) == 0) {
+      throw ConfigError(fmt::format("rank {} could not join the group, so rank {} stops too: {}", r,
+                                    c.rank, v.substr(7)));
+    }
+  }
+}
+
 }  // namespace
 
 bool backend_available(const std::string& name) {
@@ -197,7 +220,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   const std::int64_t generation = (arrival - 1) / c.world;
   const std::string session = fmt::format("mci/{}/{}", opts.group_name, generation);
   auto store = std::make_shared<PrefixStore>(session, base);
-  check_agreement(*store, c);
+  check_in(*store, c);
 
   BackendContext ctx;
   ctx.rank = c.rank;

@@ -234,6 +234,63 @@ int p2p_exchange() {
   return 0;
 }
 
+// One misuse per case (MCI_TEST_CASE); prints what each rank got. Buffers
+// must come out untouched when the call fails.
+int misuse() {
+  const std::string c = std::getenv("MCI_TEST_CASE") ? std::getenv("MCI_TEST_CASE") : "";
+  const long long me = env_ll("RANK", 0);
+  if (c == "world-size" && me == 1) ::setenv("WORLD_SIZE", "3", 1);
+  if (c == "algo" && me == 0) ::setenv("MCI_ALGO", "ring", 1);
+  if (c == "bad-algo") ::setenv("MCI_ALGO", "fastest", 1);
+  auto pg = join();
+  const int r = pg->rank();
+  std::vector<float> f(r == 0 && c == "count" ? 4 : 8, 1.5f);
+  const std::vector<float> before = f;
+  std::vector<std::int32_t> i(8, 7);
+  auto check_untouched = [&] {
+    if (f != before) {
+      say("BUFFER CHANGED");
+      std::_Exit(3);
+    }
+  };
+  try {
+    if (c == "count" || c == "algo") {
+      pg->all_reduce(mci::view(f));
+    } else if (c == "dtype") {
+      if (r == 0) pg->all_reduce(mci::view(f)); else pg->all_reduce(mci::view(i));
+    } else if (c == "op") {
+      pg->all_reduce(mci::view(f), r == 0 ? mci::ReduceOp::sum : mci::ReduceOp::max);
+    } else if (c == "root") {
+      // Both ranks think they are the root: no data reaches anyone in the
+      // broadcast itself; the next collective finds the stray frame.
+      pg->broadcast(mci::view(f), r == 0 ? 0 : 1);
+      pg->barrier();
+    } else if (c == "bad-root") {
+      pg->broadcast(mci::view(f), r == 0 ? 5 : 0);
+    } else if (c == "p2p-count") {
+      if (r == 0) {
+        pg->send(BufferView{f.data(), 4, DType::f32}, 1, 0);
+      } else if (r == 1) {
+        pg->recv(mci::view(f), 0, 0);
+      }
+    } else if (c == "after-error") {
+      try {
+        pg->all_reduce(mci::view(f), r == 0 ? mci::ReduceOp::sum : mci::ReduceOp::min);
+      } catch (const mci::Error& e) {
+        say(fmt::format("first error: {}", e.what()));
+      }
+      pg->barrier();
+    } else {
+      pg->barrier();
+    }
+  } catch (...) {
+    check_untouched();
+    throw;
+  }
+  check_untouched();
+  return 0;
+}
+
 int init_only() {
   auto pg = join();
   pg->barrier();
@@ -259,6 +316,7 @@ int main(int argc, char** argv) {
     if (what == "p2p-tags") return p2p_tags();
     if (what == "p2p-exchange") return p2p_exchange();
     if (what == "init") return init_only();
+    if (what == "misuse") return misuse();
     std::cerr << "unknown scenario '" << what << "'\n";
     return 2;
   } catch (const mci::TimeoutError& e) {

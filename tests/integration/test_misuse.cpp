@@ -1,0 +1,96 @@
+// Every misuse gets a clear error on the rank that made it, its peers fail
+// promptly instead of hanging, and no buffer is touched.
+#include <gtest/gtest.h>
+
+#include "../support/job.hpp"
+
+namespace mci::test {
+namespace {
+
+struct Outcome {
+  std::vector<int> codes;
+  std::string out;
+};
+
+Outcome run_case(const std::string& c, int world = 2, std::map<std::string, std::string> env = {}) {
+  env["MCI_TEST_CASE"] = c;
+  env.emplace("MCI_TEST_TIMEOUT_MS", "20000");
+  Job job(world, {"mci_test_worker", "misuse"}, env);
+  job.wait(std::chrono::seconds(40));
+  Outcome o;
+  for (int r = 0; r < world; ++r) {
+    EXPECT_FALSE(job.status(r).timed_out) << c << "\n" << job.all_output();
+    EXPECT_NE(job.status(r).code, 3) << "a buffer was modified\n" << job.all_output();
+    o.codes.push_back(job.status(r).code);
+  }
+  o.out = job.all_output();
+  return o;
+}
+
+bool has(const Outcome& o, const std::string& text) { return o.out.find(text) != std::string::npos; }
+
+TEST(Misuse, DifferentCountsAreAMismatch) {
+  auto o = run_case("count");
+  EXPECT_TRUE(has(o, "MismatchError")) << o.out;
+  EXPECT_TRUE(has(o, "all_reduce #1 (f32 x 4, sum)")) << o.out;
+  EXPECT_TRUE(has(o, "all_reduce #1 (f32 x 8, sum)")) << o.out;
+}
+
+TEST(Misuse, DifferentDtypesAreAMismatch) {
+  auto o = run_case("dtype");
+  EXPECT_TRUE(has(o, "all_reduce #1 (f32 x 8, sum)") && has(o, "all_reduce #1 (i32 x 8, sum)")) << o.out;
+  EXPECT_TRUE(has(o, "MismatchError")) << o.out;
+}
+
+TEST(Misuse, DifferentOpsAreAMismatch) {
+  auto o = run_case("op");
+  EXPECT_TRUE(has(o, "(f32 x 8, sum)") && has(o, "(f32 x 8, max)")) << o.out;
+}
+
+TEST(Misuse, DifferentRootsAreCaughtByTheNextCollective) {
+  auto o = run_case("root");
+  EXPECT_TRUE(has(o, "MismatchError")) << o.out;
+  EXPECT_TRUE(has(o, "broadcast #1 (f32 x 8, root 0)") || has(o, "broadcast #1 (f32 x 8, root 1)")) << o.out;
+  EXPECT_TRUE(has(o, "barrier #2")) << o.out;
+}
+
+TEST(Misuse, DifferentAlgorithmsAreAMismatchWithAHint) {
+  auto o = run_case("algo");
+  EXPECT_TRUE(has(o, "set MCI_ALGO the same on every rank")) << o.out;
+}
+
+TEST(Misuse, UnknownAlgorithmIsAConfigError) {
+  auto o = run_case("bad-algo", 1);
+  EXPECT_EQ(o.codes[0], 13) << o.out;
+  EXPECT_TRUE(has(o, "MCI_ALGO='fastest' is not an algorithm")) << o.out;
+}
+
+TEST(Misuse, RootOutOfRangeFailsThereAndPeersHearWhy) {
+  auto o = run_case("bad-root");
+  EXPECT_EQ(o.codes[0], 13) << o.out;
+  EXPECT_TRUE(has(o, "invalid broadcast on rank 0: root 5 is out of range: the group has ranks 0..1")) << o.out;
+  EXPECT_EQ(o.codes[1], 11) << o.out;
+  EXPECT_TRUE(has(o, "PeerError(peer 0): rank 0 aborted the group")) << o.out;
+}
+
+TEST(Misuse, PointToPointSizesMustAgree) {
+  auto o = run_case("p2p-count");
+  EXPECT_TRUE(has(o, "point-to-point mismatch between rank 1 and rank 0")) << o.out;
+  EXPECT_TRUE(has(o, "(f32 x 8)") && has(o, "(f32 x 4)")) << o.out;
+}
+
+TEST(Misuse, AGroupIsUnusableAfterAnErrorAndSaysSo) {
+  auto o = run_case("after-error");
+  EXPECT_TRUE(has(o, "first error:")) << o.out;
+  EXPECT_TRUE(has(o, "the group was aborted after an earlier error")) << o.out;
+}
+
+TEST(Misuse, DifferentWorldSizesAreRefusedAtInit) {
+  auto o = run_case("world-size");
+  EXPECT_TRUE(has(o, "WORLD_SIZE disagrees between processes")) << o.out;
+  // The other rank is told, instead of waiting for the timeout.
+  EXPECT_TRUE(has(o, "could not join the group, so rank")) << o.out;
+}
+
+}  // namespace
+}  // namespace mci::test
