@@ -44,6 +44,7 @@ std::string Fingerprint::describe() const {
   if (is_p2p(kind)) {
     return fmt::format("{} tag {} ({} x {})", op_name(kind), seq, dtype_name(dtype), count);
   }
+  if (kind == OpKind::barrier) return fmt::format("barrier #{}", seq);
   std::string s = fmt::format("{} #{} ({} x {}", op_name(kind), seq, dtype_name(dtype), count);
   if (has_reduce_op(kind)) s += fmt::format(", {}", reduce_op_name(op));
   if (has_root(kind)) s += fmt::format(", root {}", root);

@@ -56,7 +56,8 @@ TEST(Misuse, DifferentRootsAreCaughtByTheNextCollective) {
 
 TEST(Misuse, DifferentAlgorithmsAreAMismatchWithAHint) {
   auto o = run_case("algo");
-  EXPECT_TRUE(has(o, "set MCI_ALGO the same on every rank")) << o.out;
+  EXPECT_TRUE(has(o, "chose the ring algorithm")) << o.out;
+  EXPECT_TRUE(has(o, "Set MCI_ALGO the same on every rank")) << o.out;
 }
 
 TEST(Misuse, UnknownAlgorithmIsAConfigError) {
