@@ -2,8 +2,15 @@
 
 namespace mci::coll {
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced) {
-  if (world == 1) return Algo::none;
+Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, bool shm) {
+  if (world == 1 || is_p2p(kind)) return Algo::none;
+  const bool tcp_forced = forced == Algo::ring || forced == Algo::recursive_doubling || forced == Algo::tree;
+  if (shm && !tcp_forced) {
+    if (kind == OpKind::all_reduce || kind == OpKind::reduce) {
+      return bytes <= kShmDirectBytes || forced == Algo::direct ? Algo::shm_direct : Algo::shm;
+    }
+    return Algo::shm;
+  }
   switch (kind) {
     case OpKind::all_reduce:
       if (forced == Algo::ring || forced == Algo::recursive_doubling || forced == Algo::direct) {

@@ -13,7 +13,14 @@ namespace mci::coll {
 // Below this size all-reduce uses recursive doubling (latency), above it the
 // ring (bandwidth).
 inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;
+// In shared memory, at or below this size all-reduce and reduce let every
+// rank reduce every buffer itself (one synchronisation); above it, rank r
+// reduces slice r of each chunk and the others copy the result.
+inline constexpr std::size_t kShmDirectBytes = 16 * 1024;
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced);
+// `shm`: every rank is on this host and shares a segment. A forced TCP
+// algorithm (ring, recursive_doubling, tree) takes that collective off
+// shared memory; a forced `direct` means shm_direct there.
+Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, bool shm = false);
 
 }  // namespace mci::coll

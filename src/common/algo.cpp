@@ -9,6 +9,8 @@ std::string_view algo_name(Algo a) noexcept {
     case Algo::ring: return "ring";
     case Algo::recursive_doubling: return "recursive_doubling";
     case Algo::tree: return "tree";
+    case Algo::shm_direct: return "shm_direct";
+    case Algo::shm: return "shm";
   }
   return "?";
 }

@@ -14,6 +14,8 @@ enum class Algo : std::uint8_t {
   ring,                // bandwidth-optimal ring (reduce-scatter + all-gather)
   recursive_doubling,  // log2(n) exchange rounds, latency-optimal
   tree,                // binomial tree
+  shm_direct,          // shared memory: every rank reads every buffer
+  shm,                 // shared memory: chunked, reduce-scatter by slices then gather
 };
 
 std::string_view algo_name(Algo a) noexcept;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/algo.hpp"
+
 namespace mci {
 
 std::string_view op_name(OpKind k) noexcept {
@@ -50,6 +52,23 @@ std::string Fingerprint::describe() const {
   if (has_root(kind)) s += fmt::format(", root {}", root);
   s += ")";
   return s;
+}
+
+std::string collective_mismatch_text(int me, int peer, const Fingerprint& mine, const Fingerprint& theirs) {
+  Fingerprint same_but_algo = theirs;
+  same_but_algo.algo = mine.algo;
+  if (theirs.algo != mine.algo && same_but_algo.matches(mine)) {
+    return fmt::format(
+        "collective mismatch between rank {} and rank {} in {}: rank {} chose the {} algorithm, "
+        "rank {} chose {}. Set MCI_ALGO the same on every rank (or unset it everywhere).",
+        me, peer, mine.describe(), me, algo_name(static_cast<Algo>(mine.algo)), peer,
+        algo_name(static_cast<Algo>(theirs.algo)));
+  }
+  return fmt::format(
+      "collective mismatch between rank {} and rank {}: rank {} called {} but rank {} called {}. "
+      "Every rank must call the same collectives in the same order with the same count, dtype, "
+      "op and root.",
+      me, peer, me, mine.describe(), peer, theirs.describe());
 }
 
 }  // namespace mci

@@ -35,4 +35,7 @@ struct Fingerprint {
   std::string describe() const;
 };
 
+// The MismatchError text for two ranks that disagree on a collective.
+std::string collective_mismatch_text(int me, int peer, const Fingerprint& mine, const Fingerprint& theirs);
+
 }  // namespace mci

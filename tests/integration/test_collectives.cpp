@@ -10,10 +10,12 @@ namespace {
 struct Case {
   int world;
   std::string algo;
+  std::string transport = "";
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << "world " << c.world << " algo " << (c.algo.empty() ? "auto" : c.algo);
+  *os << "world " << c.world << " algo " << (c.algo.empty() ? "auto" : c.algo) << " transport "
+      << (c.transport.empty() ? "auto" : c.transport);
 }
 
 class Matrix : public ::testing::TestWithParam<Case> {};
@@ -22,7 +24,9 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
   const Case c = GetParam();
   std::map<std::string, std::string> env;
   if (!c.algo.empty()) env["MCI_ALGO"] = c.algo;
-  Job job(c.world, {"mci_test_worker", c.algo.empty() ? "matrix" : "matrix-quick"}, env);
+  if (!c.transport.empty()) env["MCI_TRANSPORT"] = c.transport;
+  const bool full = c.algo.empty() && c.world <= 4;
+  Job job(c.world, {"mci_test_worker", full ? "matrix" : "matrix-quick"}, env);
   job.wait(std::chrono::seconds(240));
   for (int r = 0; r < c.world; ++r) {
     const auto st = job.status(r);
@@ -33,13 +37,19 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Matrix,
+                         // Every rank of these jobs is on this host: "auto" is
+                         // shared memory; "tcp" and the forced TCP algorithms
+                         // (ring, recursive_doubling) cover the TCP suite.
                          ::testing::Values(Case{1, ""}, Case{2, ""}, Case{3, ""}, Case{4, ""},
-                                           Case{2, "ring"}, Case{3, "ring"}, Case{4, "ring"},
-                                           Case{3, "recursive_doubling"}, Case{4, "recursive_doubling"},
-                                           Case{3, "direct"}, Case{4, "direct"}),
+                                           Case{5, "", "shm"}, Case{2, "", "tcp"}, Case{3, "", "tcp"},
+                                           Case{4, "", "tcp"}, Case{2, "ring"}, Case{3, "ring"},
+                                           Case{4, "ring"}, Case{3, "recursive_doubling"},
+                                           Case{4, "recursive_doubling"}, Case{3, "direct", "tcp"},
+                                           Case{4, "direct", "tcp"}, Case{3, "direct"}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) +
-                                  (info.param.algo.empty() ? std::string("_auto") : "_" + info.param.algo);
+                                  (info.param.algo.empty() ? std::string("_auto") : "_" + info.param.algo) +
+                                  (info.param.transport.empty() ? std::string() : "_" + info.param.transport);
                          });
 
 TEST(Async, CallsOverlapComputeAndCompleteInOrder) {

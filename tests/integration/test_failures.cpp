@@ -1,5 +1,6 @@
 // Bounded waits and failures: a rank that never arrives, a rank that dies
 // mid-collective, ranks that call different collectives.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include "../support/job.hpp"
@@ -67,9 +68,25 @@ TEST(SlowStep, TheLateRankIsNamedAsSlowNotHung) {
   EXPECT_EQ(lines, 3u) << out;
 }
 
-TEST(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeout) {
+std::vector<std::string> shm_segments() {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind("mci-", 0) == 0) out.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+class PeerDeath : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp"));
+
+TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDevShm) {
+  const auto before = shm_segments();
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "peer-death"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});
+    Job job(world, {"mci_test_worker", "peer-death"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", GetParam()}});
     job.wait(std::chrono::seconds(50));
     EXPECT_EQ(job.status(world - 1).code, 9) << job.all_output();
     for (int r = 0; r < world - 1; ++r) {
@@ -80,6 +97,7 @@ TEST(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeout) {
       EXPECT_NE(out.find("rank " + std::to_string(world - 1)), std::string::npos) << out;
     }
   }
+  EXPECT_EQ(shm_segments(), before);
 }
 
 TEST(Mismatch, DifferentCollectivesAtTheSameSequenceNumberAreCaught) {

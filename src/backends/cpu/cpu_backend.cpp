@@ -1,4 +1,5 @@
-// mci's own engine on host memory: the algorithm suite over the TCP mesh.
+// mci's own engine on host memory: shared-memory algorithms when every rank
+// is on this host, the TCP algorithm suite otherwise (and for point-to-point).
 #include <map>
 
 #include <fmt/format.h>
@@ -6,8 +7,10 @@
 #include "backends/backend.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/select.hpp"
+#include "collectives/shm_algorithms.hpp"
 #include "common/env.hpp"
 #include "mci/errors.hpp"
+#include "transport/shm/shm_connect.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace mci {
@@ -26,25 +29,79 @@ class CpuBackend final : public Backend {
       }
       forced_ = *parsed;
     }
-    transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host,
-                                             ctx.session, ctx.token, Deadline(ctx.timeout));
+    transport::ShmMode mode = transport::ShmMode::automatic;
+    if (auto t = env_str("MCI_TRANSPORT")) {
+      if (*t == "shm") {
+        mode = transport::ShmMode::required;
+      } else if (*t == "tcp") {
+        mode = transport::ShmMode::off;
+      } else if (*t != "auto" && !t->empty()) {
+        throw ConfigError(fmt::format("MCI_TRANSPORT='{}' is not a transport: use auto, shm or tcp", *t));
+      }
+    }
+    const std::size_t buffer = static_cast<std::size_t>(
+        env_int("MCI_SHM_BUFFER_BYTES", "MCI_SHM_BUFFER_BYTES").value_or(static_cast<long long>(kShmBufferBytes)));
+    if (buffer < 4096 || buffer > (1u << 30)) {
+      throw ConfigError(fmt::format("MCI_SHM_BUFFER_BYTES={} is out of range: use 4096 .. 1 GiB", buffer));
+    }
+    const Deadline dl(ctx.timeout);
+    check_same_settings(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
+    transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host, ctx.session,
+                                             ctx.token, dl);
+    std::string why;
+    shm_ = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl, why);
   }
 
   const char* name() const override { return "cpu"; }
 
+  // Settings that decide algorithms and layouts must be the same on every
+  // rank; a difference would make ranks wait on different transports.
+  void check_same_settings(Store& store, int rank, int size, transport::ShmMode mode, std::size_t buffer,
+                           const Deadline& dl) {
+    const std::string mine = fmt::format("MCI_ALGO={} MCI_TRANSPORT={} MCI_SHM_BUFFER_BYTES={}",
+                                         algo_name(forced_),
+                                         mode == transport::ShmMode::required ? "shm"
+                                         : mode == transport::ShmMode::off    ? "tcp"
+                                                                              : "auto",
+                                         buffer);
+    store.set(fmt::format("cpu/settings/{}", rank), to_bytes(mine));
+    for (int r = 0; r < size; ++r) {
+      const std::string theirs =
+          to_string(store.get(fmt::format("cpu/settings/{}", r), std::chrono::milliseconds(std::max(dl.poll_ms(), 1))));
+      if (theirs != mine) {
+        throw ConfigError(fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
+                                      "MCI_ALGO, MCI_TRANSPORT and MCI_SHM_BUFFER_BYTES the same on every rank "
+                                      "(or leave them unset everywhere).",
+                                      rank, mine, r, theirs));
+      }
+    }
+  }
+
   void prepare(coll::CollectiveDesc& d) override {
-    if (!is_p2p(d.kind)) d.algo = coll::select_algo(d.kind, d.bytes(), transport_->size(), forced_);
+    d.algo = coll::select_algo(d.kind, d.bytes(), transport_->size(), forced_, shm_ != nullptr);
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
     began_ns_ = wall_ns();
+    on_shm_ = d.algo == Algo::shm || d.algo == Algo::shm_direct;
+    if (on_shm_) {
+      op_ = d.seq;
+      shm_->begin_op(op_, began_ns_);
+      coll::run_shm_collective(coll::ShmCtx{*shm_, d, dl, scratch_});
+      return;
+    }
     transport_->begin_op(began_ns_);
     coll::run_collective(coll::Ctx{*transport_, d, dl, scratch_});
   }
 
   std::optional<Lateness> last_arrival() const override {
+    if (transport_->size() == 1) return std::nullopt;
+    if (on_shm_) {
+      const auto [rank, ns] = shm_->latest_arrival(op_);
+      return Lateness{rank, ns - began_ns_};
+    }
     const auto a = transport_->latest();
-    if (a.rank < 0 || transport_->size() == 1) return std::nullopt;
+    if (a.rank < 0) return std::nullopt;
     return Lateness{a.rank, a.ns - began_ns_};
   }
 
@@ -69,12 +126,22 @@ class CpuBackend final : public Backend {
     transport_->progress(max_wait, dl);
   }
 
-  void abort(const std::string& reason) noexcept override { transport_->abort(reason); }
+  void abort(const std::string& reason) noexcept override {
+    if (shm_) shm_->abort(reason);
+    transport_->abort(reason);
+  }
   void close() noexcept override { transport_->close(); }
 
  private:
   Algo forced_ = Algo::none;
+  // Per-rank shared-memory staging: 4 buffers of this size (two staging, two
+  // result), whatever the message size.
+  static constexpr std::size_t kShmBufferBytes = 512 * 1024;
+
   std::unique_ptr<transport::TcpTransport> transport_;
+  std::unique_ptr<transport::ShmWorld> shm_;
+  bool on_shm_ = false;
+  std::uint64_t op_ = 0;
   coll::Scratch scratch_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;
   std::uint64_t next_ticket_ = 0;

@@ -34,20 +34,7 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
         "rank {} sent {} ({} bytes). A recv must use the count and dtype of the matching send.",
         me, peer, me, mine.describe(), my_bytes, peer, theirs.fp.describe(), theirs.payload);
   }
-  Fingerprint same_but_algo = theirs.fp;
-  same_but_algo.algo = mine.algo;
-  if (theirs.fp.algo != mine.algo && same_but_algo.matches(mine)) {
-    return fmt::format(
-        "collective mismatch between rank {} and rank {} in {}: rank {} chose the {} algorithm, "
-        "rank {} chose {}. Set MCI_ALGO the same on every rank (or unset it everywhere).",
-        me, peer, mine.describe(), me, algo_name(static_cast<Algo>(mine.algo)), peer,
-        algo_name(static_cast<Algo>(theirs.fp.algo)));
-  }
-  return fmt::format(
-      "collective mismatch between rank {} and rank {}: rank {} called {} but rank {} called {}. "
-      "Every rank must call the same collectives in the same order with the same count, dtype, "
-      "op and root.",
-      me, peer, me, mine.describe(), peer, theirs.fp.describe());
+  return collective_mismatch_text(me, peer, mine, theirs.fp);
 }
 
 }  // namespace

@@ -1,0 +1,41 @@
+// Collectives over shared memory (ranks of one host). Each is a loop of
+// steps over chunks that fit the per-rank buffers: fill this rank's buffers,
+// publish, wait for everyone, read what this rank needs, mark consumed.
+#pragma once
+
+#include "collectives/algorithms.hpp"
+#include "transport/shm/shm_world.hpp"
+
+namespace mci::coll {
+
+struct ShmCtx {
+  transport::ShmWorld& w;
+  const CollectiveDesc& d;
+  const Deadline& dl;
+  Scratch& scratch;
+};
+
+void run_shm_collective(const ShmCtx& c);
+
+void shm_all_reduce(const ShmCtx& c);
+void shm_reduce(const ShmCtx& c);
+void shm_broadcast(const ShmCtx& c);
+void shm_all_gather(const ShmCtx& c);  // gather too
+void shm_scatter(const ShmCtx& c);
+void shm_reduce_scatter(const ShmCtx& c);
+void shm_all_to_all(const ShmCtx& c);
+void shm_barrier(const ShmCtx& c);
+
+// One synchronised step: fill(step) writes buffers, use(step) reads them.
+template <class Fill, class Use>
+void shm_step(const ShmCtx& c, const Fingerprint& fp, Fill&& fill, Use&& use) {
+  const std::uint64_t s = c.w.next_step();
+  c.w.wait_buffers_free(s, fp, c.dl);
+  fill(s);
+  c.w.post_ready(s, fp);
+  c.w.wait_ready(s, fp, c.dl);
+  use(s);
+  c.w.post_consumed(s);
+}
+
+}  // namespace mci::coll

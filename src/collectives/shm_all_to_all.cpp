@@ -1,0 +1,42 @@
+// All-to-all in shared memory: per chunk, every rank streams the chunk of
+// each block it sends (one per destination) into its buffer; rank r copies
+// piece r of every buffer into its output.
+#include <cstring>
+
+#include "collectives/copy_kernels.hpp"
+#include "collectives/shm_algorithms.hpp"
+
+namespace mci::coll {
+
+void shm_all_to_all(const ShmCtx& c) {
+  const auto& d = c.d;
+  auto& w = c.w;
+  const int n = w.size(), me = w.rank();
+  const std::size_t es = dtype_size(d.dtype);
+  const Fingerprint fp = d.fingerprint();
+  auto* out = static_cast<std::uint8_t*>(d.out);
+  const auto* in = static_cast<const std::uint8_t*>(d.in);
+  const std::size_t block = d.bytes();
+  const std::size_t piece = std::max<std::size_t>(w.buffer_bytes() / (static_cast<std::size_t>(n) * es), 1);
+  const Chunks chunks{d.count, piece};
+  for (std::size_t k = 0; k < chunks.count(); ++k) {
+    const std::size_t off = chunks.begin(k) * es, len = chunks.size(k) * es;
+    shm_step(
+        c, fp,
+        [&](std::uint64_t s) {
+          for (int b = 0; b < n; ++b) {
+            copy_to_shared(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
+                           in + block * static_cast<std::size_t>(b) + off, len);
+          }
+        },
+        [&](std::uint64_t s) {
+          if (len == 0) return;
+          for (int r = 0; r < n; ++r) {
+            std::memcpy(out + block * static_cast<std::size_t>(r) + off,
+                        w.staging(r, s) + piece * es * static_cast<std::size_t>(me), len);
+          }
+        });
+  }
+}
+
+}  // namespace mci::coll

@@ -1,0 +1,239 @@
+#include "transport/shm/shm_world.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "mci/errors.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MCI_CPU_RELAX() _mm_pause()
+#else
+#define MCI_CPU_RELAX() ((void)0)
+#endif
+
+namespace mci::transport {
+
+namespace {
+
+// Spinning pays off only while the peer runs on another core; beyond that,
+// give the core away, then sleep so a long wait for a slow rank does not burn
+// a CPU the slow rank may need.
+constexpr int kSpins = 2000;
+constexpr auto kYieldPhase = std::chrono::microseconds(500);
+constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
+
+int online_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void pack(const Fingerprint& fp, std::uint64_t step, std::uint64_t out[kShmFingerprintWords]) {
+  out[0] = step;
+  out[1] = fp.seq;
+  out[2] = fp.count;
+  out[3] = static_cast<std::uint64_t>(fp.kind) | static_cast<std::uint64_t>(fp.dtype) << 8 |
+           static_cast<std::uint64_t>(fp.op) << 16 | static_cast<std::uint64_t>(fp.algo) << 24 |
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(fp.root + 1)) << 32;
+}
+
+Fingerprint unpack(const std::uint64_t w[kShmFingerprintWords]) {
+  Fingerprint fp;
+  fp.seq = w[1];
+  fp.count = w[2];
+  fp.kind = static_cast<OpKind>(w[3] & 0xff);
+  fp.dtype = static_cast<DType>((w[3] >> 8) & 0xff);
+  fp.op = static_cast<ReduceOp>((w[3] >> 16) & 0xff);
+  fp.algo = static_cast<std::uint8_t>((w[3] >> 24) & 0xff);
+  fp.root = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[3] >> 32)) - 1;
+  return fp;
+}
+
+// False once the process has exited, including as a zombie its parent has
+// not reaped yet (kill(pid, 0) still succeeds on those).
+bool process_running(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // no /proc: trust kill()
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char* rp = std::strrchr(buf, ')');
+  return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
+}  // namespace
+
+ShmWorld::ShmWorld(ShmSegment seg, int rank, int size)
+    : seg_(std::move(seg)), rank_(rank), size_(size), oversubscribed_(size > online_cpus()) {
+  seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
+}
+
+void ShmWorld::begin_op(std::uint64_t op, std::int64_t arrival_ns) {
+  seg_.control(rank_).arrival_ns[op & 1].store(arrival_ns, std::memory_order_relaxed);
+}
+
+std::pair<int, std::int64_t> ShmWorld::latest_arrival(std::uint64_t op) const {
+  int who = rank_;
+  std::int64_t latest = seg_.control(rank_).arrival_ns[op & 1].load(std::memory_order_relaxed);
+  for (int r = 0; r < size_; ++r) {
+    const std::int64_t a = seg_.control(r).arrival_ns[op & 1].load(std::memory_order_relaxed);
+    if (a > latest) {
+      latest = a;
+      who = r;
+    }
+  }
+  return {who, latest};
+}
+
+std::uint64_t ShmWorld::flag(int r, Flag f) const {
+  const ShmControl& c = seg_.control(r);
+  switch (f) {
+    case Flag::ready: return c.ready.load(std::memory_order_acquire);
+    case Flag::reduced: return c.reduced.load(std::memory_order_acquire);
+    case Flag::consumed: return c.consumed.load(std::memory_order_acquire);
+  }
+  return 0;
+}
+
+void ShmWorld::check_peers(const Fingerprint& fp) const {
+  const ShmHeader& h = seg_.header();
+  if (h.aborted.load(std::memory_order_acquire) == 2) {
+    const int by = h.aborted_by.load(std::memory_order_acquire);
+    throw PeerError(fmt::format("rank {} aborted the group: {}", by, std::string(h.reason, strnlen(h.reason, kShmReasonBytes))),
+                    by);
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const auto pid = static_cast<pid_t>(seg_.control(r).pid.load(std::memory_order_acquire));
+    if (pid > 0 && !process_running(pid)) {
+      throw PeerError(fmt::format("rank {} (pid {}) exited or crashed during {} on rank {}: check that "
+                                  "rank's output for the cause",
+                                  r, pid, fp.describe(), rank_),
+                      r);
+    }
+  }
+}
+
+void ShmWorld::timeout(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl,
+                       const char* what) const {
+  std::string late;
+  for (int r = 0; r < size_; ++r) {
+    if (flag(r, f) < target) late += fmt::format("{}{}", late.empty() ? "" : ", ", r);
+  }
+  throw TimeoutError(fmt::format(
+      "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({} in shared memory). The "
+      "peer never entered this operation, is stuck elsewhere, or is much slower: raise the timeout "
+      "only if it is a slow step, not a hang.",
+      dl.budget().count(), fp.describe(), rank_, late, what));
+}
+
+void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const {
+  if (r == rank_) return;
+  std::uint64_t theirs[kShmFingerprintWords], mine[kShmFingerprintWords];
+  const int p = parity(step);
+  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) theirs[i] = seg_.control(r).fp[p][i].load(std::memory_order_relaxed);
+  pack(fp, step, mine);
+  if (theirs[0] != step) {
+    throw MismatchError(fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
+                                    "ranks called different sequences of collectives",
+                                    rank_, r, fp.describe()));
+  }
+  if (theirs[1] != mine[1] || theirs[2] != mine[2] || theirs[3] != mine[3]) {
+    throw MismatchError(collective_mismatch_text(rank_, r, fp, unpack(theirs)));
+  }
+}
+
+void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what) {
+  int r = 0;
+  // Fast path: every rank is already there.
+  while (r < size_ && flag(r, f) >= target) {
+    if (f == Flag::ready) check_fingerprint(r, target, fp);
+    ++r;
+  }
+  if (r == size_) return;
+  const auto t0 = Clock::now();
+  auto next_check = t0 + kLivenessEvery;
+  for (long spins = 0;; ++spins) {
+    while (r < size_ && flag(r, f) >= target) {
+      if (f == Flag::ready) check_fingerprint(r, target, fp);
+      ++r;
+    }
+    if (r == size_) return;
+    if (!oversubscribed_ && spins < kSpins) {
+      MCI_CPU_RELAX();
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= next_check) {
+      check_peers(fp);
+      if (now >= dl.at()) timeout(f, target, fp, dl, what);
+      next_check = now + kLivenessEvery;
+    }
+    if (now - t0 < kYieldPhase || oversubscribed_) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void ShmWorld::wait_buffers_free(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
+  if (step > 2) wait_all(Flag::consumed, step - 2, fp, dl, "waiting for buffers to be read");
+}
+
+void ShmWorld::post_ready(std::uint64_t step, const Fingerprint& fp) {
+  std::uint64_t w[kShmFingerprintWords];
+  pack(fp, step, w);
+  ShmControl& c = seg_.control(rank_);
+  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) c.fp[parity(step)][i].store(w[i], std::memory_order_relaxed);
+  c.ready.store(step, std::memory_order_release);
+}
+
+void ShmWorld::wait_ready(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
+  wait_all(Flag::ready, step, fp, dl, "waiting for data");
+}
+
+void ShmWorld::post_reduced(std::uint64_t step) {
+  seg_.control(rank_).reduced.store(step, std::memory_order_release);
+}
+
+void ShmWorld::wait_reduced(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
+  wait_all(Flag::reduced, step, fp, dl, "waiting for reduced slices");
+}
+
+void ShmWorld::post_consumed(std::uint64_t step) {
+  seg_.control(rank_).consumed.store(step, std::memory_order_release);
+}
+
+// The first rank to abort claims the slot (1), writes its reason, then
+// publishes it (2); the others' reasons are dropped.
+void ShmWorld::abort(const std::string& reason) noexcept {
+  ShmHeader& h = seg_.header();
+  std::uint32_t expected = 0;
+  if (!h.aborted.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  const std::size_t n = std::min(reason.size(), kShmReasonBytes - 1);
+  std::memcpy(h.reason, reason.data(), n);
+  h.reason[n] = '\0';
+  h.aborted_by.store(rank_, std::memory_order_relaxed);
+  h.aborted.store(2, std::memory_order_release);
+}
+
+}  // namespace mci::transport
