@@ -21,6 +21,9 @@ struct alignas(128) ShmControl {
   std::atomic<std::uint64_t> ready{0};     // last step whose staging data is posted
   std::atomic<std::uint64_t> reduced{0};   // last step whose result buffer is posted
   std::atomic<std::uint64_t> consumed{0};  // last step this rank finished reading
+  // Ranks sleeping in the kernel (futex) on each flag above, so a poster
+  // makes the wake-up system call only when someone sleeps.
+  std::atomic<std::uint32_t> sleepers[3] = {};
   std::atomic<std::uint64_t> fp[2][kShmFingerprintWords];  // per buffer parity
   std::atomic<std::int64_t> pid{0};
   std::atomic<std::int64_t> arrival_ns[2] = {};  // wall clock entry into an op, by op parity

@@ -1,7 +1,9 @@
 #include "transport/shm/shm_world.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -27,10 +28,9 @@ namespace mci::transport {
 namespace {
 
 // Spinning pays off only while the peer runs on another core; beyond that,
-// give the core away, then sleep so a long wait for a slow rank does not burn
-// a CPU the slow rank may need.
-constexpr int kSpins = 2000;
-constexpr auto kYieldPhase = std::chrono::microseconds(500);
+// sleep in the kernel until the flag changes, so a wait for a slow rank
+// burns no CPU the slow rank may need, and wakes as soon as it posts.
+constexpr int kSpins = 256;
 constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
 
 int online_cpus() {
@@ -103,14 +103,41 @@ std::pair<int, std::int64_t> ShmWorld::latest_arrival(std::uint64_t op) const {
   return {who, latest};
 }
 
-std::uint64_t ShmWorld::flag(int r, Flag f) const {
-  const ShmControl& c = seg_.control(r);
+std::atomic<std::uint64_t>& ShmWorld::flag_word(int r, Flag f) const {
+  ShmControl& c = seg_.control(r);
   switch (f) {
-    case Flag::ready: return c.ready.load(std::memory_order_acquire);
-    case Flag::reduced: return c.reduced.load(std::memory_order_acquire);
-    case Flag::consumed: return c.consumed.load(std::memory_order_acquire);
+    case Flag::ready: return c.ready;
+    case Flag::reduced: return c.reduced;
+    case Flag::consumed: return c.consumed;
   }
-  return 0;
+  return c.ready;
+}
+
+std::uint64_t ShmWorld::flag(int r, Flag f) const { return flag_word(r, f).load(std::memory_order_acquire); }
+
+// The futex word is the low half of the 64-bit flag (x86 is little-endian),
+// which changes at every step. Posting and sleeping use sequentially
+// consistent operations on the flag and the sleeper count, so either the
+// poster sees the sleeper and wakes it, or the sleeper sees the new value and
+// does not sleep.
+void ShmWorld::post(Flag f, std::uint64_t step) {
+  auto& word = flag_word(rank_, f);
+  word.store(step, std::memory_order_seq_cst);
+  if (seg_.control(rank_).sleepers[static_cast<int>(f)].load(std::memory_order_seq_cst) > 0) {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  }
+}
+
+void ShmWorld::sleep_on(int r, Flag f, std::uint64_t seen) {
+  auto& word = flag_word(r, f);
+  auto& sleepers = seg_.control(r).sleepers[static_cast<int>(f)];
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (word.load(std::memory_order_seq_cst) == seen) {
+    timespec ts{0, 10 * 1000 * 1000};  // 10 ms: then deadlines and liveness are checked
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT,
+              static_cast<std::uint32_t>(seen), &ts, nullptr, 0);
+  }
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ShmWorld::check_peers(const Fingerprint& fp) const {
@@ -163,35 +190,31 @@ void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& f
 
 void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what) {
   int r = 0;
-  // Fast path: every rank is already there.
-  while (r < size_ && flag(r, f) >= target) {
-    if (f == Flag::ready) check_fingerprint(r, target, fp);
-    ++r;
-  }
-  if (r == size_) return;
-  const auto t0 = Clock::now();
-  auto next_check = t0 + kLivenessEvery;
-  for (long spins = 0;; ++spins) {
+  auto advance = [&] {
     while (r < size_ && flag(r, f) >= target) {
       if (f == Flag::ready) check_fingerprint(r, target, fp);
       ++r;
     }
-    if (r == size_) return;
-    if (!oversubscribed_ && spins < kSpins) {
+    return r == size_;
+  };
+  if (advance()) return;
+  // Spin only while the peers have cores of their own.
+  if (!oversubscribed_) {
+    for (int spins = 0; spins < kSpins; ++spins) {
       MCI_CPU_RELAX();
-      continue;
+      if (advance()) return;
     }
+  }
+  auto next_check = Clock::now() + kLivenessEvery;
+  while (!advance()) {
     const auto now = Clock::now();
     if (now >= next_check) {
       check_peers(fp);
       if (now >= dl.at()) timeout(f, target, fp, dl, what);
       next_check = now + kLivenessEvery;
     }
-    if (now - t0 < kYieldPhase || oversubscribed_) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    const std::uint64_t seen = flag(r, f);
+    if (seen < target) sleep_on(r, f, seen);
   }
 }
 
@@ -204,24 +227,20 @@ void ShmWorld::post_ready(std::uint64_t step, const Fingerprint& fp) {
   pack(fp, step, w);
   ShmControl& c = seg_.control(rank_);
   for (std::size_t i = 0; i < kShmFingerprintWords; ++i) c.fp[parity(step)][i].store(w[i], std::memory_order_relaxed);
-  c.ready.store(step, std::memory_order_release);
+  post(Flag::ready, step);
 }
 
 void ShmWorld::wait_ready(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
   wait_all(Flag::ready, step, fp, dl, "waiting for data");
 }
 
-void ShmWorld::post_reduced(std::uint64_t step) {
-  seg_.control(rank_).reduced.store(step, std::memory_order_release);
-}
+void ShmWorld::post_reduced(std::uint64_t step) { post(Flag::reduced, step); }
 
 void ShmWorld::wait_reduced(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
   wait_all(Flag::reduced, step, fp, dl, "waiting for reduced slices");
 }
 
-void ShmWorld::post_consumed(std::uint64_t step) {
-  seg_.control(rank_).consumed.store(step, std::memory_order_release);
-}
+void ShmWorld::post_consumed(std::uint64_t step) { post(Flag::consumed, step); }
 
 // The first rank to abort claims the slot (1), writes its reason, then
 // publishes it (2); the others' reasons are dropped.

@@ -59,8 +59,13 @@ class ShmWorld {
 
  private:
   static int parity(std::uint64_t step) { return static_cast<int>(step & 1); }
-  enum class Flag { ready, reduced, consumed };
+  enum class Flag { ready = 0, reduced = 1, consumed = 2 };
   std::uint64_t flag(int rank, Flag f) const;
+  std::atomic<std::uint64_t>& flag_word(int rank, Flag f) const;
+  void post(Flag f, std::uint64_t step);
+  // Sleeps in the kernel until rank r's flag f changes from `seen` (or a
+  // short timeout passes, so deadlines and liveness are still checked).
+  void sleep_on(int r, Flag f, std::uint64_t seen);
   // Waits until flag f of every rank is >= target.
   void wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what);
   void check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const;
