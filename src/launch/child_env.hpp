@@ -1,0 +1,36 @@
+// The environment each process starts with: mcirun's own, plus the
+// variables that place it in the job (what torchrun sets, and mci's own).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch/env_lookup.hpp"
+#include "launch/job_config.hpp"
+
+namespace mci::launch {
+
+// MCI_JOB_TOKEN from mcirun's environment when set; otherwise a fresh token
+// for a one-node job (every process is ours to tell); otherwise empty: the
+// other nodes could not know a token we made up, so a multi-node job without
+// one runs unauthenticated.
+std::string choose_token(const EnvLookup& env, int nnodes);
+
+// torchrun's rule: OMP_NUM_THREADS=1 when the user left it unset and more
+// than one process shares the node, so N processes do not each start one
+// OpenMP thread per core.
+bool omp_default_needed(const EnvLookup& env, int nproc_per_node);
+std::string omp_banner();
+
+// mcirun's environment as "NAME=value" strings.
+std::vector<std::string> current_environment();
+
+// base ("NAME=value" strings) with RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// MCI_STORE_HOSTED=1 (the launcher hosts the store, so rank 0 must not),
+// MCI_JOB_TOKEN (removed when token is empty) and, when set_omp,
+// OMP_NUM_THREADS=1, replacing any inherited values.
+std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,
+                                           int local_rank, const std::string& token, bool set_omp);
+
+}  // namespace mci::launch

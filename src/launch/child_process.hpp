@@ -1,0 +1,29 @@
+// Starting one process of the job: its own process group (so a stop reaches
+// whatever it started too), SIGKILL when mcirun dies, its stdout and stderr
+// on pipes to mcirun, and an exec failure reported as an error, not as a
+// process that exits 127.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/socket.hpp"
+#include "launch/program.hpp"
+#include "launch/signals.hpp"
+
+namespace mci::launch {
+
+struct StartedChild {
+  pid_t pid = -1;  // also its process group id
+  Fd out;          // read ends of its stdout and stderr
+  Fd err;
+};
+
+// Throws CannotRun when execve fails in the child (the child is reaped
+// first), std::system_error when a pipe or fork fails.
+StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env,
+                         const SignalFd& signals);
+
+}  // namespace mci::launch

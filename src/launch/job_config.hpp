@@ -1,0 +1,48 @@
+// The job one mcirun runs its share of: the command line resolved against
+// the scheduler's variables, the machine and PATH, and checked for
+// consistency before anything starts.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "launch/cli.hpp"
+#include "launch/env_lookup.hpp"
+#include "launch/program.hpp"
+
+namespace mci::launch {
+
+constexpr int kDefaultMasterPort = 29500;
+constexpr int kDefaultRdzvPort = 29400;  // torchrun's, for --rdzv_endpoint HOST
+
+struct JobConfig {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = kDefaultMasterPort;  // 0 with --standalone until the store is bound
+  bool standalone = false;
+  std::chrono::milliseconds grace{3000};
+  bool prefix = false;
+  ExecSpec program;
+  std::string placement_source;  // "srun" or "mpirun" when they placed this node
+
+  int world_size() const { return nnodes * nproc_per_node; }
+  int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
+  bool hosts_store() const { return node_rank == 0; }
+};
+
+// --nproc_per_node: a number >= 1, cpu, gpu or auto. Throws UsageError for
+// junk and ConfigError for gpu when none is visible.
+int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir = "/dev");
+
+// HOST[:PORT] or [IPV6][:PORT]; the port defaults to default_port.
+std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int default_port);
+
+// Throws UsageError for flags that contradict each other or mean nothing,
+// ConfigError for a scheduler environment mcirun cannot use, CannotRun
+// when the program is missing.
+JobConfig resolve_job(const CliArgs& args, const EnvLookup& env, const std::string& dev_dir = "/dev");
+
+}  // namespace mci::launch

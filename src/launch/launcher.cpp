@@ -1,0 +1,125 @@
+#include "launch/launcher.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "launch/child_env.hpp"
+#include "launch/node_link.hpp"
+#include "launch/signals.hpp"
+#include "launch/stream_relay.hpp"
+#include "launch/supervisor.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+namespace mci::launch {
+
+namespace {
+
+// A child's pipe must never land on fd 0, 1 or 2 of mcirun (dup2 onto itself
+// would keep O_CLOEXEC and the program would start without its output), so
+// a closed standard fd is reopened on /dev/null first.
+void ensure_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) continue;
+    const int n = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (n >= 0 && n != fd) {
+      ::dup2(n, fd);
+      ::close(n);
+    }
+  }
+}
+
+}  // namespace
+
+int run_job(JobConfig job, const EnvLookup& env) {
+  ensure_standard_fds();
+  SignalFd signals;  // before the store's thread, which must inherit the mask
+  // Orphans of the ranks (a helper whose rank died) become our children, so
+  // mcirun sees them exit and can wait for a rank's process group to empty.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  const std::string token = choose_token(env, job.nnodes);
+  std::unique_ptr<StoreServer> store;
+  if (job.hosts_store()) {
+    try {
+      store = std::make_unique<StoreServer>(StoreServerOptions{job.master_addr, job.master_port, token});
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      say(fmt::format("mcirun: cannot host the job's store: {}{}", what,
+                      what.find("already in use") != std::string::npos
+                          ? ""
+                          : fmt::format(" (node 0 hosts it: --master_addr={} must be an address of this host)",
+                                        job.master_addr)));
+      return 1;
+    }
+    job.master_port = store->port();
+  }
+  log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job.node_rank,
+            job.nnodes, job.nproc_per_node, job.world_size(), job.master_addr, job.master_port,
+            job.placement_source.empty() ? "" : " (placed by " + job.placement_source + ")");
+  if (token.empty()) {
+    say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
+        "authenticated; export the same MCI_JOB_TOKEN on every node to protect them.");
+  }
+  const bool set_omp = omp_default_needed(env, job.nproc_per_node);
+  if (set_omp) say(omp_banner());
+
+  std::unique_ptr<NodeLink> link;
+  if (job.nnodes > 1) {
+    NodeLinkOptions o;
+    o.host = job.master_addr;
+    o.port = job.master_port;
+    o.token = token;
+    o.nnodes = job.nnodes;
+    o.node_rank = job.node_rank;
+    link = std::make_unique<NodeLink>(o);
+  }
+
+  const std::vector<std::string> base = current_environment();
+  std::vector<RankSpec> ranks;
+  for (int local = 0; local < job.nproc_per_node; ++local) {
+    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp)});
+  }
+  Supervisor sup(job, signals, link.get());
+  sup.start(ranks);
+  return sup.run();
+}
+
+int mcirun_main(const std::vector<std::string>& argv) {
+  CliOutcome cli;
+  try {
+    cli = parse_cli(argv);
+  } catch (const UsageError& e) {
+    say(fmt::format("mcirun: {}", e.what()));
+    return 2;
+  }
+  if (!cli.args) {
+    write_all(STDOUT_FILENO, cli.message);
+    return cli.exit_code;
+  }
+  const EnvLookup env = process_env();
+  JobConfig job;
+  try {
+    job = resolve_job(*cli.args, env);
+  } catch (const UsageError& e) {
+    say(fmt::format("mcirun: {}", e.what()));
+    return 2;
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: {}", e.what()));
+    return 1;
+  }
+  try {
+    return run_job(std::move(job), env);
+  } catch (const std::exception& e) {
+    say(fmt::format("mcirun: internal error: {}", e.what()));
+    return 1;
+  }
+}
+
+}  // namespace mci::launch

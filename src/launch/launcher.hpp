@@ -1,0 +1,22 @@
+// mcirun from end to end: command line, job, store, processes, exit code.
+// tools/mcirun/main.cpp only calls mcirun_main.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch/env_lookup.hpp"
+#include "launch/job_config.hpp"
+
+namespace mci::launch {
+
+// Hosts the store (node 0), starts the node's processes and supervises them.
+// Returns the exit code; a store that cannot be hosted (port in use) is an
+// error line and 1, with no process started.
+int run_job(JobConfig job, const EnvLookup& env);
+
+// Exit codes: 0 success, 1 a process failed or could not start, 2 a bad
+// command line, 128+N stopped by signal N.
+int mcirun_main(const std::vector<std::string>& argv);
+
+}  // namespace mci::launch

@@ -1,0 +1,171 @@
+#include "launch/node_link.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <system_error>
+
+#include "common/deadline.hpp"
+#include "common/env.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+namespace mci::launch {
+
+namespace {
+
+// After ~NodeLink asks it to stop, the thread still tries this long to
+// publish a failure or "done" (node 0 may be a moment away).
+constexpr auto kFlushLimit = std::chrono::seconds(3);
+
+}  // namespace
+
+NodeLink::NodeLink(NodeLinkOptions opts) : opts_(std::move(opts)) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw std::system_error(errno, std::generic_category(), "mcirun: pipe");
+  }
+  wake_read_.reset(fds[0]);
+  wake_write_.reset(fds[1]);
+  thread_ = std::thread([this] { run(); });
+}
+
+NodeLink::~NodeLink() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void NodeLink::report_failure(const std::string& what) {
+  {
+    std::lock_guard lk(mu_);
+    failure_to_publish_ = std::to_string(opts_.node_rank) + "|" + what;
+  }
+  cv_.notify_all();
+}
+
+void NodeLink::report_done() {
+  {
+    std::lock_guard lk(mu_);
+    done_to_publish_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::vector<NodeLink::Event> NodeLink::take_events() {
+  char drain[64];
+  while (::read(wake_read_.get(), drain, sizeof drain) > 0) {
+  }
+  std::lock_guard lk(mu_);
+  return std::exchange(events_, {});
+}
+
+void NodeLink::post(Event e) {
+  {
+    std::lock_guard lk(mu_);
+    events_.push_back(std::move(e));
+  }
+  const char one = 1;
+  (void)!::write(wake_write_.get(), &one, 1);
+}
+
+void NodeLink::run() {
+  std::unique_ptr<TcpStore> store;
+  std::optional<Clock::time_point> give_up;
+  bool failure_seen = false;
+  bool all_done_posted = false;
+  bool done_published = false;
+  std::vector<std::string> done_keys;
+  for (int n = 0; n < opts_.nnodes; ++n) done_keys.push_back(done_key(n));
+
+  while (true) {
+    std::optional<std::string> failure;
+    bool done = false;
+    {
+      std::lock_guard lk(mu_);
+      const bool pending = failure_to_publish_ || done_to_publish_;
+      if (stop_) {
+        if (!give_up) give_up = Clock::now() + kFlushLimit;
+        if (!pending || Clock::now() >= *give_up) return;
+      }
+      failure = std::exchange(failure_to_publish_, std::nullopt);
+      done = std::exchange(done_to_publish_, false);
+    }
+    try {
+      if (!store) {
+        TcpStoreOptions so;
+        so.host = opts_.host;
+        so.port = opts_.port;
+        so.token = opts_.token;
+        so.timeout = std::chrono::seconds(2);
+        so.connect_timeout = opts_.slice;  // retried by this loop until stopped
+        store = std::make_unique<TcpStore>(so);
+      }
+      if (failure) store->compare_set(failed_key(), {}, to_bytes(*failure));
+      failure.reset();
+      if (done) {
+        store->set(done_key(opts_.node_rank), to_bytes("1"));
+        done_published = true;
+      }
+      done = false;
+      {
+        std::lock_guard lk(mu_);
+        if (stop_ && !failure_to_publish_ && !done_to_publish_) return;  // all said; nobody listens now
+      }
+      // Wait on whichever news matters now: node 0, its own processes done,
+      // waits for the other nodes' "done" and only glances at "failed".
+      const bool awaiting_nodes = opts_.node_rank == 0 && done_published && !all_done_posted;
+      const std::vector<std::string> watched = awaiting_nodes ? done_keys : std::vector<std::string>{failed_key()};
+      if (awaiting_nodes || !failure_seen) {
+        bool arrived = false;
+        try {
+          store->wait(watched, opts_.slice);
+          arrived = true;
+        } catch (const TimeoutError&) {
+          // nothing new during this slice
+        }
+        if (awaiting_nodes && arrived) {
+          all_done_posted = true;
+          post({EventKind::all_done, {}});
+        }
+        if (!failure_seen && (awaiting_nodes ? store->check({failed_key()}) : arrived)) {
+          failure_seen = true;
+          const std::string v = to_string(store->get(failed_key(), opts_.slice));
+          const auto bar = v.find('|');
+          const auto node = parse_int(v.substr(0, bar));
+          if (!node || *node != opts_.node_rank) {
+            post({EventKind::peer_failed,
+                  bar == std::string::npos ? v : "node " + v.substr(0, bar) + ": " + v.substr(bar + 1)});
+          }
+        }
+      } else {
+        std::unique_lock lk(mu_);
+        cv_.wait_for(lk, opts_.slice, [this] { return stop_ || failure_to_publish_ || done_to_publish_; });
+      }
+    } catch (const TimeoutError&) {
+      // node 0 is not listening yet: try again
+      store.reset();
+    } catch (const Error& e) {
+      const bool reached = store != nullptr;
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+      events_.push_back({reached ? EventKind::store_lost : EventKind::unreachable, e.what()});
+      const char one = 1;
+      (void)!::write(wake_write_.get(), &one, 1);
+      return;
+    }
+    {
+      // What we took but could not publish goes back for the next round.
+      std::lock_guard lk(mu_);
+      if (failure && !failure_to_publish_) failure_to_publish_ = failure;
+      if (done) done_to_publish_ = true;
+    }
+  }
+}
+
+}  // namespace mci::launch

@@ -1,0 +1,39 @@
+// What mcirun says at the end of a job that did not succeed: which rank
+// failed first and how, where it ran, and its last stderr lines.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mci::launch {
+
+// "exit code 1", "signal SIGSEGV (core dumped)", from a waitpid status.
+std::string describe_exit(int wait_status);
+bool exited_ok(int wait_status);
+
+struct RankReport {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  std::optional<int> wait_status;  // nullopt: never reaped (should not happen)
+  int signal_sent = 0;  // the last signal mcirun sent it (SIGTERM, SIGKILL), 0 if none
+  std::vector<std::string> stderr_tail;
+};
+
+struct JobReport {
+  std::string host;
+  int node_rank = 0;
+  std::optional<std::size_t> first_failure;  // index into ranks
+  std::optional<int> stop_signal;            // mcirun was told to stop
+  std::string peer_failure;                  // another node's failure, as it reported it
+  std::string start_error;                   // a rank that could not start
+  std::vector<RankReport> ranks;
+};
+
+// The summary block, one string per line, each starting with "mcirun: ".
+std::vector<std::string> summary_lines(const JobReport& job);
+
+}  // namespace mci::launch

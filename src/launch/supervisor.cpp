@@ -1,0 +1,356 @@
+#include "launch/supervisor.hpp"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "common/socket.hpp"
+#include "launch/child_process.hpp"
+
+namespace mci::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kTailLines = 20;
+// Node 0 keeps the store up this long for nodes still running after its own
+// processes are done (torchrun's exit barrier waits as long).
+constexpr auto kOtherNodesLimit = std::chrono::seconds(300);
+constexpr auto kOtherNodesNotice = std::chrono::seconds(2);
+// After SIGKILL, how long to wait for the killed processes to be gone
+// (SIGKILL cannot be refused, but a process stuck in the kernel dies late).
+constexpr auto kSettle = std::chrono::seconds(2);
+
+int poll_timeout(std::optional<Clock::time_point> until) {
+  if (!until) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
+                                : fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000);
+}
+
+}  // namespace
+
+Supervisor::Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link)
+    : job_(job), signals_(signals), link_(link), host_(host_name()), buf_(kReadChunk) {}
+
+Supervisor::~Supervisor() {
+  for (auto& p : procs_) {
+    // After run() finished, the groups of exited ranks are known empty: a
+    // group id could now belong to someone else.
+    if (p.status && groups_settled_) continue;
+    ::kill(-p.pid, SIGKILL);
+    if (p.status) continue;
+    ::kill(p.pid, SIGKILL);
+    int st = 0;
+    while (::waitpid(p.pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void Supervisor::start(const std::vector<RankSpec>& ranks) {
+  procs_.reserve(ranks.size());
+  for (const RankSpec& r : ranks) {
+    try {
+      StartedChild c = start_child(job_.program, r.env, signals_);
+      const std::string prefix = job_.prefix ? fmt::format("[rank {}] ", r.rank) : std::string();
+      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), STDOUT_FILENO, prefix),
+                            StreamRelay(std::move(c.err), STDERR_FILENO, prefix, kTailLines), std::nullopt});
+    } catch (const std::exception& e) {
+      start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
+      say(fmt::format("mcirun: {}", e.what()));
+      if (link_) link_->report_failure(start_error_);
+      begin_stop();
+      return;
+    }
+  }
+}
+
+bool Supervisor::all_exited() const {
+  for (const auto& p : procs_) {
+    if (!p.status) return false;
+  }
+  return true;
+}
+
+bool Supervisor::group_alive(const Proc& p) { return ::kill(-p.pid, 0) == 0; }
+
+bool Supervisor::any_group_alive() const {
+  for (const auto& p : procs_) {
+    if (group_alive(p)) return true;
+  }
+  return false;
+}
+
+void Supervisor::reap() {
+  // Collect every exit first and relay what those processes wrote, so their
+  // last lines come out before anything mcirun says about them. As a
+  // subreaper, mcirun also adopts what the ranks leave behind: those are
+  // reaped here too, and say nothing.
+  std::vector<Proc*> exited;
+  while (true) {
+    int st = 0;
+    const pid_t r = ::waitpid(-1, &st, WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == ECHILD) {
+      // Nothing left to wait for: a rank without a status was reaped behind
+      // our back (cannot happen unless someone else waits); count it failed.
+      for (auto& p : procs_) {
+        if (!p.status) p.status = 255 << 8;
+      }
+    }
+    if (r <= 0) break;
+    for (auto& p : procs_) {
+      if (p.pid != r || p.status) continue;
+      p.status = st;
+      p.out.drain(buf_);
+      p.err.drain(buf_);
+      exited.push_back(&p);
+    }
+  }
+  for (Proc* p : exited) on_exit(*p);
+}
+
+void Supervisor::on_exit(Proc& p) {
+  if (phase_ != Phase::running || exited_ok(*p.status)) return;
+  first_failure_ = static_cast<std::size_t>(&p - procs_.data());
+  const std::string what = describe_exit(*p.status);
+  say(fmt::format("mcirun: rank {} (pid {}) failed: {}", p.rank, p.pid, what));
+  if (link_) link_->report_failure(fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, what));
+  begin_stop();
+}
+
+// Signals go to each rank's process group: the rank and whatever it started
+// (data loader workers, a shell's children), even after the rank itself is gone.
+void Supervisor::signal_groups(int sig) {
+  for (auto& p : procs_) {
+    if (!p.status) {
+      if (::kill(-p.pid, sig) != 0) ::kill(p.pid, sig);
+      p.signal_sent = sig;
+      if (sig == SIGTERM) {
+        say(fmt::format("mcirun: sent SIGTERM to rank {} (pid {})", p.rank, p.pid));
+      } else {
+        say(fmt::format("mcirun: sent SIGKILL to rank {} (pid {}): still running {} after SIGTERM", p.rank,
+                        p.pid, seconds(job_.grace)));
+      }
+    } else if (group_alive(p)) {
+      ::kill(-p.pid, sig);
+      say(fmt::format("mcirun: sent {} to what rank {} (pid {}) left running in its process group{}",
+                      signal_name(sig), p.rank, p.pid,
+                      sig == SIGKILL ? fmt::format(": still there {} after SIGTERM", seconds(job_.grace)) : ""));
+    }
+  }
+}
+
+void Supervisor::begin_stop() {
+  phase_ = Phase::stopping;
+  signal_groups(SIGTERM);
+  kill_at_ = Clock::now() + job_.grace;
+  if (job_.grace.count() == 0) kill_remaining();
+}
+
+void Supervisor::kill_remaining() {
+  killed_ = true;
+  signal_groups(SIGKILL);
+}
+
+void Supervisor::pause_or_resume(int sig) {
+  // The ranks lead their own process groups, so a terminal's Ctrl-Z reaches
+  // only mcirun: pass it on, then stop for real (SIGSTOP cannot be blocked).
+  // SIGCONT wakes mcirun whatever its mask; the queued copy is passed on too.
+  for (const auto& p : procs_) {
+    if (!p.status || group_alive(p)) ::kill(-p.pid, sig);
+  }
+  if (sig == SIGTSTP) ::raise(SIGSTOP);
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig == SIGCHLD) return reap();
+  if (sig == SIGTSTP || sig == SIGCONT) return pause_or_resume(sig);
+  if (phase_ == Phase::running) {
+    stop_signal_ = sig;
+    say(fmt::format("mcirun: received {}: stopping the job", signal_name(sig)));
+    begin_stop();
+  } else if (!killed_) {
+    say(fmt::format("mcirun: received {} while stopping: sending SIGKILL now", signal_name(sig)));
+    kill_remaining();
+  }
+}
+
+void Supervisor::on_link_events() {
+  for (auto& e : link_->take_events()) {
+    switch (e.kind) {
+      case NodeLink::EventKind::peer_failed:
+      case NodeLink::EventKind::store_lost:
+        if (phase_ != Phase::running) break;
+        peer_failure_ = e.kind == NodeLink::EventKind::peer_failed
+                            ? e.text
+                            : fmt::format("the job's store at {}:{} went away ({})", job_.master_addr,
+                                          job_.master_port, e.text);
+        say(fmt::format("mcirun: {}: stopping this node's processes",
+                        e.kind == NodeLink::EventKind::peer_failed ? "another node failed, " + e.text
+                                                                   : peer_failure_));
+        begin_stop();
+        break;
+      case NodeLink::EventKind::unreachable:
+        say(fmt::format("mcirun: warning: cannot use the job's store at {}:{} to follow the other nodes "
+                        "({}); a failure there will not stop this node",
+                        job_.master_addr, job_.master_port, e.text));
+        break;
+      case NodeLink::EventKind::all_done:
+        break;  // only node 0 waits for it, after its own processes
+    }
+  }
+}
+
+int Supervisor::run() {
+  std::vector<pollfd> fds;
+  std::vector<StreamRelay*> relays;
+  std::optional<Clock::time_point> settle_until;
+  while (true) {
+    if (all_exited()) {
+      if (!any_group_alive()) break;
+      // Every rank is gone but its group is not: stop what it left behind
+      // the same way (SIGTERM, grace, SIGKILL), so mcirun leaves no orphans.
+      if (!kill_at_) begin_stop_stragglers();
+      if (killed_) {
+        if (!settle_until) settle_until = Clock::now() + kSettle;
+        if (Clock::now() >= *settle_until) break;
+      }
+    }
+    fds.clear();
+    relays.clear();
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    fds.push_back({link_ ? link_->fd() : -1, POLLIN, 0});
+    for (auto& p : procs_) {
+      for (StreamRelay* s : {&p.out, &p.err}) {
+        if (!s->is_open()) continue;
+        fds.push_back({s->fd(), POLLIN, 0});
+        relays.push_back(s);
+      }
+    }
+    const int timeout = poll_timeout(killed_ ? settle_until : kill_at_);
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "mcirun: poll");
+    }
+    for (std::size_t i = 0; i < relays.size(); ++i) {
+      if (fds[i + 2].revents != 0) relays[i]->read_some(buf_);
+    }
+    if (fds[0].revents != 0) {
+      for (int sig : signals_.take()) on_signal(sig);
+    }
+    if (link_ && fds[1].revents != 0) on_link_events();
+    if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_remaining();
+  }
+  groups_settled_ = true;
+  for (auto& p : procs_) {
+    p.out.drain_and_close(buf_);
+    p.err.drain_and_close(buf_);
+  }
+
+  int rc = exit_code();
+  if (rc == 0 && link_) {
+    link_->report_done();
+    if (job_.hosts_store()) rc = wait_for_other_nodes();
+  }
+  if (rc != 0 && !procs_.empty()) print_summary();
+  return rc;
+}
+
+void Supervisor::begin_stop_stragglers() {
+  for (auto& p : procs_) {
+    if (!group_alive(p)) continue;
+    ::kill(-p.pid, SIGTERM);
+    say(fmt::format("mcirun: rank {} (pid {}) exited but left processes running in its process group: sent "
+                    "them SIGTERM",
+                    p.rank, p.pid));
+  }
+  kill_at_ = Clock::now() + job_.grace;
+  if (job_.grace.count() == 0) kill_remaining();
+}
+
+int Supervisor::wait_for_other_nodes() {
+  const auto start = Clock::now();
+  bool noticed = false;
+  while (true) {
+    const auto now = Clock::now();
+    if (now - start >= kOtherNodesLimit) {
+      say(fmt::format("mcirun: warning: the other nodes did not finish within {} s of this one; "
+                      "closing the job's store anyway",
+                      kOtherNodesLimit.count()));
+      return 0;
+    }
+    const auto next = noticed ? start + kOtherNodesLimit : start + kOtherNodesNotice;
+    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {link_->fd(), POLLIN, 0}};
+    if (::poll(fds, 2, poll_timeout(next)) < 0 && errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "mcirun: poll");
+    }
+    if (!noticed && Clock::now() >= start + kOtherNodesNotice) {
+      noticed = true;
+      say(fmt::format("mcirun: this node's processes are done; keeping the job's store up until the "
+                      "other {} node(s) finish",
+                      job_.nnodes - 1));
+    }
+    if (fds[0].revents != 0) {
+      for (int sig : signals_.take()) {
+        if (sig == SIGCHLD || sig == SIGCONT) continue;
+        if (sig == SIGTSTP) {
+          ::raise(SIGSTOP);
+          continue;
+        }
+        stop_signal_ = sig;
+        say(fmt::format("mcirun: received {} while waiting for the other nodes", signal_name(sig)));
+        return 128 + sig;
+      }
+    }
+    if (fds[1].revents != 0) {
+      for (auto& e : link_->take_events()) {
+        if (e.kind == NodeLink::EventKind::all_done) return 0;
+        if (e.kind == NodeLink::EventKind::peer_failed) {
+          peer_failure_ = e.text;
+          say(fmt::format("mcirun: another node failed, {}", e.text));
+          return 1;
+        }
+      }
+    }
+  }
+}
+
+int Supervisor::exit_code() const {
+  if (first_failure_ || !start_error_.empty() || !peer_failure_.empty()) return 1;
+  if (stop_signal_) return 128 + *stop_signal_;
+  return 0;
+}
+
+void Supervisor::print_summary() const {
+  JobReport r;
+  r.host = host_;
+  r.node_rank = job_.node_rank;
+  r.first_failure = first_failure_;
+  r.stop_signal = stop_signal_;
+  r.peer_failure = peer_failure_;
+  r.start_error = start_error_;
+  for (const auto& p : procs_) {
+    RankReport rr;
+    rr.rank = p.rank;
+    rr.local_rank = p.local_rank;
+    rr.pid = p.pid;
+    rr.wait_status = p.status;
+    rr.signal_sent = p.signal_sent;
+    if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
+    r.ranks.push_back(std::move(rr));
+  }
+  for (const auto& line : summary_lines(r)) say(line);
+}
+
+}  // namespace mci::launch

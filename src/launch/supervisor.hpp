@@ -1,0 +1,95 @@
+// The event loop of one node: it relays the processes' output, notices an
+// exit the moment it happens (SIGCHLD through the signalfd, no polling
+// interval), and stops the job when a process fails, when mcirun is told to
+// stop, or when another node reports a failure:
+//   SIGTERM to every rank's process group, each rank named on stderr;
+//   SIGKILL to whatever is left after the grace period;
+//   a summary of the first failure, and exit code 1 (128+N after signal N).
+// Each rank leads its own process group and mcirun is a subreaper, so what a
+// rank leaves behind is stopped the same way and nothing outlives mcirun
+// (short of a process that leaves the group with setsid).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/job_config.hpp"
+#include "launch/node_link.hpp"
+#include "launch/signals.hpp"
+#include "launch/stream_relay.hpp"
+#include "launch/summary.hpp"
+
+namespace mci::launch {
+
+struct RankSpec {
+  int rank = 0;
+  int local_rank = 0;
+  std::vector<std::string> env;
+};
+
+class Supervisor {
+ public:
+  // link: null for a one-node job.
+  Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link);
+  // Kills (SIGKILL) and reaps whatever is still running: only an exception
+  // leaves run() with processes alive, and they must not outlive us.
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts the ranks in order; a rank that cannot start stops the job (the
+  // ones already running get SIGTERM) and run() then reports it.
+  void start(const std::vector<RankSpec>& ranks);
+  // Until every process has exited (and, on node 0 of a multi-node job,
+  // every node has finished). Returns mcirun's exit code.
+  int run();
+
+ private:
+  struct Proc {
+    int rank;
+    int local_rank;
+    pid_t pid;
+    StreamRelay out;
+    StreamRelay err;
+    std::optional<int> status;
+    int signal_sent = 0;
+  };
+  enum class Phase { running, stopping };
+
+  bool all_exited() const;
+  static bool group_alive(const Proc& p);
+  bool any_group_alive() const;
+  void reap();
+  void on_exit(Proc& p);
+  void signal_groups(int sig);
+  void begin_stop();
+  void begin_stop_stragglers();
+  void kill_remaining();
+  void on_signal(int sig);
+  void pause_or_resume(int sig);
+  void on_link_events();
+  int wait_for_other_nodes();
+  int exit_code() const;
+  void print_summary() const;
+
+  const JobConfig& job_;
+  SignalFd& signals_;
+  NodeLink* link_;
+  std::string host_;
+  std::vector<Proc> procs_;
+  std::vector<char> buf_;
+  Phase phase_ = Phase::running;
+  std::optional<std::chrono::steady_clock::time_point> kill_at_;
+  bool killed_ = false;
+  bool groups_settled_ = false;  // run() saw every rank's process group empty (or gave up)
+  std::optional<std::size_t> first_failure_;
+  std::optional<int> stop_signal_;
+  std::string peer_failure_;
+  std::string start_error_;
+};
+
+}  // namespace mci::launch

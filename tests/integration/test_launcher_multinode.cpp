@@ -1,0 +1,119 @@
+// Two mcirun processes on this host, one per "node" of a two-node job, as
+// they would run on two machines: --nnodes=2, each its --node_rank, the
+// same master address and port.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "launcher_run.hpp"
+#include "support/ports.hpp"
+
+namespace mci::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Strings = std::vector<std::string>;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+Strings node(int node_rank, int port, const Strings& program) {
+  Strings a{"--nnodes=2", fmt::format("--node_rank={}", node_rank), "--nproc_per_node=2", "--master_addr=127.0.0.1",
+            fmt::format("--master_port={}", port)};
+  a.insert(a.end(), program.begin(), program.end());
+  return a;
+}
+
+const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "two-node-token"}, {"OMP_NUM_THREADS", "1"}};
+
+TEST(MultiNode, RanksAreNumberedAcrossNodes) {
+  const int port = free_port();
+  const Strings program{"/bin/sh", "-c",
+                        "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+                        "MASTER_PORT=$MASTER_PORT"};
+  Mcirun n1(node(1, port, program), kEnv);  // the order the nodes start in does not matter
+  Mcirun n0(node(0, port, program), kEnv);
+  ASSERT_EQ(n0.code(), 0) << n0.all();
+  ASSERT_EQ(n1.code(), 0) << n1.all();
+  std::set<std::string> lines;
+  for (auto* m : {&n0, &n1}) {
+    for (const auto& l : lines_of(m->out())) lines.insert(l);
+  }
+  std::set<std::string> expect;
+  for (int r = 0; r < 4; ++r) {
+    expect.insert(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=4 GROUP_RANK={} MASTER_PORT={}", r, r % 2, r / 2, port));
+  }
+  EXPECT_EQ(lines, expect) << n0.all() << n1.all();
+  EXPECT_TRUE(contains(n0.out(), "RANK=0 ")) << "node 0 runs ranks 0 and 1";
+  EXPECT_TRUE(contains(n1.out(), "RANK=3 ")) << "node 1 runs ranks 2 and 3";
+}
+
+TEST(MultiNode, AGroupSpansBothLaunchersThroughNode0sStore) {
+  const int port = free_port();
+  const Strings program{built("mci_test_worker"), "init"};
+  auto env = kEnv;
+  env["MCI_TEST_TIMEOUT_MS"] = "20000";
+  Mcirun n0(node(0, port, program), env);
+  Mcirun n1(node(1, port, program), env);
+  ASSERT_EQ(n0.code(60s), 0) << n0.all() << n1.all();
+  ASSERT_EQ(n1.code(60s), 0) << n0.all() << n1.all();
+  const std::string out = n0.out() + n1.out();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(contains(out, fmt::format("joined rank {} size 4 local_rank {}", r, r % 2))) << out;
+  }
+}
+
+TEST(MultiNode, Node0KeepsTheStoreUpUntilEveryNodeIsDone) {
+  // Node 0's ranks finish at once, node 1's a second later: node 0 must not
+  // take the store away while node 1 may still need it.
+  const int port = free_port();
+  Mcirun n0(node(0, port, {"/bin/true"}), kEnv);
+  Mcirun n1(node(1, port, {"/bin/sh", "-c", "sleep 1; touch $TEST_DIR/done.$RANK"}), kEnv);
+  ASSERT_EQ(n0.code(), 0) << n0.all();
+  EXPECT_TRUE(n1.has_file("done.2") && n1.has_file("done.3")) << "node 0 returned before node 1 was done";
+  EXPECT_GE(n0.seconds(), 0.9);
+  ASSERT_EQ(n1.code(), 0) << n1.all();
+}
+
+TEST(MultiNode, AFailureOnOneNodeStopsTheOther) {
+  const int port = free_port();
+  // Node 0 only sleeps. On node 1, rank 2 fails once node 0's ranks are up.
+  const Strings program{"/bin/sh", "-c",
+                        "if [ $RANK = 2 ]; then while [ ! -e $READY ]; do sleep 0.01; done; exit 5; fi;"
+                        "if [ $RANK = 0 ]; then touch $READY; fi; exec sleep 30"};
+  Mcirun n0(node(0, port, program), [&] {
+    auto e = kEnv;
+    e["READY"] = "/tmp/mcirun-multinode-ready-" + std::to_string(port);
+    return e;
+  }());
+  Mcirun n1(node(1, port, program), [&] {
+    auto e = kEnv;
+    e["READY"] = "/tmp/mcirun-multinode-ready-" + std::to_string(port);
+    return e;
+  }());
+  EXPECT_EQ(n1.code(), 1) << n1.all();
+  EXPECT_EQ(n0.code(), 1) << n0.all();
+  std::remove(("/tmp/mcirun-multinode-ready-" + std::to_string(port)).c_str());
+  EXPECT_TRUE(contains(n1.err(), "rank 2 (pid")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "failed: exit code 5")) << n1.all();
+  EXPECT_TRUE(contains(n0.err(), "another node failed, node 1: rank 2 (pid")) << n0.all();
+  EXPECT_TRUE(contains(n0.err(), "sent SIGTERM to rank 0")) << n0.all();
+  EXPECT_TRUE(contains(n0.err(), "job failed on another node: node 1: rank 2")) << n0.all();
+  EXPECT_LT(n0.seconds(), 10.0) << "node 0 stopped long before its ranks' 30 s sleep: " << n0.all();
+}
+
+TEST(MultiNode, WithoutATokenTheJobRunsUnauthenticatedAndSaysSo) {
+  const int port = free_port();
+  const Strings program{"/bin/sh", "-c", "echo token=[$MCI_JOB_TOKEN]"};
+  Mcirun n0(node(0, port, program), {{"OMP_NUM_THREADS", "1"}});
+  Mcirun n1(node(1, port, program), {{"OMP_NUM_THREADS", "1"}});
+  ASSERT_EQ(n0.code(), 0) << n0.all();
+  ASSERT_EQ(n1.code(), 0) << n1.all();
+  EXPECT_EQ(n0.out(), "token=[]\ntoken=[]\n");
+  EXPECT_TRUE(contains(n0.err(), "mcirun: MCI_JOB_TOKEN is not set: this multi-node job")) << n0.all();
+  EXPECT_EQ(lines_of(n0.err()).size(), 1u) << "said once: " << n0.all();
+}
+
+}  // namespace
+}  // namespace mci::test

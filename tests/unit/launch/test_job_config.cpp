@@ -1,0 +1,225 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "launch/devices.hpp"
+#include "launch/job_config.hpp"
+#include "temp_dir.hpp"
+
+namespace mci::launch {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+CliArgs args_for(std::vector<std::string> words) {
+  // The program goes last; tests that are about it give one ("/...").
+  if (words.empty() || words.back().rfind('/', 0) != 0) words.push_back("/bin/true");
+  words.insert(words.begin(), "mcirun");
+  return parse_cli(words).args.value();
+}
+
+JobConfig job(std::vector<std::string> words, Env env = {}, const std::string& dev = "/nonexistent") {
+  return resolve_job(args_for(std::move(words)), fixed_env(std::move(env)), dev);
+}
+
+// The message of the error resolve_job throws (of type E), or "no error".
+template <class E = UsageError>
+std::string error(std::vector<std::string> words, Env env = {}) {
+  try {
+    job(std::move(words), std::move(env));
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no error";
+}
+
+void expect_has(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+TEST(JobConfig, DefaultsAreTorchrunsSingleNode) {
+  JobConfig c = job({"/bin/true"});
+  EXPECT_EQ(c.nproc_per_node, 1);
+  EXPECT_EQ(c.nnodes, 1);
+  EXPECT_EQ(c.node_rank, 0);
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+  EXPECT_EQ(c.master_port, 29500);
+  EXPECT_EQ(c.grace, std::chrono::milliseconds(3000));
+  EXPECT_FALSE(c.prefix);
+  EXPECT_EQ(c.program.path, "/bin/true");
+  EXPECT_TRUE(c.hosts_store());
+}
+
+TEST(JobConfig, RanksAreNodeRankTimesNprocPlusLocalRank) {
+  JobConfig c = job({"--nnodes=3", "--node_rank=2", "--nproc_per_node=4", "--master_addr=h"});
+  EXPECT_EQ(c.world_size(), 12);
+  EXPECT_EQ(c.rank_of(0), 8);
+  EXPECT_EQ(c.rank_of(3), 11);
+  EXPECT_FALSE(c.hosts_store());
+}
+
+TEST(JobConfig, NprocNumbersAndNames) {
+  EXPECT_EQ(job({"--nproc_per_node=7"}).nproc_per_node, 7);
+  EXPECT_EQ(job({"--nproc_per_node=cpu"}).nproc_per_node, usable_cpus());
+  EXPECT_GE(usable_cpus(), 1);
+  for (const char* bad : {"0", "-1", "two", "1.5", "gpus"}) {
+    std::string m = error({std::string("--nproc_per_node=") + bad});
+    expect_has(m, "--nproc_per_node='" + std::string(bad) + "' is not valid");
+    expect_has(m, "cpu, gpu or auto");
+  }
+}
+
+TEST(JobConfig, GpuCountFollowsCudaVisibleDevicesLikeCuda) {
+  EXPECT_EQ(job({"--nproc_per_node=gpu"}, {{"CUDA_VISIBLE_DEVICES", "0,1,2"}}).nproc_per_node, 3);
+  EXPECT_EQ(job({"--nproc_per_node=gpu"}, {{"CUDA_VISIBLE_DEVICES", "3"}}).nproc_per_node, 1);
+  // CUDA stops at the first entry it cannot read.
+  EXPECT_EQ(job({"--nproc_per_node=gpu"}, {{"CUDA_VISIBLE_DEVICES", "0,1,-1,2"}}).nproc_per_node, 2);
+  EXPECT_EQ(job({"--nproc_per_node=gpu"}, {{"CUDA_VISIBLE_DEVICES", "GPU-abc,MIG-def"}}).nproc_per_node, 2);
+  std::string m = error<ConfigError>({"--nproc_per_node=gpu"}, {{"CUDA_VISIBLE_DEVICES", ""}});
+  expect_has(m, "no GPU is visible (CUDA_VISIBLE_DEVICES='')");
+  expect_has(m, "give a number of processes, or cpu");
+  // auto: the GPUs when there are some, the CPUs otherwise.
+  EXPECT_EQ(job({"--nproc_per_node=auto"}, {{"CUDA_VISIBLE_DEVICES", "0,1"}}).nproc_per_node, 2);
+  EXPECT_EQ(job({"--nproc_per_node=auto"}, {{"CUDA_VISIBLE_DEVICES", ""}}).nproc_per_node, usable_cpus());
+}
+
+TEST(JobConfig, GpuCountFromDeviceFilesWithoutCudaVisibleDevices) {
+  test::TempDir dev;
+  EXPECT_EQ(visible_gpus(fixed_env({}), dev.path()), 0);
+  std::string m = error<ConfigError>({"--nproc_per_node=gpu"});
+  expect_has(m, "no /nonexistent/nvidiaN device");
+  for (const char* f : {"nvidia0", "nvidia1", "nvidia12", "nvidiactl", "nvidia-uvm", "nvidia-caps"}) dev.file(f);
+  EXPECT_EQ(visible_gpus(fixed_env({}), dev.path()), 3);
+  EXPECT_EQ(job({"--nproc_per_node=gpu"}, {}, dev.path()).nproc_per_node, 3);
+}
+
+TEST(JobConfig, RdzvEndpointSetsTheStoreAddress) {
+  JobConfig c = job({"--rdzv_endpoint=node07:1234"});
+  EXPECT_EQ(c.master_addr, "node07");
+  EXPECT_EQ(c.master_port, 1234);
+  c = job({"--rdzv-endpoint", "node07"});
+  EXPECT_EQ(c.master_port, 29400);
+  c = job({"--rdzv_endpoint=[::1]:5000"});
+  EXPECT_EQ(c.master_addr, "::1");
+  EXPECT_EQ(c.master_port, 5000);
+  EXPECT_EQ(parse_endpoint("[fe80::1]", 7), (std::pair<std::string, int>{"fe80::1", 7}));
+  expect_has(error({"--rdzv_endpoint=h:99999"}), "is not a TCP port");
+  expect_has(error({"--rdzv_endpoint=h:"}), "is not a TCP port");
+  expect_has(error({"--rdzv_endpoint=:80"}), "no host");
+  expect_has(error({"--rdzv_endpoint=::1:80"}), "IPv6 address in brackets");
+  expect_has(error({"--rdzv_endpoint=[::1"}), "missing ']'");
+  expect_has(error({"--rdzv_endpoint=h:1", "--master_port=2"}), "give one or the other");
+}
+
+TEST(JobConfig, MasterAddressAndPort) {
+  JobConfig c = job({"--master_addr=10.0.0.5", "--master-port=29531"});
+  EXPECT_EQ(c.master_addr, "10.0.0.5");
+  EXPECT_EQ(c.master_port, 29531);
+  for (const char* bad : {"0", "65536", "http", "-5"}) {
+    std::string m = error({std::string("--master_port=") + bad});
+    expect_has(m, "is not a TCP port: use a number from 1 to 65535");
+  }
+  expect_has(error({"--master_addr", ""}), "--master_addr is empty");
+}
+
+TEST(JobConfig, StandalonePicksItsOwnPortOnOneNode) {
+  JobConfig c = job({"--standalone", "--nproc_per_node=2"});
+  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.master_port, 0);  // the OS picks it when the store binds
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+  EXPECT_EQ(c.nnodes, 1);
+  EXPECT_EQ(job({"--standalone", "--nnodes=1"}).nnodes, 1);
+  expect_has(error({"--standalone", "--nnodes=2"}), "--standalone runs one node, but --nnodes=2");
+  expect_has(error({"--standalone", "--master_port=5"}), "drop --master_addr, --master_port");
+  expect_has(error({"--standalone", "--rdzv_endpoint=h:5"}), "--standalone picks a free port");
+  expect_has(error({"--standalone", "--node_rank=1"}), "--node_rank is 0");
+}
+
+TEST(JobConfig, NodesAndNodeRankMustAgree) {
+  expect_has(error({"--nnodes=2"}), "--nnodes=2 needs --node_rank on every node");
+  expect_has(error({"--nnodes=2", "--node_rank=2"}), "--node_rank=2 is not below --nnodes=2");
+  expect_has(error({"--node_rank=1"}), "--node_rank=1 is not below --nnodes=1");
+  expect_has(error({"--nnodes=0"}), "--nnodes='0' is not valid");
+  expect_has(error({"--nnodes=2", "--node_rank=-1"}), "--node_rank='-1' is not valid");
+  expect_has(error({"--nnodes=1:4"}), "not an elastic range");
+  EXPECT_EQ(job({"--nnodes=2:2", "--node_rank=1"}).nnodes, 2);
+}
+
+TEST(JobConfig, GraceAndTorchrunLeftovers) {
+  EXPECT_EQ(job({"--grace=0.25"}).grace, std::chrono::milliseconds(250));
+  EXPECT_EQ(job({"--grace=0"}).grace, std::chrono::milliseconds(0));
+  for (const char* bad : {"-1", "abc", "nan", "inf", "1s"}) {
+    expect_has(error({std::string("--grace=") + bad}), "seconds between SIGTERM and SIGKILL");
+  }
+  expect_has(error({"--max_restarts=3"}), "mcirun does not restart processes");
+  expect_has(error({"--rdzv_backend=etcd"}), "use static or c10d");
+  EXPECT_NO_THROW(job({"--rdzv_backend=static", "--rdzv_id=abc", "--max_restarts=0", "--monitor_interval=5"}));
+}
+
+TEST(JobConfig, SlurmStepPlacesTheNodeWhenFlagsDoNot) {
+  const Env slurm{{"SLURM_STEP_ID", "0"},          {"SLURM_NODEID", "2"},         {"SLURM_STEP_NUM_NODES", "3"},
+                  {"SLURM_STEP_NUM_TASKS", "3"},   {"SLURM_NNODES", "8"},         {"SLURM_NTASKS", "8"},
+                  {"SLURM_STEP_NODELIST", "gpu[07-09]"}, {"SLURM_JOB_NODELIST", "gpu[01-08]"}};
+  JobConfig c = job({"--nproc_per_node=4"}, slurm);
+  EXPECT_EQ(c.nnodes, 3);
+  EXPECT_EQ(c.node_rank, 2);
+  EXPECT_EQ(c.master_addr, "gpu07");
+  EXPECT_EQ(c.rank_of(1), 9);
+  EXPECT_EQ(c.placement_source, "srun");
+  // Flags win.
+  c = job({"--nnodes=2", "--node_rank=1", "--master_addr=x"}, slurm);
+  EXPECT_EQ(c.nnodes, 2);
+  EXPECT_EQ(c.node_rank, 1);
+  EXPECT_EQ(c.master_addr, "x");
+  EXPECT_EQ(job({"--master_addr=y"}, slurm).master_addr, "y");
+  // Older Slurm: only the job-wide names.
+  c = job({}, {{"SLURM_STEPID", "1"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"}, {"SLURM_NTASKS", "2"},
+               {"SLURM_JOB_NODELIST", "a[5-6]"}});
+  EXPECT_EQ(c.nnodes, 2);
+  EXPECT_EQ(c.node_rank, 1);
+  EXPECT_EQ(c.master_addr, "a5");
+}
+
+TEST(JobConfig, SlurmWithSeveralTasksPerNodeSaysHowToLaunch) {
+  std::string m = error<ConfigError>({}, {{"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_NUM_NODES", "2"},
+                                          {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  expect_has(m, "runs 8 tasks on 2 node(s)");
+  expect_has(m, "--ntasks-per-node=1");
+}
+
+TEST(JobConfig, SlurmOutsideAStepAndOneNodeStepKeepLoopback) {
+  // sbatch script, no srun: not placed.
+  JobConfig c = job({}, {{"SLURM_JOB_ID", "5"}, {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "n[1-4]"}});
+  EXPECT_EQ(c.nnodes, 1);
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+  // A one-node step: the store stays on loopback.
+  c = job({}, {{"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_NUM_NODES", "1"},
+               {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_STEP_NODELIST", "n1"}});
+  EXPECT_EQ(c.nnodes, 1);
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+}
+
+TEST(JobConfig, OpenMpiOnePerNode) {
+  const Env ompi{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
+  JobConfig c = job({"--master_addr=head"}, ompi);
+  EXPECT_EQ(c.nnodes, 2);
+  EXPECT_EQ(c.node_rank, 1);
+  EXPECT_EQ(c.placement_source, "mpirun");
+  Env with_master = ompi;
+  with_master["MASTER_ADDR"] = "head2";
+  EXPECT_EQ(job({}, with_master).master_addr, "head2");
+  expect_has(error<ConfigError>({}, ompi), "pass --master_addr=<host of node 0>");
+  Env crowded = ompi;
+  crowded["OMPI_COMM_WORLD_LOCAL_SIZE"] = "4";
+  expect_has(error<ConfigError>({"--master_addr=h"}, crowded), "--map-by ppr:1:node");
+}
+
+TEST(JobConfig, MissingProgramIsCannotRun) {
+  std::string m = error<CannotRun>({"/no/such/program"});
+  EXPECT_EQ(m, "cannot run '/no/such/program': No such file or directory");
+}
+
+}  // namespace
+}  // namespace mci::launch

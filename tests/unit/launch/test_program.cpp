@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include "launch/program.hpp"
+#include "temp_dir.hpp"
+
+namespace mci::launch {
+namespace {
+
+using Words = std::vector<std::string>;
+
+std::string cannot_run(const Words& command, const EnvLookup& env, bool no_python = false) {
+  try {
+    resolve_program(command, no_python, env);
+  } catch (const CannotRun& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Program, NameWithoutSlashIsSearchedInPathAndKeepsItsArgv0) {
+  test::TempDir a, b;
+  b.file("tool", "#!/bin/sh\n", 0755);
+  a.file("tool", "not executable", 0644);  // skipped, like execvp does
+  ExecSpec s = resolve_program({"tool", "-x", "--y"}, false, fixed_env({{"PATH", a.path() + ":" + b.path()}}));
+  EXPECT_EQ(s.path, b.path() + "/tool");
+  EXPECT_EQ(s.argv, (Words{"tool", "-x", "--y"}));
+}
+
+TEST(Program, PathWithSlashIsUsedAsIs) {
+  ExecSpec s = resolve_program({"/bin/sh", "-c", "true"}, false, fixed_env({{"PATH", "/nonexistent"}}));
+  EXPECT_EQ(s.path, "/bin/sh");
+  EXPECT_EQ(s.argv, (Words{"/bin/sh", "-c", "true"}));
+}
+
+TEST(Program, MissingOrUnrunnableProgramsSayWhy) {
+  test::TempDir d;
+  const auto env = fixed_env({{"PATH", d.path()}});
+  EXPECT_EQ(cannot_run({"foo"}, env).rfind("cannot run 'foo': No such file or directory (not found in PATH", 0), 0u)
+      << cannot_run({"foo"}, env);
+  EXPECT_EQ(cannot_run({d.path() + "/foo"}, env), "cannot run '" + d.path() + "/foo': No such file or directory");
+  const std::string plain = d.file("plain", "data", 0644);
+  EXPECT_EQ(cannot_run({plain}, env), "cannot run '" + plain + "': Permission denied");
+  EXPECT_EQ(cannot_run({"plain"}, env), "cannot run 'plain': Permission denied");
+  EXPECT_EQ(cannot_run({d.path()}, env), "cannot run '" + d.path() + "': Is a directory");
+}
+
+TEST(Program, AProgramInTheCurrentDirectoryGetsAHint) {
+  test::TempDir d;
+  d.file("here", "#!/bin/sh\n", 0755);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(d.path());
+  const std::string m = cannot_run({"here"}, fixed_env({{"PATH", "/nonexistent"}}));
+  std::filesystem::current_path(cwd);
+  EXPECT_NE(m.find("write './here'"), std::string::npos) << m;
+}
+
+TEST(Program, PythonScriptsRunWithPython3LikeTorchrun) {
+  test::TempDir bin, src;
+  bin.file("python3", "#!/bin/sh\n", 0755);
+  const std::string script = src.file("labo.py", "print(1)\n", 0644);  // need not be executable
+  const auto env = fixed_env({{"PATH", bin.path()}});
+  ExecSpec s = resolve_program({script, "--lr", "1"}, false, env);
+  EXPECT_EQ(s.path, bin.path() + "/python3");
+  EXPECT_EQ(s.argv, (Words{bin.path() + "/python3", "-u", script, "--lr", "1"}));
+  // --no_python: the script itself must be runnable.
+  EXPECT_EQ(cannot_run({script}, env, true), "cannot run '" + script + "': Permission denied");
+  EXPECT_EQ(cannot_run({"missing.py"}, env), "cannot run 'missing.py': No such file or directory");
+  EXPECT_EQ(cannot_run({script}, fixed_env({{"PATH", src.path()}})).rfind("cannot run 'python3'", 0), 0u);
+}
+
+}  // namespace
+}  // namespace mci::launch

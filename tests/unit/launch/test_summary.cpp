@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include "launch/summary.hpp"
+
+namespace mci::launch {
+namespace {
+
+int exited(int code) { return code << 8; }
+int killed(int sig, bool core = false) { return sig | (core ? 0x80 : 0); }
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.rfind("mcirun: ", 0), 0u) << l;
+    EXPECT_EQ(l.find('\n'), std::string::npos) << l;
+    s += l + "\n";
+  }
+  return s;
+}
+
+TEST(Summary, DescribesExitCodesAndSignals) {
+  EXPECT_EQ(describe_exit(exited(0)), "exit code 0");
+  EXPECT_EQ(describe_exit(exited(3)), "exit code 3");
+  EXPECT_EQ(describe_exit(killed(SIGSEGV)), "signal SIGSEGV");
+  EXPECT_EQ(describe_exit(killed(SIGABRT, true)), "signal SIGABRT (core dumped)");
+  EXPECT_TRUE(exited_ok(exited(0)));
+  EXPECT_FALSE(exited_ok(exited(1)));
+  EXPECT_FALSE(exited_ok(killed(SIGTERM)));
+}
+
+TEST(Summary, NamesTheFirstFailureWhereItRanAndItsLastStderrLines) {
+  JobReport r;
+  r.host = "node07";
+  r.node_rank = 1;
+  r.ranks.resize(3);
+  for (int i = 0; i < 3; ++i) {
+    r.ranks[i].rank = 4 + i;
+    r.ranks[i].local_rank = i;
+    r.ranks[i].pid = 1000 + i;
+  }
+  r.ranks[0].wait_status = killed(SIGTERM);
+  r.ranks[0].signal_sent = SIGTERM;
+  r.ranks[1].wait_status = exited(7);
+  r.ranks[1].stderr_tail = {"Traceback", "RuntimeError: Timed out waiting 8000ms", "", "  "};
+  r.ranks[2].wait_status = exited(1);
+  r.ranks[2].signal_sent = SIGKILL;
+  r.first_failure = 1;
+  const std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("job failed: rank 5 (local rank 1, node 1, host node07, pid 1001) ended with exit code 7"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("rank 4 (pid 1000): signal SIGTERM (sent by mcirun)"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 6 (pid 1002): exit code 1 (after mcirun sent SIGKILL)"), std::string::npos) << s;
+  EXPECT_NE(s.find("last 2 line(s) of rank 5's stderr:\nmcirun: | Traceback\nmcirun: | RuntimeError: Timed out "
+                   "waiting 8000ms\nmcirun: ===="),
+            std::string::npos) << "trailing blank lines dropped: " << s;
+  EXPECT_EQ(s.find("rank 5 (pid"), std::string::npos) << "the failed rank is not listed twice: " << s;
+}
+
+TEST(Summary, OtherCausesOfAFailedJob) {
+  JobReport r;
+  r.host = "h";
+  r.ranks.resize(1);
+  r.ranks[0].pid = 42;
+  r.ranks[0].wait_status = killed(SIGTERM);
+  r.ranks[0].signal_sent = SIGTERM;
+  r.stop_signal = SIGINT;
+  EXPECT_NE(joined(summary_lines(r)).find("job stopped by SIGINT sent to mcirun (node 0, host h)"), std::string::npos);
+  r.stop_signal.reset();
+  r.peer_failure = "node 1: rank 3 (pid 9 on b) failed: exit code 1";
+  EXPECT_NE(joined(summary_lines(r)).find("job failed on another node: node 1: rank 3"), std::string::npos);
+  r.peer_failure.clear();
+  r.start_error = "rank 1 could not start: cannot run 'x': Permission denied";
+  EXPECT_NE(joined(summary_lines(r)).find("job failed on node 0 (host h): rank 1 could not start"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mci::launch
