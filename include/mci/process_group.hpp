@@ -72,6 +72,7 @@ class ProcessGroup {
   void abort(const std::string& reason);
 
  private:
+  friend class CollectiveTimer;  // records CUDA events on the group's stream
   std::unique_ptr<Impl> impl_;
 };
 

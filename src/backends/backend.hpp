@@ -45,6 +45,9 @@ class Backend {
   };
   virtual std::optional<Lateness> last_arrival() const { return std::nullopt; }
 
+  // The CUDA stream device work is ordered on (nccl), for event timing.
+  virtual void* cuda_stream() const { return nullptr; }
+
   // Tells the peers why we stop, without blocking, then closes.
   virtual void abort(const std::string& reason) noexcept = 0;
   // Orderly close.

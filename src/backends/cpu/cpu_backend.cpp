@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/device_staging.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/select.hpp"
 #include "collectives/shm_algorithms.hpp"
@@ -82,6 +83,16 @@ class CpuBackend final : public Backend {
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
+    if (d.device.is_cuda()) {
+      const coll::CollectiveDesc h = staging_.stage_in(d, transport_->rank(), transport_->size());
+      run_host(h, dl);
+      staging_.stage_out(d, transport_->rank(), transport_->size());
+      return;
+    }
+    run_host(d, dl);
+  }
+
+  void run_host(const coll::CollectiveDesc& d, const Deadline& dl) {
     began_ns_ = wall_ns();
     on_shm_ = d.algo == Algo::shm || d.algo == Algo::shm_direct;
     if (on_shm_) {
@@ -105,7 +116,8 @@ class CpuBackend final : public Backend {
     return Lateness{a.rank, a.ns - began_ns_};
   }
 
-  std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline&) override {
+  std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline& dl) override {
+    if (d.device.is_cuda()) return Backend::post_p2p(d, dl);  // staged: runs to completion here
     const Fingerprint fp = d.fingerprint();
     const auto h = d.kind == OpKind::send ? transport_->post_send(d.root, fp, d.in, d.bytes())
                                           : transport_->post_recv(d.root, fp, d.out, d.bytes());
@@ -140,6 +152,7 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<transport::TcpTransport> transport_;
   std::unique_ptr<transport::ShmWorld> shm_;
+  DeviceStaging staging_;
   bool on_shm_ = false;
   std::uint64_t op_ = 0;
   coll::Scratch scratch_;
