@@ -34,9 +34,10 @@ std::string OpRecord::describe() const {
 }
 
 FlightRecorder::FlightRecorder(std::size_t capacity)
-    : slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
+    : enabled_(capacity > 0), slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
 
 void FlightRecorder::write(const OpRecord& r) {
+  if (!enabled_) return;
   Slot& s = slots_[r.id % slots_.size()];
   const std::uint64_t v = s.version.load(std::memory_order_relaxed);
   s.version.store(v + 1, std::memory_order_relaxed);  // odd: being written
@@ -90,6 +91,7 @@ std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
 std::uint64_t FlightRecorder::enqueue(const coll::CollectiveDesc& d) {
   OpRecord r;
   r.id = next_id_.fetch_add(1, std::memory_order_acq_rel);
+  if (!enabled_) return r.id;
   r.seq = d.seq;
   r.count = d.count;
   r.kind = d.kind;
@@ -105,12 +107,12 @@ std::uint64_t FlightRecorder::enqueue(const coll::CollectiveDesc& d) {
 }
 
 void FlightRecorder::start(std::uint64_t id) {
+  running_.store(id, std::memory_order_release);
   auto r = get(id);
   if (!r) return;
   r->state = OpState::started;
   r->started_ns = now_ns();
   write(*r);
-  running_.store(id, std::memory_order_release);
 }
 
 void FlightRecorder::finish(std::uint64_t id, bool ok, int last_rank, std::int64_t last_late_ns) {
@@ -128,6 +130,7 @@ void FlightRecorder::finish(std::uint64_t id, bool ok, int last_rank, std::int64
 }
 
 std::optional<OpRecord> FlightRecorder::get(std::uint64_t id) const {
+  if (!enabled_) return std::nullopt;
   auto r = read(slots_[id % slots_.size()]);
   if (!r || r->id != id) return std::nullopt;
   return r;

@@ -43,6 +43,7 @@ std::int64_t now_ns();
 
 class FlightRecorder {
  public:
+  // capacity 0 turns recording off (to measure what it costs).
   explicit FlightRecorder(std::size_t capacity);
 
   // Returns the operation's id. Called in submission order.
@@ -56,7 +57,7 @@ class FlightRecorder {
   // The operation running now (0 if none) and when this rank last left mci.
   std::uint64_t running() const { return running_.load(std::memory_order_acquire); }
   std::int64_t idle_since_ns() const { return idle_since_.load(std::memory_order_acquire); }
-  std::size_t capacity() const { return slots_.size(); }
+  std::size_t capacity() const { return enabled_ ? slots_.size() : 0; }
 
  private:
   static constexpr int kWords = 10;
@@ -67,6 +68,7 @@ class FlightRecorder {
   void write(const OpRecord& r);
   std::optional<OpRecord> read(const Slot& s) const;
 
+  bool enabled_;
   std::vector<Slot> slots_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> running_{0};

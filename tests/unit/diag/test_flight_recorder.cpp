@@ -1,0 +1,84 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "diag/flight_recorder.hpp"
+#include "diag/hang_report.hpp"
+
+namespace mci::diag {
+namespace {
+
+coll::CollectiveDesc desc(std::uint64_t seq, std::size_t count) {
+  coll::CollectiveDesc d;
+  d.kind = OpKind::all_reduce;
+  d.seq = seq;
+  d.count = count;
+  d.dtype = DType::f32;
+  return d;
+}
+
+TEST(FlightRecorder, RecordsStatesAndKeepsTheLastN) {
+  FlightRecorder fr(4);
+  std::uint64_t last = 0;
+  for (std::uint64_t s = 1; s <= 6; ++s) {
+    last = fr.enqueue(desc(s, s * 10));
+    fr.start(last);
+    EXPECT_EQ(fr.running(), last);
+    fr.finish(last, s != 6, 1, 500);
+  }
+  EXPECT_EQ(fr.running(), 0u);
+  auto recs = fr.last(10);
+  ASSERT_EQ(recs.size(), 4u);  // ring of 4
+  EXPECT_EQ(recs.front().seq, 3u);
+  EXPECT_EQ(recs.back().seq, 6u);
+  EXPECT_EQ(recs.back().state, OpState::failed);
+  EXPECT_EQ(recs[2].state, OpState::completed);
+  EXPECT_EQ(recs[2].last_rank, 1);
+  EXPECT_EQ(recs[2].last_late_ns, 500);
+  EXPECT_EQ(recs[2].describe(), "all_reduce #5 (f32 x 50, sum)");
+  EXPECT_FALSE(fr.get(1));  // overwritten
+}
+
+TEST(FlightRecorder, StateEncodingSaysWhereTheRankIs) {
+  FlightRecorder fr(16);
+  EXPECT_NE(encode_state(fr).find("last_completed=none"), std::string::npos);
+  EXPECT_NE(encode_state(fr).find("idle_ms="), std::string::npos);
+  const auto id = fr.enqueue(desc(1, 2));
+  fr.start(id);
+  const std::string s = encode_state(fr);
+  EXPECT_NE(s.find("running=all_reduce #1 (f32 x 2, sum)"), std::string::npos) << s;
+  EXPECT_NE(s.find("entered=1"), std::string::npos) << s;
+  fr.finish(id, true);
+  EXPECT_NE(encode_state(fr).find("last_completed=all_reduce #1"), std::string::npos);
+}
+
+TEST(FlightRecorder, ReadersNeverSeeATornRecord) {
+  FlightRecorder fr(8);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (std::uint64_t s = 1; !stop; ++s) {
+      const auto id = fr.enqueue(desc(s, s));
+      fr.start(id);
+      fr.finish(id, true);
+    }
+  });
+  for (int i = 0; i < 20000; ++i) {
+    for (const auto& r : fr.last(8)) ASSERT_EQ(r.count, r.seq) << "torn record";
+  }
+  stop = true;
+  writer.join();
+}
+
+TEST(FlightRecorder, CapacityZeroRecordsNothingButStillTracksWhatRuns) {
+  FlightRecorder fr(0);
+  const auto id = fr.enqueue(desc(1, 2));
+  fr.start(id);
+  EXPECT_EQ(fr.running(), id);
+  EXPECT_FALSE(fr.get(id));
+  fr.finish(id, true);
+  EXPECT_TRUE(fr.last(10).empty());
+}
+
+}  // namespace
+}  // namespace mci::diag
