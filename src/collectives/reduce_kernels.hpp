@@ -14,5 +14,12 @@ void reduce_into(void* dst, const void* src, std::size_t count, DType t, ReduceO
 void reduce_to(void* out, const void* a, const void* b, std::size_t count, DType t, ReduceOp op);
 // Divides by n: integers truncate toward zero, floats round as their type.
 void finish_avg(void* data, std::size_t count, DType t, int n);
+// "avx2+f16c" or "generic": the loops chosen for this CPU at run time.
+const char* reduce_kernel_name();
+// The two builds of the loops, for tests that compare them bit for bit.
+void reduce_to_generic(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op);
+#if defined(__x86_64__)
+void reduce_to_avx2(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op);
+#endif
 
 }  // namespace mci::coll

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <random>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/reduce_kernels.hpp"
@@ -98,6 +99,44 @@ TEST(Select, SizeDecidesAndForcedChoicesAreHonouredWhereTheyApply) {
   EXPECT_EQ(parse_algo("rd"), Algo::recursive_doubling);
   EXPECT_FALSE(parse_algo("bogus"));
 }
+
+}  // namespace
+}  // namespace mci::coll
+
+namespace mci::coll {
+namespace {
+
+#if defined(__x86_64__)
+TEST(ReduceKernels, VectorAndBaselineBuildsGiveTheSameBits) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no AVX2+F16C here";
+  std::mt19937 rng(3);
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+      const std::size_t n = 1003, es = dtype_size(t);
+      std::vector<std::uint8_t> a(n * es), b(n * es), x(n * es), y(n * es);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float va = std::uniform_real_distribution<float>(-100, 100)(rng);
+        const float vb = std::uniform_real_distribution<float>(-100, 100)(rng);
+        switch (t) {
+          case DType::f32: reinterpret_cast<float*>(a.data())[i] = va; reinterpret_cast<float*>(b.data())[i] = vb; break;
+          case DType::f64: reinterpret_cast<double*>(a.data())[i] = va; reinterpret_cast<double*>(b.data())[i] = vb; break;
+          case DType::f16: reinterpret_cast<Half*>(a.data())[i] = to_half(va); reinterpret_cast<Half*>(b.data())[i] = to_half(vb); break;
+          case DType::bf16: reinterpret_cast<BFloat16*>(a.data())[i] = to_bfloat16(va); reinterpret_cast<BFloat16*>(b.data())[i] = to_bfloat16(vb); break;
+          default:
+            for (std::size_t k = 0; k < es; ++k) {
+              a[i * es + k] = static_cast<std::uint8_t>(rng());
+              b[i * es + k] = static_cast<std::uint8_t>(rng());
+            }
+        }
+      }
+      reduce_to_generic(x.data(), a.data(), b.data(), n, t, op);
+      reduce_to_avx2(y.data(), a.data(), b.data(), n, t, op);
+      ASSERT_EQ(x, y) << dtype_name(t) << " " << reduce_op_name(op);
+    }
+  }
+  EXPECT_STREQ(reduce_kernel_name(), "avx2+f16c");
+}
+#endif
 
 }  // namespace
 }  // namespace mci::coll
