@@ -14,14 +14,15 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   coll::CollectiveDesc d;
   try {
     d = make_desc(kind, in, out, op, root, tag, rank, size);
+    if (!is_p2p(kind)) d.seq = seq_ + 1;
+    backend->prepare(d);  // may refuse, e.g. host memory on nccl
   } catch (const ConfigError& err) {
     // Peers may already be inside this collective: tell them now rather
     // than letting them wait for the timeout.
     fail_group(err.what());
     throw;
   }
-  if (!is_p2p(kind)) d.seq = ++seq_;
-  backend->prepare(d);
+  if (!is_p2p(kind)) ++seq_;
 
   auto st = std::make_shared<Work::State>();
   st->seq = d.seq;

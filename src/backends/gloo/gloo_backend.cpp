@@ -11,7 +11,8 @@
 // - reduce writes its output buffer on every rank (it is a ring
 //   reduce-scatter, then a gather to root), so non-root ranks reduce into
 //   scratch: mci promises their buffers stay untouched.
-// - Gloo's sends wait for the receiver (see gloo_sends.hpp).
+// - Gloo's sends wait for their receiver; mci's complete when posted, so
+//   they are buffered (gloo_sends.hpp).
 // - No fingerprints in Gloo's messages: instead the fingerprint (sequence
 //   number, kind, count, dtype, op, root; tag, count and dtype for send/recv)
 //   is hashed into the Gloo slot each message travels on. Ranks that disagree
@@ -26,7 +27,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <type_traits>
 #include <vector>
 
@@ -192,13 +192,28 @@ bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
 
 // ---- the backend -------------------------------------------------------------
 
+// Gloo's rendezvous context, with access to how it slices the addresses each
+// peer published (see name_peers()).
+class RendezvousContext final : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+  std::vector<char> address_for(std::vector<char> published, int peer) { return extractAddress(published, peer); }
+};
+
 class GlooBackend final : public Backend {
  public:
   explicit GlooBackend(const BackendContext& ctx);
   ~GlooBackend() override;
 
   const char* name() const override { return "gloo"; }
-  void prepare(coll::CollectiveDesc&) override {}  // Gloo picks its own algorithms
+  // Gloo picks its own algorithms; it works on host memory only.
+  void prepare(coll::CollectiveDesc& d) override {
+    if (d.device.is_cuda()) {
+      throw ConfigError(fmt::format("the gloo backend works on host memory, and this {} buffer is on {}; use "
+                                    "backend 'nccl' for GPU memory, or 'cpu', which stages device buffers",
+                                    op_name(d.kind), d.device.str()));
+    }
+  }
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override;
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
@@ -229,8 +244,7 @@ class GlooBackend final : public Backend {
   // Rethrows the Gloo exception being handled as TimeoutError, PeerError or
   // Error, naming the operation (`kind`, `what`), this rank and the budget.
   [[noreturn]] void rethrow_translated(OpKind kind, const std::string& what, Millis budget, const Deadline* dl);
-  void touch_every_pair(const Deadline& dl);
-  void name_peers() noexcept;
+  void name_peers(const GlooStore& store) noexcept;
   // The rank Gloo's message names by address, or -1.
   int peer_from_message(const std::string& msg) const;
   struct AbortNote {
@@ -245,7 +259,7 @@ class GlooBackend final : public Backend {
   Millis timeout_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<::gloo::transport::Device> device_;
-  std::shared_ptr<::gloo::rendezvous::Context> context_;
+  std::shared_ptr<RendezvousContext> context_;
   std::unique_ptr<PendingSends> sends_;
   coll::Scratch scratch_;
   coll::Scratch wide_;  // bf16 widened to f32
@@ -263,13 +277,24 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
     // Listen only on the address the job reaches this rank at.
     attr.hostname = ctx.listen_host;
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
-    context_ = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
+  } catch (const std::exception& e) {
+    throw ConfigError(fmt::format(
+        "mci gloo backend: rank {} cannot listen on '{}' for its peers: {}. Set MCI_HOST_ADDR to an "
+        "address of this host that the other ranks can reach.",
+        rank_, ctx.listen_host, e.what()));
+  }
+  try {
+    context_ = std::make_shared<RendezvousContext>(rank_, size_);
     context_->setTimeout(ctx.timeout);
     GlooStore store(ctx.store, kRendezvousPrefix, dl);
     context_->connectFullMesh(store, device_);
-    touch_every_pair(dl);
+    name_peers(store);
+  } catch (const TimeoutError& e) {
+    // The store's wait for a peer's addresses: that peer never got this far.
+    throw TimeoutError(fmt::format("mci gloo backend: rank {} of {} never met all its peers: {}", rank_,
+                                   size_, e.what()));
   } catch (const Error&) {
-    throw;  // the store's TimeoutError / PeerError, already with context
+    throw;
   } catch (const std::exception& e) {
     const std::string msg = e.what();
     const bool timed_out = msg.find("imeout") != std::string::npos || dl.expired();
@@ -282,7 +307,6 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
     throw PeerError(text, -1);
   }
   sends_ = std::make_unique<PendingSends>(context_, kMaxPendingSendBytes);
-  name_peers();
 }
 
 GlooBackend::~GlooBackend() {
@@ -570,7 +594,7 @@ void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, Milli
     int peer = peer_from_message(msg);
     // A peer that broke its connections on purpose left its reason: it is
     // the one to blame when the address did not name anyone.
-    if (peer < 0 && note) peer = note->rank;
+    if (peer < 0 && note && note->rank != rank_) peer = note->rank;
     const std::string who = peer >= 0 ? fmt::format("rank {}", peer) : std::string("a peer");
     std::string why;
     if (note && note->rank == peer) why = fmt::format(" (rank {} aborted: {})", note->rank, note->reason);
@@ -582,33 +606,26 @@ void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, Milli
   throw Error(fmt::format("{} failed inside Gloo: {}", where, msg));
 }
 
-// Gloo may still be accepting some connections when connectFullMesh returns
-// (they complete on its device thread). One byte to and from every peer
-// settles them all, once per group, so that name_peers() finds every socket.
-void GlooBackend::touch_every_pair(const Deadline& dl) {
-  if (size_ == 1) return;
-  std::vector<std::uint8_t> in(size_), out(size_);
-  ::gloo::AlltoallOptions opts(context_);
-  opts.setInput(in.data(), in.size());
-  opts.setOutput(out.data(), out.size());
-  opts.setTag(0);  // collectives use hashed tags; this one finishes before any
-  opts.setTimeout(op_timeout(dl));
-  ::gloo::alltoall(opts);
-}
-
-// Gloo names a broken pair in its errors by the far end of the pair's socket
-// ("Read error [127.0.0.1]:41234"), a socket it keeps to itself. The kernel
-// knows both ends of every socket of this process, and the near end of the
-// socket of the pair with rank r is that pair's address, so the far end is
-// how Gloo will name rank r.
-void GlooBackend::name_peers() noexcept {
+// Gloo names a broken pair in its errors by the peer's address, and which
+// address depends on a race inside Gloo: the far end of the pair's socket
+// (set when the connection is made), or, when the listening side accepts
+// before it has read the peer's published address, that published address
+// (the port the peer listened on before it connected out instead). Both are
+// known here: the published one from the rendezvous, the socket's far end
+// from the kernel (Gloo keeps the socket to itself, but the near end of the
+// socket of the pair with rank r is that pair's address).
+void GlooBackend::name_peers(const GlooStore& store) noexcept {
   try {
     std::map<std::string, int> own;  // this rank's end of each pair -> peer
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       if (const auto& pair = context_->getPair(r)) own[pair->address().str()] = r;
+      // Gloo's rendezvous key for rank r's addresses is "r".
+      if (auto published = store.fetched(std::to_string(r))) {
+        const ::gloo::transport::tcp::Address a(context_->address_for(std::move(*published), r));
+        peer_names_[a.str()] = r;
+      }
     }
-    if (own.empty()) return;
     // Formatted by Gloo itself, so the text matches its messages exactly.
     const auto end_of = [](int fd, int (*query)(int, sockaddr*, socklen_t*)) -> std::optional<std::string> {
       sockaddr_storage ss{};
@@ -625,21 +642,23 @@ void GlooBackend::name_peers() noexcept {
       if (it == own.end()) continue;
       if (const auto far = end_of(static_cast<int>(*fd), ::getpeername)) peer_names_[*far] = it->second;
     }
-    if (peer_names_.size() != own.size()) {
-      log::debug("gloo backend: rank {} found the sockets of {} of its {} pairs", rank_, peer_names_.size(),
-                 own.size());
-    }
   } catch (const std::exception& e) {
     log::debug("gloo backend: cannot tell how Gloo names the peers: {}", e.what());
   }
 }
 
 int GlooBackend::peer_from_message(const std::string& msg) const {
-  const std::regex addr(R"(\[[^\]]*\]:\d+)");
-  std::smatch m;
-  if (!std::regex_search(msg, m, addr)) return -1;
-  const auto it = peer_names_.find(m.str(0));
-  return it == peer_names_.end() ? -1 : it->second;
+  // The first "[host]:port" in the message (Gloo's "[file.cc:123]" prefix
+  // has no "]:").
+  for (auto close = msg.find("]:"); close != std::string::npos; close = msg.find("]:", close + 1)) {
+    const auto open = msg.rfind('[', close);
+    auto end = close + 2;
+    while (end < msg.size() && msg[end] >= '0' && msg[end] <= '9') ++end;
+    if (open == std::string::npos || end == close + 2) continue;
+    const auto it = peer_names_.find(msg.substr(open, end - open));
+    return it == peer_names_.end() ? -1 : it->second;
+  }
+  return -1;
 }
 
 std::optional<GlooBackend::AbortNote> GlooBackend::abort_note() {
@@ -655,7 +674,6 @@ std::optional<GlooBackend::AbortNote> GlooBackend::abort_note() {
     return std::nullopt;
   }
 }
-
 
 void GlooBackend::abort(const std::string& reason) noexcept {
   if (!context_) return;
@@ -682,9 +700,15 @@ void GlooBackend::abort(const std::string& reason) noexcept {
 void GlooBackend::close() noexcept {
   if (!context_) return;
   // Sends this rank returned from must still reach their receivers; wait for
-  // them within the group timeout, like any other wait.
-  if (sends_->pending() > 0 && !sends_->flush(Deadline(timeout_))) {
-    log::warn("gloo backend: rank {} closes with {} sends its peers never received", rank_, sends_->pending());
+  // them within the group timeout, like any other wait, and say so when the
+  // receivers are slow, since the caller only asked to close.
+  const Deadline dl(timeout_);
+  if (sends_->pending() > 0 && !sends_->flush(Deadline(std::min(timeout_, Millis(1000))))) {
+    log::warn("gloo backend: rank {} is closing; waiting up to {}ms for {} sends to be received", rank_,
+              timeout_.count(), sends_->pending());
+    if (!sends_->flush(dl)) {
+      log::warn("gloo backend: rank {} closes with {} sends its peers never received", rank_, sends_->pending());
+    }
   }
   sends_->drop();
   sends_.reset();

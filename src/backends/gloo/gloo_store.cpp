@@ -21,7 +21,15 @@ void GlooStore::set(const std::string& key, const std::vector<char>& data) {
 
 std::vector<char> GlooStore::get(const std::string& key) {
   const Bytes b = base_->get(k(key), budget(Millis(0)));
-  return std::vector<char>(b.begin(), b.end());
+  std::vector<char> v(b.begin(), b.end());
+  fetched_[key] = v;
+  return v;
+}
+
+std::optional<std::vector<char>> GlooStore::fetched(const std::string& key) const {
+  const auto it = fetched_.find(key);
+  if (it == fetched_.end()) return std::nullopt;
+  return it->second;
 }
 
 void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, Millis(0)); }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,10 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
+  // What get() returned for `key`: Gloo reads each peer's addresses once,
+  // and the backend needs them again to tell which peer Gloo's errors name.
+  std::optional<std::vector<char>> fetched(const std::string& key) const;
+
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }
   // The shorter of Gloo's own timeout and what is left of the init budget.
@@ -36,6 +42,7 @@ class GlooStore final : public ::gloo::rendezvous::Store {
   std::shared_ptr<mci::Store> base_;
   std::string prefix_;
   Deadline deadline_;
+  std::map<std::string, std::vector<char>> fetched_;
 };
 
 }  // namespace mci::gloo_backend
