@@ -129,7 +129,7 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
-  std::vector<int> never, silent;
+  std::vector<int> never, silent, mismatched;
   const bool collective = !is_p2p(stuck.kind);
   for (int r = 0; r < size; ++r) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -171,6 +171,10 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
       never.push_back(r);
       line += fmt::format("never entered {}; {}; last completed: {}", what, doing, str(f, "last_completed"));
       if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq) line += " (it is queued behind earlier async work)";
+    } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq && running != what) {
+      mismatched.push_back(r);
+      line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives",
+                          running, what);
     } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
       line += fmt::format("entered {} and is waiting in it ({})", what, doing);
     } else {
@@ -188,12 +192,17 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
                        "summary says which).\n",
                        list(silent));
   }
+  if (!mismatched.empty()) {
+    out += fmt::format("Ranks in a different collective at #{}: {}. A mismatch, not a hang: every rank must call "
+                       "the same collectives in the same order with the same count, dtype, op and root.\n",
+                       stuck.seq, list(mismatched));
+  }
   if (collective) {
     if (!never.empty()) {
       out += fmt::format("Ranks that never entered {}: {}. A hang, not a slow step: those ranks "
                          "must reach the same collective.\n",
                          what, list(never));
-    } else if (silent.empty()) {
+    } else if (silent.empty() && mismatched.empty()) {
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }

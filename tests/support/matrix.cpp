@@ -199,6 +199,55 @@ struct Runner {
     expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count);
   }
 
+  // In place: the root's result lands in its input; the others' inputs stay.
+  void reduce_in_place(DType t, std::size_t count, int root, ReduceOp op) {
+    const int c = ++coll;
+    const bool narrow = op == ReduceOp::prod;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), want(count * es), keep;
+    fill(t, in, count, rank, c, narrow);
+    keep = in;
+    pg.reduce(BufferView{in.data(), count, t}, root, op);
+    if (rank == root) {
+      fill_reference(t, want, count, op, c, narrow);
+      expect("reduce(in place) at root", t, in.data(), want.data(), count);
+    } else {
+      expect("reduce(in place) non-root buffer untouched", t, in.data(), keep.data(), count);
+    }
+  }
+
+  // The root's own block already sits in its output (in place); the others
+  // pass ordinary buffers.
+  void gather_in_place(DType t, std::size_t count, int root) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es), out(count * es * n, 0x27), want(count * es * n);
+    for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
+    if (rank == root) {
+      fill(t, out, count, rank, c, false, count * rank);
+      pg.gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t}, root);
+      expect("gather(in place) at root", t, out.data(), want.data(), count * n);
+    } else {
+      fill(t, in, count, rank, c, false);
+      pg.gather(BufferView{in.data(), count, t}, BufferView{}, root);
+    }
+  }
+
+  void scatter_in_place(DType t, std::size_t count, int root) {
+    const int c = ++coll;
+    const std::size_t es = dtype_size(t);
+    std::vector<std::uint8_t> in(count * es * n), out(count * es, 0x38), want(count * es);
+    fill(t, want, count, root * 1000 + rank, c, false);
+    if (rank == root) {
+      for (int r = 0; r < n; ++r) fill(t, in, count, root * 1000 + r, c, false, count * r);
+      pg.scatter(BufferView{in.data(), count * n, t}, BufferView{in.data() + count * es * rank, count, t}, root);
+      expect("scatter(in place) at root", t, in.data() + count * es * rank, want.data(), count);
+    } else {
+      pg.scatter(BufferView{}, BufferView{out.data(), count, t}, root);
+      expect("scatter", t, out.data(), want.data(), count);
+    }
+  }
+
   void all_gather(DType t, std::size_t count, bool in_place) {
     const int c = ++coll;
     const std::size_t es = dtype_size(t);
@@ -310,8 +359,11 @@ int run_matrix(ProcessGroup& pg, const MatrixConfig& cfg, std::ostream& err) {
       run.reduce(t, count, n - 1, ReduceOp::max);
       run.all_gather(t, count, false);
       run.all_gather(t, count, true);
+      run.reduce_in_place(t, count, (n + 1) / 2 % n, ReduceOp::min);
       run.gather(t, count, (n + 1) / 2 % n);
+      run.gather_in_place(t, count, n - 1);
       run.scatter(t, count, n - 1);
+      run.scatter_in_place(t, count, 0);
       run.reduce_scatter(t, count, ReduceOp::sum, false);
       run.reduce_scatter(t, count, ReduceOp::min, true);
       run.reduce_scatter(t, count, ReduceOp::avg, false);
