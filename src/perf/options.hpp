@@ -1,0 +1,70 @@
+// mci-perf's command line: nccl-tests' flags where they apply, plus what mci
+// adds (backend, transport, algorithm, machine-readable outputs).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "mci/types.hpp"
+#include "perf/collective.hpp"
+#include "perf/sweep.hpp"
+
+namespace mci::perf {
+
+// How one number is made from every rank's time (-a). The numbering is
+// nccl-tests': 0 rank 0's, 1 the mean, 2 the fastest, 3 the slowest.
+enum class Average { rank0 = 0, mean = 1, min = 2, max = 3 };
+std::string_view average_name(Average a) noexcept;
+
+struct Options {
+  Collective collective = Collective::all_reduce;
+  SweepSpec sweep;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;  // checked iterations per size and placement (0: none)
+  ReduceOp op = ReduceOp::sum;
+  DType dtype = DType::f32;
+  int root = 0;
+  // Host memory has no stream to queue on: a blocking call runs on the
+  // caller's thread and is what a CPU training loop does, so it is the
+  // default here (nccl-tests defaults to non-blocking for GPU streams).
+  bool blocking = true;
+  // The time of an iteration is the slowest rank's, as the job waits for it.
+  Average average = Average::max;
+  std::string backend = "cpu";
+  // Exported as MCI_TRANSPORT / MCI_ALGO before init when given; otherwise
+  // whatever the environment says is reported.
+  std::optional<std::string> transport;
+  std::optional<std::string> algo;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  std::string json_path;
+  std::string csv_path;
+  bool barrier_ref = false;       // time an 8-byte-class barrier after each size
+  std::vector<std::string> argv;  // the command line, for the JSON record
+};
+
+// What the command line asks for: a run, or text to print and an exit code
+// (--help, --version).
+struct ExitRequest {
+  int code = 0;
+  std::string text;
+};
+using ParseOutcome = std::variant<Options, ExitRequest>;
+
+// Parses argv (argv[0] is the program). Throws UsageError with a message
+// that names the flag and the accepted values.
+ParseOutcome parse_options(const std::vector<std::string>& argv);
+
+// Names accepted by -d: nccl-tests' (float, half, bfloat16, int8, ...) and
+// mci's (f32, f16, bf16, i8, ...).
+std::optional<DType> parse_dtype(std::string_view text);
+std::optional<ReduceOp> parse_reduce_op(std::string_view text);
+std::optional<Average> parse_average(std::string_view text);
+// nccl-tests' name of a dtype for the table's type column: float, half, ...
+std::string_view nccl_type_name(DType t) noexcept;
+
+}  // namespace mci::perf

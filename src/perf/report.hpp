@@ -1,0 +1,51 @@
+// What rank 0 prints and writes: nccl-tests' banner, columns and footer, one
+// summary line for scripts, and the same results as JSON and CSV.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perf/options.hpp"
+#include "perf/result.hpp"
+
+namespace mci::perf {
+
+struct RankInfo {
+  int rank = 0;
+  long pid = 0;
+  std::string host;
+  std::string device = "cpu";
+};
+
+// Everything the report says about the run besides its rows.
+struct RunInfo {
+  Options options;
+  int ranks = 1;
+  std::string transport = "auto";  // --transport, else MCI_TRANSPORT, else auto
+  std::string algo = "auto";       // --algo, else MCI_ALGO, else auto
+  std::vector<RankInfo> devices;
+  std::string version;
+  std::string start_time;  // local time, "YYYY-MM-DD HH:MM:SS"
+  std::string end_time;
+};
+
+// A number in `width` characters, with as many decimals as fit (two at
+// most), as nccl-tests prints its columns.
+std::string format_number(double value, int width);
+
+// The lines before the table: the run's parameters and the ranks.
+std::string banner(const RunInfo& info);
+// The three header lines of the table.
+std::string table_header(const RunInfo& info);
+std::string format_row(const RunInfo& info, const Row& row);
+// "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth : X".
+std::string footer(const Totals& totals);
+// One line for scripts, e.g. "# mci-perf summary: collective=all_reduce
+// backend=cpu ... avg_busbw_GBps=1.2345 wrong=0 status=OK".
+std::string summary_line(const RunInfo& info, const Totals& totals, std::size_t rows);
+
+std::string to_json(const RunInfo& info, const std::vector<Row>& rows, const Totals& totals);
+// One line per row and placement, with a header.
+std::string to_csv(const RunInfo& info, const std::vector<Row>& rows);
+
+}  // namespace mci::perf

@@ -1,0 +1,297 @@
+#include "perf/runner.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "mci/timing.hpp"
+#include "perf/check.hpp"
+#include "perf/usage_error.hpp"
+
+namespace mci::perf {
+
+namespace {
+
+// Cache-line aligned, like the buffers a training job gets from its
+// allocator; also what streaming stores need.
+constexpr std::size_t kAlign = 64;
+
+std::size_t largest_buffer_bytes(const Options& o, int ranks) {
+  const std::size_t es = dtype_size(o.dtype);
+  std::size_t most = 0;
+  for (std::size_t s : size_sweep(o.sweep)) {
+    const Layout l = layout_for(o.collective, s / es, es, ranks);
+    most = std::max(most, std::max(l.in_count, l.out_count) * es);
+  }
+  return most;
+}
+
+void check_fits_group(const Options& o, int ranks) {
+  if (uses_root(o.collective) && o.root >= ranks) {
+    throw UsageError("-r " + std::to_string(o.root) + " is not a rank of this job: the job has ranks 0.." +
+                     std::to_string(ranks - 1));
+  }
+  if (o.collective == Collective::send_recv && ranks < 2) {
+    throw UsageError(
+        "send_recv needs 2 ranks or more (each rank sends to the next): start the job with "
+        "mcirun --nproc_per_node=2 or more");
+  }
+}
+
+}  // namespace
+
+void Runner::Buffer::Free::operator()(void* p) const noexcept { std::free(p); }
+
+Runner::Buffer::Buffer(std::size_t n) : bytes(n) {
+  const std::size_t rounded = std::max<std::size_t>(kAlign, (n + kAlign - 1) / kAlign * kAlign);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (!p) throw std::bad_alloc();
+  // Touch every page now, so the first timed size does not pay for faults.
+  std::memset(p, 0, rounded);
+  data.reset(p);
+}
+
+Runner::Runner(ProcessGroup& pg, const Options& o)
+    : pg_(pg),
+      o_(o),
+      rank_(pg.rank()),
+      ranks_(pg.size()),
+      es_(dtype_size(o.dtype)),
+      narrow_(o.op == ReduceOp::prod && uses_reduce_op(o.collective)),
+      sizes_((check_fits_group(o, pg.size()), size_sweep(o.sweep))),
+      a_(largest_buffer_bytes(o, pg.size())),
+      b_(a_.bytes) {}
+
+Runner::~Runner() = default;
+
+Runner::Views Runner::views(const Layout& l, bool in_place) const {
+  const DType t = o_.dtype;
+  Views v;
+  if (!in_place) {
+    v.in = BufferView{a_.get(), l.in_count, t};
+    v.out = BufferView{b_.get(), l.out_count, t};
+    return v;
+  }
+  std::uint8_t* own_block = b_.get() + static_cast<std::size_t>(rank_) * l.block_count * es_;
+  switch (o_.collective) {
+    case Collective::all_gather:
+    case Collective::gather:
+      v.in = BufferView{own_block, l.in_count, t};
+      v.out = BufferView{b_.get(), l.out_count, t};
+      break;
+    case Collective::scatter:
+    case Collective::reduce_scatter:
+      v.in = BufferView{b_.get(), l.in_count, t};
+      v.out = BufferView{own_block, l.out_count, t};
+      break;
+    default: v.in = v.out = BufferView{b_.get(), l.in_count, t}; break;
+  }
+  return v;
+}
+
+void Runner::issue(const Views& v, Exec e, std::vector<Work>& pending) {
+  const int root = o_.root;
+  switch (o_.collective) {
+    case Collective::all_reduce: pending.push_back(pg_.all_reduce(v.in, v.out, o_.op, e)); break;
+    case Collective::broadcast: pending.push_back(pg_.broadcast(v.in, v.out, root, e)); break;
+    case Collective::reduce: pending.push_back(pg_.reduce(v.in, v.out, root, o_.op, e)); break;
+    case Collective::all_gather: pending.push_back(pg_.all_gather(v.in, v.out, e)); break;
+    case Collective::gather: pending.push_back(pg_.gather(v.in, v.out, root, e)); break;
+    case Collective::scatter: pending.push_back(pg_.scatter(v.in, v.out, root, e)); break;
+    case Collective::reduce_scatter: pending.push_back(pg_.reduce_scatter(v.in, v.out, o_.op, e)); break;
+    case Collective::all_to_all: pending.push_back(pg_.all_to_all(v.in, v.out, e)); break;
+    case Collective::barrier: pending.push_back(pg_.barrier(e)); break;
+    case Collective::send_recv: {
+      // A ring: send to the next rank, receive from the previous one. Async
+      // calls progress side by side; blocking ones alternate by parity so
+      // no two neighbours both wait in send.
+      const int to = (rank_ + 1) % ranks_, from = (rank_ + ranks_ - 1) % ranks_;
+      if (e == Exec::async || rank_ % 2 == 0) {
+        pending.push_back(pg_.send(v.in, to, 0, e));
+        pending.push_back(pg_.recv(v.out, from, 0, e));
+      } else {
+        pending.push_back(pg_.recv(v.out, from, 0, e));
+        pending.push_back(pg_.send(v.in, to, 0, e));
+      }
+      break;
+    }
+  }
+}
+
+double Runner::time_batch(const Views& v) {
+  const Exec e = o_.blocking ? Exec::blocking : Exec::async;
+  std::vector<Work> pending;
+  pending.reserve(static_cast<std::size_t>(std::max(o_.iters, o_.warmup)) * 2);
+  auto drain = [&] {
+    for (const Work& w : pending) w.wait();
+    pending.clear();
+  };
+  for (int i = 0; i < o_.warmup; ++i) issue(v, e, pending);
+  drain();
+  // Start together, so no rank's clock includes waiting for a late peer.
+  pg_.barrier();
+  const double ms = time_ms(pg_, Device::cpu(), [&] {
+    for (int i = 0; i < o_.iters; ++i) issue(v, e, pending);
+    drain();
+  });
+  return ms / 1e3 / o_.iters;
+}
+
+double Runner::time_barriers() {
+  pg_.barrier();
+  const double ms = time_ms(pg_, Device::cpu(), [&] {
+    for (int i = 0; i < kBarrierRefIters; ++i) pg_.barrier();
+  });
+  return ms / 1e3 / kBarrierRefIters;
+}
+
+void Runner::prepare(const Layout& l, const Views& v, int round) {
+  const DType t = o_.dtype;
+  const int r = rank_, n = ranks_;
+  const std::size_t p = l.block_count;
+  const bool narrow = narrow_;
+  // Outputs first: in-place inputs live inside them (all_gather's input is
+  // the rank's block of the output).
+  const bool same_buffer = v.out.data == v.in.data && v.out.count == v.in.count;
+  if (!same_buffer) fill_sentinel(v.out.data, v.out.bytes());
+  auto fill_in = [&](std::size_t offset_elems, std::size_t count, int key) {
+    fill_values(t, static_cast<std::uint8_t*>(v.in.data) + offset_elems * es_, count,
+                [&](std::size_t i) { return input_value(t, key, round, i, narrow); });
+  };
+  switch (o_.collective) {
+    case Collective::all_reduce:
+    case Collective::broadcast:
+    case Collective::reduce:
+    case Collective::all_gather:
+    case Collective::gather:
+    case Collective::send_recv:
+    case Collective::reduce_scatter:
+      // reduce_scatter: element g of the whole input is input_value(r, g).
+      fill_in(0, v.in.count, r);
+      break;
+    case Collective::scatter:
+      // Block q of the root's input is meant for rank q. Elsewhere the input
+      // is unused, and filling it would write the expected values into an
+      // in-place output before the collective runs.
+      if (r == o_.root) {
+        for (int q = 0; q < n; ++q) fill_in(q * p, p, 1000 + q);
+      }
+      break;
+    case Collective::all_to_all:
+      // Block j of rank r's input goes from r to j.
+      for (int j = 0; j < n; ++j) fill_in(j * p, p, r * 100 + j);
+      break;
+    case Collective::barrier: break;
+  }
+}
+
+std::uint64_t Runner::verify(const Layout& l, const Views& v, int round) const {
+  const DType t = o_.dtype;
+  const int r = rank_, n = ranks_, root = o_.root;
+  const std::size_t p = l.block_count;
+  const ReduceOp op = o_.op;
+  const bool narrow = narrow_;
+  const auto* out = static_cast<const std::uint8_t*>(v.out.data);
+  auto expect = [&](const std::uint8_t* at, std::size_t count, const ValueFn& f) {
+    return count_wrong(t, at, count, f);
+  };
+  auto input_of = [&](int key) { return [=](std::size_t i) { return input_value(t, key, round, i, narrow); }; };
+  auto reduced_from = [&](std::size_t first) {
+    return [=](std::size_t i) { return reduced_value(t, op, n, round, first + i, narrow); };
+  };
+  std::uint64_t wrong = 0;
+  switch (o_.collective) {
+    case Collective::all_reduce: wrong = expect(out, l.out_count, reduced_from(0)); break;
+    case Collective::broadcast: wrong = expect(out, l.out_count, input_of(root)); break;
+    case Collective::reduce:
+      if (r == root) {
+        wrong = expect(out, l.out_count, reduced_from(0));
+      } else if (v.in.data == v.out.data) {
+        // mci leaves a non-root's buffer untouched.
+        wrong = expect(out, l.out_count, input_of(r));
+      }
+      break;
+    case Collective::gather:
+      if (r != root) break;
+      [[fallthrough]];
+    case Collective::all_gather:
+      for (int q = 0; q < n; ++q) wrong += expect(out + q * p * es_, p, input_of(q));
+      break;
+    case Collective::scatter: wrong = expect(out, p, input_of(1000 + r)); break;
+    case Collective::reduce_scatter: wrong = expect(out, p, reduced_from(static_cast<std::size_t>(r) * p)); break;
+    case Collective::all_to_all:
+      for (int q = 0; q < n; ++q) wrong += expect(out + q * p * es_, p, input_of(q * 100 + r));
+      break;
+    case Collective::send_recv: wrong = expect(out, l.out_count, input_of((r + n - 1) % n)); break;
+    case Collective::barrier: break;
+  }
+  return wrong;
+}
+
+std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
+  const Views v = views(l, in_place);
+  const Exec e = o_.blocking ? Exec::blocking : Exec::async;
+  std::uint64_t wrong = 0;
+  std::vector<Work> pending;
+  for (int k = 0; k < o_.check; ++k) {
+    // Each round has its own data, so a stale output from an earlier
+    // iteration cannot pass.
+    const int round = round_base + k;
+    prepare(l, v, round);
+    issue(v, e, pending);
+    for (const Work& w : pending) w.wait();
+    pending.clear();
+    wrong += verify(l, v, round);
+  }
+  return wrong;
+}
+
+void Runner::combine_times(std::vector<double>& values) {
+  BufferView view{values.data(), values.size(), DType::f64};
+  switch (o_.average) {
+    case Average::rank0: pg_.broadcast(view, 0); break;
+    case Average::mean: pg_.all_reduce(view, ReduceOp::avg); break;
+    case Average::min: pg_.all_reduce(view, ReduceOp::min); break;
+    case Average::max: pg_.all_reduce(view, ReduceOp::max); break;
+  }
+}
+
+Row Runner::run(std::size_t index) {
+  const std::size_t size = sizes_.at(index);
+  const Layout l = layout_for(o_.collective, size / es_, es_, ranks_);
+  Row row;
+  row.bytes = l.bytes;
+  row.count = size / es_;
+
+  const bool with_in_place = has_in_place(o_.collective);
+  // [out-of-place, in-place, barrier] seconds on this rank.
+  std::vector<double> times(3, 0.0);
+  std::vector<std::int64_t> wrong(2, 0);
+  const int round_base = static_cast<int>(index) * 4 * std::max(o_.check, 1);
+  times[0] = time_batch(views(l, false));
+  if (o_.check > 0) wrong[0] = static_cast<std::int64_t>(check(l, false, round_base));
+  if (with_in_place) {
+    times[1] = time_batch(views(l, true));
+    if (o_.check > 0) wrong[1] = static_cast<std::int64_t>(check(l, true, round_base + 2 * o_.check));
+  }
+  if (o_.barrier_ref) times[2] = time_barriers();
+
+  combine_times(times);
+  pg_.all_reduce(BufferView{wrong.data(), wrong.size(), DType::i64}, ReduceOp::sum);
+
+  auto cell = [&](int k) {
+    Cell c;
+    c.time_us = times[k] * 1e6;
+    c.bw = bandwidth(o_.collective, ranks_, l.bytes, times[k]);
+    if (o_.check > 0) c.wrong = static_cast<std::uint64_t>(wrong[k]);
+    return c;
+  };
+  row.out_of_place = cell(0);
+  if (with_in_place) row.in_place = cell(1);
+  if (o_.barrier_ref) row.barrier_us = times[2] * 1e6;
+  return row;
+}
+
+}  // namespace mci::perf
