@@ -21,6 +21,10 @@ class Backend {
   // Chooses the algorithm (sets d.algo) so it can be recorded and
   // fingerprinted before the run.
   virtual void prepare(coll::CollectiveDesc& d) = 0;
+  // When this rank entered the operation about to run (steady clock ns,
+  // shared by the processes of a host), for arrival bookkeeping.
+  virtual void note_entry(std::int64_t /*steady_ns*/) {}
+
   // Runs one operation on the calling thread until it is done (for device
   // backends: until it is enqueued and, for blocking calls, finished).
   // Throws TimeoutError, PeerError, MismatchError.

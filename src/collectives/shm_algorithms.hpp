@@ -27,15 +27,22 @@ void shm_all_to_all(const ShmCtx& c);
 void shm_barrier(const ShmCtx& c);
 
 // One synchronised step: fill(step) writes buffers, use(step) reads them.
+// Every step waits for every rank's ready flag: that is what makes refilling
+// the buffers two steps later safe (see shm_world.hpp).
 template <class Fill, class Use>
 void shm_step(const ShmCtx& c, const Fingerprint& fp, Fill&& fill, Use&& use) {
   const std::uint64_t s = c.w.next_step();
-  c.w.wait_buffers_free(s, fp, c.dl);
   fill(s);
   c.w.post_ready(s, fp);
   c.w.wait_ready(s, fp, c.dl);
   use(s);
-  c.w.post_consumed(s);
+}
+
+// Where rank r's data for step s lives: next to its flag when it fits,
+// else in its staging buffer. Writer and reader agree: the fingerprint
+// check guarantees they use the same size.
+inline std::uint8_t* posted(const ShmCtx& c, int r, std::uint64_t s, std::size_t bytes) {
+  return bytes <= transport::kShmSmallBytes ? c.w.small(r, s) : c.w.staging(r, s);
 }
 
 }  // namespace mci::coll

@@ -36,7 +36,7 @@ std::string OpRecord::describe() const {
 FlightRecorder::FlightRecorder(std::size_t capacity)
     : enabled_(capacity > 0), slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
 
-void FlightRecorder::write(const OpRecord& r) {
+void FlightRecorder::write(const OpRecord& r, int first, int last) {
   if (!enabled_) return;
   Slot& s = slots_[r.id % slots_.size()];
   const std::uint64_t v = s.version.load(std::memory_order_relaxed);
@@ -54,7 +54,7 @@ void FlightRecorder::write(const OpRecord& r) {
       static_cast<std::uint64_t>(r.enqueued_ns), static_cast<std::uint64_t>(r.started_ns),
       static_cast<std::uint64_t>(r.ended_ns), static_cast<std::uint64_t>(static_cast<std::int64_t>(r.last_rank)),
       static_cast<std::uint64_t>(r.last_late_ns)};
-  for (int i = 0; i < kWords; ++i) s.w[i].store(words[i], std::memory_order_relaxed);
+  for (int i = first; i <= last; ++i) s.w[i].store(words[i], std::memory_order_relaxed);
   s.version.store(v + 2, std::memory_order_release);
 }
 
@@ -88,10 +88,9 @@ std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
   return std::nullopt;  // a writer kept the slot busy; the report says "unknown"
 }
 
-std::uint64_t FlightRecorder::enqueue(const coll::CollectiveDesc& d) {
+OpRecord FlightRecorder::enqueue(const coll::CollectiveDesc& d, std::int64_t now, bool started) {
   OpRecord r;
   r.id = next_id_.fetch_add(1, std::memory_order_acq_rel);
-  if (!enabled_) return r.id;
   r.seq = d.seq;
   r.count = d.count;
   r.kind = d.kind;
@@ -100,30 +99,32 @@ std::uint64_t FlightRecorder::enqueue(const coll::CollectiveDesc& d) {
   r.algo = d.algo;
   r.root = d.root;
   r.tag = d.tag;
-  r.state = OpState::enqueued;
-  r.enqueued_ns = now_ns();
+  r.state = started ? OpState::started : OpState::enqueued;
+  if (started) running_.store(r.id, std::memory_order_release);
+  if (!enabled_) return r;
+  r.enqueued_ns = now;
+  if (started) r.started_ns = now;
   write(r);
-  return r.id;
+  return r;
 }
 
-void FlightRecorder::start(std::uint64_t id) {
-  running_.store(id, std::memory_order_release);
-  auto r = get(id);
-  if (!r) return;
-  r->state = OpState::started;
-  r->started_ns = now_ns();
-  write(*r);
+// Slot words: 0 id, 1 seq, 2 count, 3 kind/dtype/op/algo/state, 4 root/tag,
+// 5 enqueued, 6 started, 7 ended, 8 last rank, 9 its lateness.
+void FlightRecorder::start(OpRecord& r, std::int64_t now) {
+  running_.store(r.id, std::memory_order_release);
+  if (!enabled_) return;
+  r.state = OpState::started;
+  r.started_ns = now;
+  write(r, 3, 6);
 }
 
-void FlightRecorder::finish(std::uint64_t id, bool ok, int last_rank, std::int64_t last_late_ns) {
-  auto r = get(id);
-  const std::int64_t t = now_ns();
-  if (r) {
-    r->state = ok ? OpState::completed : OpState::failed;
-    r->ended_ns = t;
-    r->last_rank = last_rank;
-    r->last_late_ns = last_late_ns;
-    write(*r);
+void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank, std::int64_t last_late_ns) {
+  if (enabled_) {
+    r.state = ok ? OpState::completed : OpState::failed;
+    r.ended_ns = t;
+    r.last_rank = last_rank;
+    r.last_late_ns = last_late_ns;
+    write(r, 3, 9);
   }
   running_.store(0, std::memory_order_release);
   idle_since_.store(t, std::memory_order_release);

@@ -46,10 +46,15 @@ class FlightRecorder {
   // capacity 0 turns recording off (to measure what it costs).
   explicit FlightRecorder(std::size_t capacity);
 
-  // Returns the operation's id. Called in submission order.
-  std::uint64_t enqueue(const coll::CollectiveDesc& d);
-  void start(std::uint64_t id);
-  void finish(std::uint64_t id, bool ok, int last_rank = -1, std::int64_t last_late_ns = 0);
+  // Records a new operation (in submission order) and returns its record;
+  // the thread that runs it passes the record back to start() and finish(),
+  // which only write (no read-modify-write of the slot on the fast path).
+  // Times are steady-clock ns (now_ns()); callers pass the ones they have.
+  // `started`: the operation runs at once (blocking calls): enqueued and
+  // started in one write.
+  OpRecord enqueue(const coll::CollectiveDesc& d, std::int64_t now, bool started = false);
+  void start(OpRecord& r, std::int64_t now);
+  void finish(OpRecord& r, bool ok, std::int64_t now, int last_rank = -1, std::int64_t last_late_ns = 0);
 
   std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
   std::vector<OpRecord> last(std::size_t n) const;       // oldest first
@@ -65,7 +70,9 @@ class FlightRecorder {
     std::atomic<std::uint64_t> version{0};
     std::atomic<std::uint64_t> w[kWords];
   };
-  void write(const OpRecord& r);
+  // Writes words [first, last] of r's slot (all of them when enqueuing; the
+  // few that change when starting and finishing).
+  void write(const OpRecord& r, int first = 0, int last = kWords - 1);
   std::optional<OpRecord> read(const Slot& s) const;
 
   bool enabled_;

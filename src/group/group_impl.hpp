@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -48,10 +49,13 @@ struct ProcessGroup::Impl {
  private:
   struct Task {
     coll::CollectiveDesc d;
-    std::uint64_t id = 0;  // flight recorder id
+    diag::OpRecord rec;  // its flight recorder entry
     std::shared_ptr<Work::State> st;
   };
-  void execute(const coll::CollectiveDesc& d, std::uint64_t id, Work::State& st);
+  // `shared`: the Work already exists for another thread (async calls), so
+  // completing it takes its lock.
+  void execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st, Clock::time_point t0,
+               bool shared);
   void run_p2p_batch(std::deque<Task> batch);
   void take_queued_p2p(std::deque<Task>& into);
   void record_failure(const coll::CollectiveDesc& d, const std::exception& err);
@@ -66,12 +70,16 @@ struct ProcessGroup::Impl {
   std::vector<Straggler> stragglers_;  // guarded by exec_mu_
   std::uint64_t timed_ops_ = 0;
   std::int64_t timed_ns_ = 0;
-  std::string hang_report(std::uint64_t id, std::chrono::milliseconds waited);
+  std::string hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited);
   void drain();
   void worker_loop();
   void fail_group(const std::string& reason);
 
   std::uint64_t seq_ = 0;
+  std::shared_ptr<Work::State> spare_state_;  // reused by blocking calls
+  // Set once the progress thread exists; until then blocking calls skip the
+  // queue entirely (no lock on the fast path).
+  std::atomic<bool> async_used_{false};
   // Async engine: tasks run in submission order on one progress thread,
   // started on the first async call.
   std::mutex mu_;

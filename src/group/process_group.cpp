@@ -9,6 +9,12 @@
 
 namespace mci {
 
+namespace {
+std::int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
 Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferView& out,
                                 ReduceOp op, int root, int tag, Exec e) {
   coll::CollectiveDesc d;
@@ -24,32 +30,49 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   }
   if (!is_p2p(kind)) ++seq_;
 
-  auto st = std::make_shared<Work::State>();
+  // Blocking calls reuse the last state when the caller has let go of its
+  // Work (the usual case): no allocation on the fast path.
+  std::shared_ptr<Work::State> st;
+  if (e == Exec::blocking && spare_state_ && spare_state_.use_count() == 1) {
+    st = spare_state_;
+    st->reset();
+  } else {
+    st = std::make_shared<Work::State>();
+    if (e == Exec::blocking) spare_state_ = st;
+  }
   st->seq = d.seq;
   st->kind = kind;
-  const std::uint64_t id = recorder->enqueue(d);
+  const auto submitted = Clock::now();
   if (e == Exec::blocking) {
-    drain();
+    // Enqueued and started at once: one record write, one clock read.
+    diag::OpRecord rec = recorder->enqueue(d, ns_of(submitted), /*started=*/true);
+    const bool queued_work = async_used_.load(std::memory_order_acquire);
+    if (queued_work) drain();
     {
       std::lock_guard lk(exec_mu_);
-      execute(d, id, *st);
+      execute(d, rec, *st, queued_work ? Clock::now() : submitted, /*shared=*/false);
     }
     if (st->error) std::rethrow_exception(st->error);
     return Work(st);
   }
+  diag::OpRecord rec = recorder->enqueue(d, ns_of(submitted));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw Error("mci: the process group is being destroyed; no new work is accepted");
-    queue_.push_back(Task{d, id, st});
-    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    queue_.push_back(Task{d, rec, st});
+    if (!worker_.joinable()) {
+      async_used_.store(true, std::memory_order_release);
+      worker_ = std::thread([this] { worker_loop(); });
+    }
   }
   cv_.notify_all();
   return Work(st);
 }
 
-void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, std::uint64_t id, Work::State& st) {
-  const auto t0 = Clock::now();
-  recorder->start(id);
+void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st,
+                                 Clock::time_point t0, bool shared) {
+  if (rec.state != diag::OpState::started) recorder->start(rec, ns_of(t0));
+  backend->note_entry(ns_of(t0));
   try {
     if (!broken_.empty()) {
       throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
@@ -61,17 +84,27 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, std::uint64_t id
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
       throw TimeoutError(std::string(err.what()) + "\n" +
-                         hang_report(id, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)));
+                         hang_report(rec, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)));
     }
-    const auto took = Clock::now() - t0;
+    const auto end = Clock::now();
+    const auto took = end - t0;
     const auto late = backend->last_arrival();
-    recorder->finish(id, true, late ? late->rank : -1, late ? late->ns : 0);
+    recorder->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0);
     if (debug_timing) note_timing(d, took, late);
-    st.finish(took, nullptr);
+    if (shared) {
+      st.finish(took, nullptr);
+    } else {
+      st.finish_unshared(took, nullptr);
+    }
   } catch (const std::exception& err) {
-    recorder->finish(id, false);
+    const auto end = Clock::now();
+    recorder->finish(rec, false, ns_of(end));
     record_failure(d, err);
-    st.finish(Clock::now() - t0, std::current_exception());
+    if (shared) {
+      st.finish(end - t0, std::current_exception());
+    } else {
+      st.finish_unshared(end - t0, std::current_exception());
+    }
   }
 }
 
@@ -141,7 +174,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
   std::vector<Live> live;
   auto post = [&](Task& t) {
     const auto t0 = Clock::now();
-    recorder->start(t.id);
+    recorder->start(t.rec, ns_of(t0));
     try {
       if (!broken_.empty()) {
         throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
@@ -150,7 +183,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
       }
       live.push_back(Live{t, backend->post_p2p(t.d, Deadline(timeout)), t0});
     } catch (const std::exception& err) {
-      recorder->finish(t.id, false);
+      recorder->finish(t.rec, false, diag::now_ns());
       record_failure(t.d, err);
       t.st->finish(Clock::now() - t0, std::current_exception());
     }
@@ -160,7 +193,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     batch.clear();
     for (auto it = live.begin(); it != live.end();) {
       if (backend->p2p_done(it->ticket)) {
-        recorder->finish(it->t.id, true);
+        recorder->finish(it->t.rec, true, diag::now_ns());
         it->t.st->finish(Clock::now() - it->t0, nullptr);
         it = live.erase(it);
       } else {
@@ -178,7 +211,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
       if (dynamic_cast<const TimeoutError*>(&err)) {
         try {
           throw TimeoutError(std::string(err.what()) + "\n" +
-                             hang_report(live.front().t.id, std::chrono::duration_cast<std::chrono::milliseconds>(
+                             hang_report(live.front().t.rec, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                 Clock::now() - live.front().t0)));
         } catch (...) {
           e = std::current_exception();
@@ -186,7 +219,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
       }
       record_failure(live.front().t.d, err);
       for (auto& l : live) {
-        recorder->finish(l.t.id, false);
+        recorder->finish(l.t.rec, false, diag::now_ns());
         l.t.st->finish(Clock::now() - l.t0, e);
       }
       live.clear();
@@ -194,11 +227,10 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
   }
 }
 
-std::string ProcessGroup::Impl::hang_report(std::uint64_t id, std::chrono::milliseconds waited) {
-  auto rec = recorder->get(id);
-  if (!rec || !store || report_wait.count() <= 0) return {};
+std::string ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
+  if (!store || report_wait.count() <= 0) return {};
   try {
-    return diag::collect_hang_report(*store, rank, size, *rec, waited, std::min(report_wait, timeout));
+    return diag::collect_hang_report(*store, rank, size, rec, waited, std::min(report_wait, timeout));
   } catch (const std::exception& e) {
     return fmt::format("(no hang report: {})", e.what());
   }
@@ -238,7 +270,7 @@ void ProcessGroup::Impl::worker_loop() {
     } else {
       lk.unlock();
       std::lock_guard ex(exec_mu_);
-      execute(task.d, task.id, *task.st);
+      execute(task.d, task.rec, *task.st, Clock::now(), /*shared=*/true);
     }
     lk.lock();
     busy_ = false;

@@ -34,10 +34,14 @@ struct Check {
                        dtype_name(in.dtype), dtype_name(out.dtype)));
     }
   }
-  void count_is(const BufferView& b, const char* name, std::size_t want, const std::string& why) const {
-    if (b.count != want) {
-      fail(fmt::format("{} has {} elements but must have {} ({})", name, b.count, want, why));
+  // `why` names the rule; `per_rank` says it is "<why> x <size> ranks".
+  void count_is(const BufferView& b, const char* name, std::size_t want, const char* why, int size = 0) const {
+    if (b.count == want) return;
+    if (size > 0) {
+      fail(fmt::format("{} has {} elements but must have {} ({} x the group has {} ranks)", name, b.count, want,
+                       why, size));
     }
+    fail(fmt::format("{} has {} elements but must have {} ({})", name, b.count, want, why));
   }
   void root(int r, int size, const char* what = "root") const {
     if (r < 0 || r >= size) {
@@ -71,7 +75,6 @@ coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferVi
   d.out = out.data;
   const auto n = static_cast<std::size_t>(size);
   const bool at_root = rank == root;
-  const std::string slices = fmt::format("the group has {} ranks", size);
 
   // Which buffers matter on this rank.
   const bool uses_in = !(kind == OpKind::scatter && !at_root) &&
@@ -103,19 +106,19 @@ coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferVi
       d.count = in.count;
       break;
     case OpKind::all_gather:
-      c.count_is(out, "out", in.count * n, fmt::format("in.count x {}", slices));
+      c.count_is(out, "out", in.count * n, "in.count", size);
       d.count = in.count;
       break;
     case OpKind::gather:
-      if (at_root) c.count_is(out, "out", in.count * n, fmt::format("in.count x {}", slices));
+      if (at_root) c.count_is(out, "out", in.count * n, "in.count", size);
       d.count = in.count;
       break;
     case OpKind::scatter:
-      if (at_root) c.count_is(in, "in", out.count * n, fmt::format("out.count x {}", slices));
+      if (at_root) c.count_is(in, "in", out.count * n, "out.count", size);
       d.count = out.count;
       break;
     case OpKind::reduce_scatter:
-      c.count_is(in, "in", out.count * n, fmt::format("out.count x {}", slices));
+      c.count_is(in, "in", out.count * n, "out.count", size);
       d.count = out.count;
       break;
     case OpKind::all_to_all:

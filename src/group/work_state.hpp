@@ -20,6 +20,20 @@ struct Work::State {
   std::uint64_t seq = 0;
   OpKind kind = OpKind::barrier;
 
+  // Only for a state nobody else holds (see ProcessGroup::Impl::submit).
+  void reset() {
+    done = false;
+    error = nullptr;
+    duration = std::chrono::nanoseconds(0);
+  }
+
+  // For a state no other thread can see yet (a blocking call's).
+  void finish_unshared(std::chrono::nanoseconds d, std::exception_ptr e) {
+    duration = d;
+    error = std::move(e);
+    done = true;
+  }
+
   void finish(std::chrono::nanoseconds d, std::exception_ptr e) {
     {
       std::lock_guard lk(mu);

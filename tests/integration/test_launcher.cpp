@@ -110,10 +110,11 @@ TEST(Launcher, SuccessIsExitCodeZeroAndSilence) {
 
 TEST(Launcher, AFailureStopsTheOthersAtOnceAndIsSummarized) {
   // Ranks 0 and 2 sleep; rank 1 writes 25 stderr lines and exits 3 once
-  // the others are up. The seed's hang: mcirun must end right away, not at
+  // the others are up. Pid files appear whole (written aside, then renamed),
+  // so a rank that sees one can read it. The seed's hang: mcirun must end right away, not at
   // the next monitoring tick nor when the sleepers wake up.
   const std::string script =
-      "echo $$ > $TEST_DIR/pid.$RANK;"
+      "echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK;"
       "if [ $RANK = 1 ]; then"
       "  while [ ! -e $TEST_DIR/pid.0 ] || [ ! -e $TEST_DIR/pid.2 ]; do sleep 0.01; done;"
       "  i=1; while [ $i -le 25 ]; do echo \"err line $i\" >&2; i=$((i+1)); done; exit 3;"
@@ -152,7 +153,7 @@ TEST(Launcher, ARankKilledByASignalIsNamedSo) {
 
 TEST(Launcher, ARankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   const std::string script =
-      "if [ $RANK = 1 ]; then trap '' TERM; echo $$ > $TEST_DIR/pid.1; while :; do sleep 0.05; done; fi;"
+      "if [ $RANK = 1 ]; then trap '' TERM; echo $$ > $TEST_DIR/.pid.1; mv $TEST_DIR/.pid.1 $TEST_DIR/pid.1; while :; do sleep 0.05; done; fi;"
       "while [ ! -e $TEST_DIR/pid.1 ]; do sleep 0.01; done; exit 1";
   Mcirun m(args({"--standalone", "--nproc_per_node=2", "--grace=0.5"}, sh(script)));
   ASSERT_EQ(m.code(), 1) << m.all();
@@ -200,7 +201,7 @@ char proc_state(pid_t pid) {
 TEST(Launcher, CtrlZPausesTheRanksAndContinueResumesThem) {
   // The ranks lead their own process groups, so a terminal's SIGTSTP reaches
   // only mcirun, which must pass it on.
-  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/pid.$RANK; exec sleep 30")));
+  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
   ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 5s)) << m.all();
   const auto pids = recorded_pids(m, "pid.");
   ASSERT_EQ(pids.size(), 2u);
@@ -256,7 +257,7 @@ TEST(Launcher, NoOrphansAfterSuccessEither) {
 }
 
 TEST(Launcher, RanksDieWithMcirunEvenWhenItIsKilled) {
-  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/pid.$RANK; exec sleep 30")));
+  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
   ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 5s)) << m.all();
   const auto pids = recorded_pids(m, "pid.");
   ASSERT_EQ(pids.size(), 2u);

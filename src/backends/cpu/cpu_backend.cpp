@@ -92,15 +92,18 @@ class CpuBackend final : public Backend {
     run_host(d, dl);
   }
 
+  void note_entry(std::int64_t steady_ns) override { entered_ns_ = steady_ns; }
+
   void run_host(const coll::CollectiveDesc& d, const Deadline& dl) {
-    began_ns_ = wall_ns();
     on_shm_ = d.algo == Algo::shm || d.algo == Algo::shm_direct;
     if (on_shm_) {
-      op_ = d.seq;
-      shm_->begin_op(op_, began_ns_);
+      // One host: the monotonic clock is shared, no extra clock read.
+      began_ns_ = entered_ns_;
+      shm_->begin_op(began_ns_);
       coll::run_shm_collective(coll::ShmCtx{*shm_, d, dl, scratch_});
       return;
     }
+    began_ns_ = wall_ns();  // hosts share only the wall clock
     transport_->begin_op(began_ns_);
     coll::run_collective(coll::Ctx{*transport_, d, dl, scratch_});
   }
@@ -108,7 +111,7 @@ class CpuBackend final : public Backend {
   std::optional<Lateness> last_arrival() const override {
     if (transport_->size() == 1) return std::nullopt;
     if (on_shm_) {
-      const auto [rank, ns] = shm_->latest_arrival(op_);
+      const auto [rank, ns] = shm_->latest_arrival();
       return Lateness{rank, ns - began_ns_};
     }
     const auto a = transport_->latest();
@@ -154,11 +157,11 @@ class CpuBackend final : public Backend {
   std::unique_ptr<transport::ShmWorld> shm_;
   DeviceStaging staging_;
   bool on_shm_ = false;
-  std::uint64_t op_ = 0;
   coll::Scratch scratch_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;
   std::uint64_t next_ticket_ = 0;
   std::int64_t began_ns_ = 0;
+  std::int64_t entered_ns_ = 0;
 
   // Wall clock, comparable between processes (and, with NTP, hosts).
   static std::int64_t wall_ns() {

@@ -34,7 +34,15 @@ std::size_t ShmSegment::total_bytes(int ranks, std::size_t buffer_bytes) {
 
 ShmSegment::ShmSegment(std::string name, void* base, std::size_t bytes, int ranks, std::size_t buffer_bytes,
                        bool owner)
-    : name_(std::move(name)), base_(base), bytes_(bytes), ranks_(ranks), buffer_bytes_(buffer_bytes), linked_(owner) {}
+    : name_(std::move(name)),
+      base_(base),
+      bytes_(bytes),
+      ranks_(ranks),
+      buffer_bytes_(buffer_bytes),
+      linked_(owner),
+      controls_(reinterpret_cast<ShmControl*>(static_cast<std::uint8_t*>(base) + kHeaderBytes)),
+      data_(static_cast<std::uint8_t*>(base) + kHeaderBytes + controls_bytes(ranks)),
+      stride_(round_up(buffer_bytes, kAlign)) {}
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept
     : name_(std::move(o.name_)),
@@ -42,7 +50,10 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept
       bytes_(o.bytes_),
       ranks_(o.ranks_),
       buffer_bytes_(o.buffer_bytes_),
-      linked_(std::exchange(o.linked_, false)) {}
+      linked_(std::exchange(o.linked_, false)),
+      controls_(o.controls_),
+      data_(o.data_),
+      stride_(o.stride_) {}
 
 ShmSegment::~ShmSegment() {
   unlink();
@@ -107,20 +118,6 @@ ShmSegment ShmSegment::open(const std::string& name, int ranks, std::size_t buff
     throw Error(fmt::format("mci shm: {} does not belong to this group", name));
   }
   return ShmSegment(name, base, bytes, ranks, buffer_bytes, false);
-}
-
-ShmControl& ShmSegment::control(int rank) const {
-  return reinterpret_cast<ShmControl*>(static_cast<std::uint8_t*>(base_) + kHeaderBytes)[rank];
-}
-
-std::uint8_t* ShmSegment::staging(int rank, int parity) const {
-  const std::size_t buf = round_up(buffer_bytes_, kAlign);
-  return static_cast<std::uint8_t*>(base_) + kHeaderBytes + controls_bytes(ranks_) +
-         buf * (4 * static_cast<std::size_t>(rank) + static_cast<std::size_t>(parity));
-}
-
-std::uint8_t* ShmSegment::result(int rank, int parity) const {
-  return staging(rank, parity) + 2 * round_up(buffer_bytes_, kAlign);
 }
 
 }  // namespace mci::transport

@@ -17,16 +17,24 @@ inline constexpr std::uint64_t kShmMagic = 0x314d48534943ULL;  // "MCISHM1"
 inline constexpr std::size_t kShmFingerprintWords = 4;
 inline constexpr std::size_t kShmReasonBytes = 2048;
 
+// What a rank posts for steps of one parity, in two cache lines, so a reader
+// gets the flag, the fingerprint and a small payload in one transfer.
+inline constexpr std::size_t kShmSmallBytes = 128 - 16 - 8 * kShmFingerprintWords;
+
+struct alignas(128) ShmBox {
+  std::atomic<std::uint64_t> ready{0};  // the last step of this parity posted
+  std::atomic<std::uint64_t> fp[kShmFingerprintWords];
+  std::atomic<std::int64_t> arrival_ns{0};  // when the poster entered the operation
+  std::uint8_t small[kShmSmallBytes];   // payloads that fit travel here
+};
+
 struct alignas(128) ShmControl {
-  std::atomic<std::uint64_t> ready{0};     // last step whose staging data is posted
-  std::atomic<std::uint64_t> reduced{0};   // last step whose result buffer is posted
-  std::atomic<std::uint64_t> consumed{0};  // last step this rank finished reading
-  // Ranks sleeping in the kernel (futex) on each flag above, so a poster
-  // makes the wake-up system call only when someone sleeps.
+  ShmBox box[2];                           // by step parity
+  alignas(128) std::atomic<std::uint64_t> reduced{0};  // last step whose result buffer is posted
+  // Ranks sleeping in the kernel (futex) on box[0].ready, box[1].ready and
+  // reduced, so a poster makes the wake-up system call only when someone sleeps.
   std::atomic<std::uint32_t> sleepers[3] = {};
-  std::atomic<std::uint64_t> fp[2][kShmFingerprintWords];  // per buffer parity
   std::atomic<std::int64_t> pid{0};
-  std::atomic<std::int64_t> arrival_ns[2] = {};  // wall clock entry into an op, by op parity
 };
 
 struct ShmHeader {
@@ -53,10 +61,12 @@ class ShmSegment {
   void unlink();
 
   ShmHeader& header() const { return *static_cast<ShmHeader*>(base_); }
-  ShmControl& control(int rank) const;
+  ShmControl& control(int rank) const { return controls_[rank]; }
   // Staging and result buffers of `rank`, parity 0 or 1.
-  std::uint8_t* staging(int rank, int parity) const;
-  std::uint8_t* result(int rank, int parity) const;
+  std::uint8_t* staging(int rank, int parity) const {
+    return data_ + stride_ * (4 * static_cast<std::size_t>(rank) + static_cast<std::size_t>(parity));
+  }
+  std::uint8_t* result(int rank, int parity) const { return staging(rank, parity) + 2 * stride_; }
   std::size_t buffer_bytes() const { return buffer_bytes_; }
   int ranks() const { return ranks_; }
   const std::string& name() const { return name_; }
@@ -71,6 +81,10 @@ class ShmSegment {
   int ranks_;
   std::size_t buffer_bytes_;
   bool linked_;
+  // Hot-path addresses, computed once.
+  ShmControl* controls_;
+  std::uint8_t* data_;
+  std::size_t stride_;  // one buffer, rounded up to a page
 };
 
 }  // namespace mci::transport

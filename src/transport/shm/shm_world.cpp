@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -30,7 +31,6 @@ namespace {
 // Spinning pays off only while the peer runs on another core; beyond that,
 // sleep in the kernel until the flag changes, so a wait for a slow rank
 // burns no CPU the slow rank may need, and wakes as soon as it posts.
-constexpr int kSpins = 256;
 constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
 
 int online_cpus() {
@@ -83,18 +83,15 @@ bool process_running(pid_t pid) {
 
 ShmWorld::ShmWorld(ShmSegment seg, int rank, int size)
     : seg_(std::move(seg)), rank_(rank), size_(size), oversubscribed_(size > online_cpus()) {
+  if (const char* v = std::getenv("MCI_SHM_SPIN_US")) spin_ns_ = std::atoll(v) * 1000;
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
 
-void ShmWorld::begin_op(std::uint64_t op, std::int64_t arrival_ns) {
-  seg_.control(rank_).arrival_ns[op & 1].store(arrival_ns, std::memory_order_relaxed);
-}
-
-std::pair<int, std::int64_t> ShmWorld::latest_arrival(std::uint64_t op) const {
+std::pair<int, std::int64_t> ShmWorld::latest_arrival() const {
   int who = rank_;
-  std::int64_t latest = seg_.control(rank_).arrival_ns[op & 1].load(std::memory_order_relaxed);
+  std::int64_t latest = arrival_ns_;
   for (int r = 0; r < size_; ++r) {
-    const std::int64_t a = seg_.control(r).arrival_ns[op & 1].load(std::memory_order_relaxed);
+    const std::int64_t a = seg_.control(r).box[parity(step_)].arrival_ns.load(std::memory_order_relaxed);
     if (a > latest) {
       latest = a;
       who = r;
@@ -106,11 +103,11 @@ std::pair<int, std::int64_t> ShmWorld::latest_arrival(std::uint64_t op) const {
 std::atomic<std::uint64_t>& ShmWorld::flag_word(int r, Flag f) const {
   ShmControl& c = seg_.control(r);
   switch (f) {
-    case Flag::ready: return c.ready;
+    case Flag::ready_even: return c.box[0].ready;
+    case Flag::ready_odd: return c.box[1].ready;
     case Flag::reduced: return c.reduced;
-    case Flag::consumed: return c.consumed;
   }
-  return c.ready;
+  return c.reduced;
 }
 
 std::uint64_t ShmWorld::flag(int r, Flag f) const { return flag_word(r, f).load(std::memory_order_acquire); }
@@ -176,7 +173,7 @@ void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& f
   if (r == rank_) return;
   std::uint64_t theirs[kShmFingerprintWords], mine[kShmFingerprintWords];
   const int p = parity(step);
-  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) theirs[i] = seg_.control(r).fp[p][i].load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) theirs[i] = seg_.control(r).box[p].fp[i].load(std::memory_order_relaxed);
   pack(fp, step, mine);
   if (theirs[0] != step) {
     throw MismatchError(fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
@@ -192,17 +189,20 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   int r = 0;
   auto advance = [&] {
     while (r < size_ && flag(r, f) >= target) {
-      if (f == Flag::ready) check_fingerprint(r, target, fp);
+      if (f != Flag::reduced) check_fingerprint(r, target, fp);
       ++r;
     }
     return r == size_;
   };
   if (advance()) return;
-  // Spin only while the peers have cores of their own.
-  if (!oversubscribed_) {
-    for (int spins = 0; spins < kSpins; ++spins) {
+  // Spin only while the peers have cores of their own, and not for longer
+  // than a kernel sleep and wake-up would cost.
+  if (!oversubscribed_ && spin_ns_ > 0) {
+    const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns_);
+    for (int spins = 0;; ++spins) {
       MCI_CPU_RELAX();
       if (advance()) return;
+      if ((spins & 63) == 63 && Clock::now() >= spin_until) break;
     }
   }
   auto next_check = Clock::now() + kLivenessEvery;
@@ -218,20 +218,17 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   }
 }
 
-void ShmWorld::wait_buffers_free(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
-  if (step > 2) wait_all(Flag::consumed, step - 2, fp, dl, "waiting for buffers to be read");
-}
-
 void ShmWorld::post_ready(std::uint64_t step, const Fingerprint& fp) {
   std::uint64_t w[kShmFingerprintWords];
   pack(fp, step, w);
-  ShmControl& c = seg_.control(rank_);
-  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) c.fp[parity(step)][i].store(w[i], std::memory_order_relaxed);
-  post(Flag::ready, step);
+  ShmBox& box = seg_.control(rank_).box[parity(step)];
+  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) box.fp[i].store(w[i], std::memory_order_relaxed);
+  box.arrival_ns.store(arrival_ns_, std::memory_order_relaxed);
+  post(ready_flag(step), step);
 }
 
 void ShmWorld::wait_ready(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
-  wait_all(Flag::ready, step, fp, dl, "waiting for data");
+  wait_all(ready_flag(step), step, fp, dl, "waiting for data");
 }
 
 void ShmWorld::post_reduced(std::uint64_t step) { post(Flag::reduced, step); }
@@ -240,7 +237,6 @@ void ShmWorld::wait_reduced(std::uint64_t step, const Fingerprint& fp, const Dea
   wait_all(Flag::reduced, step, fp, dl, "waiting for reduced slices");
 }
 
-void ShmWorld::post_consumed(std::uint64_t step) { post(Flag::consumed, step); }
 
 // The first rank to abort claims the slot (1), writes its reason, then
 // publishes it (2); the others' reasons are dropped.

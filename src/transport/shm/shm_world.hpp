@@ -1,9 +1,11 @@
 // Shared-memory exchange between the ranks of one host. Work proceeds in
 // steps that every rank runs in the same order: a rank fills its buffers of
 // the step's parity, posts `ready` with the operation's fingerprint, waits
-// for the others, reads what it needs, and posts `consumed`. A buffer of
-// parity p is refilled only once every rank has consumed the step before
-// last, so one step's reads overlap the next step's writes.
+// for every rank's `ready`, and reads what it needs. Buffers alternate by
+// parity, and a rank posts `ready` for step s+1 only after it has finished
+// reading step s: so once a rank has seen everyone's `ready` for step s+1,
+// nobody still reads the buffers of step s, and it may refill them at s+2.
+// No separate "consumed" flag, no extra cache-line transfer per step.
 //
 // Waits spin briefly, then yield, then sleep, and know when ranks outnumber
 // cores (then they yield at once). They check the deadline, an abort posted
@@ -29,26 +31,25 @@ class ShmWorld {
   std::size_t buffer_bytes() const { return seg_.buffer_bytes(); }
   bool oversubscribed() const { return oversubscribed_; }
 
-  // Begins operation `op` (any per-group counter): records this rank's
-  // arrival (wall clock) for the straggler report. Every shm operation makes
-  // all ranks wait for each other once, so no rank is ever more than one
-  // operation ahead: two slots, by parity, are enough.
-  void begin_op(std::uint64_t op, std::int64_t arrival_ns);
-  // After operation `op`: the rank whose arrival was latest, and when.
-  std::pair<int, std::int64_t> latest_arrival(std::uint64_t op) const;
+  // Begins an operation: this rank's arrival (a clock shared by the host's
+  // processes) rides in every box it posts, so the others learn it with the
+  // flag, in the same cache line.
+  void begin_op(std::int64_t arrival_ns) { arrival_ns_ = arrival_ns; }
+  // After an operation: the rank whose arrival was latest, and when. Read
+  // from the boxes of the operation's last step, which nobody overwrites
+  // before this rank posts again.
+  std::pair<int, std::int64_t> latest_arrival() const;
 
   std::uint64_t next_step() { return ++step_; }
-  // Waits until this rank may write its (and, for scatter-like steps, any
-  // rank's) buffers of the step's parity.
-  void wait_buffers_free(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
   void post_ready(std::uint64_t step, const Fingerprint& fp);
   // Waits for every rank's ready flag (checking their fingerprints).
   void wait_ready(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
   void post_reduced(std::uint64_t step);
   void wait_reduced(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
-  void post_consumed(std::uint64_t step);
 
   std::uint8_t* staging(int rank, std::uint64_t step) const { return seg_.staging(rank, parity(step)); }
+  // kShmSmallBytes next to the rank's flag: one cache-line transfer.
+  std::uint8_t* small(int rank, std::uint64_t step) const { return seg_.control(rank).box[parity(step)].small; }
   std::uint8_t* result(int rank, std::uint64_t step) const { return seg_.result(rank, parity(step)); }
 
   // Removes the segment's name (everyone has mapped it).
@@ -59,7 +60,9 @@ class ShmWorld {
 
  private:
   static int parity(std::uint64_t step) { return static_cast<int>(step & 1); }
-  enum class Flag { ready = 0, reduced = 1, consumed = 2 };
+  // A flag: the ready word of the box of a parity, or the reduced word.
+  enum class Flag { ready_even = 0, ready_odd = 1, reduced = 2 };
+  static Flag ready_flag(std::uint64_t step) { return step & 1 ? Flag::ready_odd : Flag::ready_even; }
   std::uint64_t flag(int rank, Flag f) const;
   std::atomic<std::uint64_t>& flag_word(int rank, Flag f) const;
   void post(Flag f, std::uint64_t step);
@@ -77,7 +80,9 @@ class ShmWorld {
   int rank_;
   int size_;
   bool oversubscribed_;
+  std::int64_t spin_ns_ = 50'000;  // MCI_SHM_SPIN_US
   std::uint64_t step_ = 0;
+  std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;
 };
 

@@ -20,12 +20,11 @@ coll::CollectiveDesc desc(std::uint64_t seq, std::size_t count) {
 
 TEST(FlightRecorder, RecordsStatesAndKeepsTheLastN) {
   FlightRecorder fr(4);
-  std::uint64_t last = 0;
   for (std::uint64_t s = 1; s <= 6; ++s) {
-    last = fr.enqueue(desc(s, s * 10));
-    fr.start(last);
-    EXPECT_EQ(fr.running(), last);
-    fr.finish(last, s != 6, 1, 500);
+    auto rec = fr.enqueue(desc(s, s * 10), now_ns());
+    fr.start(rec, now_ns());
+    EXPECT_EQ(fr.running(), rec.id);
+    fr.finish(rec, s != 6, now_ns(), 1, 500);
   }
   EXPECT_EQ(fr.running(), 0u);
   auto recs = fr.last(10);
@@ -44,12 +43,12 @@ TEST(FlightRecorder, StateEncodingSaysWhereTheRankIs) {
   FlightRecorder fr(16);
   EXPECT_NE(encode_state(fr).find("last_completed=none"), std::string::npos);
   EXPECT_NE(encode_state(fr).find("idle_ms="), std::string::npos);
-  const auto id = fr.enqueue(desc(1, 2));
-  fr.start(id);
+  auto rec = fr.enqueue(desc(1, 2), now_ns());
+  fr.start(rec, now_ns());
   const std::string s = encode_state(fr);
   EXPECT_NE(s.find("running=all_reduce #1 (f32 x 2, sum)"), std::string::npos) << s;
   EXPECT_NE(s.find("entered=1"), std::string::npos) << s;
-  fr.finish(id, true);
+  fr.finish(rec, true, now_ns());
   EXPECT_NE(encode_state(fr).find("last_completed=all_reduce #1"), std::string::npos);
 }
 
@@ -58,9 +57,9 @@ TEST(FlightRecorder, ReadersNeverSeeATornRecord) {
   std::atomic<bool> stop{false};
   std::thread writer([&] {
     for (std::uint64_t s = 1; !stop; ++s) {
-      const auto id = fr.enqueue(desc(s, s));
-      fr.start(id);
-      fr.finish(id, true);
+      auto rec = fr.enqueue(desc(s, s), now_ns());
+      fr.start(rec, now_ns());
+      fr.finish(rec, true, now_ns());
     }
   });
   for (int i = 0; i < 20000; ++i) {
@@ -72,11 +71,11 @@ TEST(FlightRecorder, ReadersNeverSeeATornRecord) {
 
 TEST(FlightRecorder, CapacityZeroRecordsNothingButStillTracksWhatRuns) {
   FlightRecorder fr(0);
-  const auto id = fr.enqueue(desc(1, 2));
-  fr.start(id);
-  EXPECT_EQ(fr.running(), id);
-  EXPECT_FALSE(fr.get(id));
-  fr.finish(id, true);
+  auto rec = fr.enqueue(desc(1, 2), now_ns());
+  fr.start(rec, now_ns());
+  EXPECT_EQ(fr.running(), rec.id);
+  EXPECT_FALSE(fr.get(rec.id));
+  fr.finish(rec, true, now_ns());
   EXPECT_TRUE(fr.last(10).empty());
 }
 
