@@ -78,6 +78,12 @@ BufferView view(T* p, std::size_t n, Device d = Device::cpu()) {
   return view(std::span<T>(p, n), d);
 }
 
+// Element i of host memory holding `t`, as a double; and the reverse, where
+// integers wrap around like their type and 16-bit floats round to nearest
+// even. Handy for generic code over BufferView (tests, checkers, printing).
+double load_element(DType t, const void* base, std::size_t i) noexcept;
+void store_element(DType t, void* base, std::size_t i, double v) noexcept;
+
 // Conversions for the 16-bit types (round to nearest even).
 float to_float(Half h) noexcept;
 float to_float(BFloat16 b) noexcept;

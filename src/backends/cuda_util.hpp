@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -28,21 +29,22 @@ inline int device_count() {
   return n;
 }
 
-// Pinned host memory, grown on demand.
-class PinnedBuffer {
+// CUDA memory grown on demand: pinned host memory or device memory.
+template <cudaError_t (*Alloc)(void**, std::size_t), cudaError_t (*Free)(void*)>
+class GrowingBuffer {
  public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (p_) cudaFreeHost(p_);
+  GrowingBuffer() = default;
+  GrowingBuffer(const GrowingBuffer&) = delete;
+  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
+  ~GrowingBuffer() {
+    if (p_) Free(p_);
   }
   void* get(std::size_t bytes) {
-    if (bytes > size_) {
-      if (p_) cudaFreeHost(p_);
+    if (bytes > size_ || !p_) {
+      if (p_) Free(p_);
       p_ = nullptr;
       size_ = 0;
-      check(cudaMallocHost(&p_, bytes), "cudaMallocHost");
+      check(Alloc(&p_, std::max<std::size_t>(bytes, 256)), "allocating CUDA memory");
       size_ = bytes;
     }
     return p_;
@@ -52,6 +54,11 @@ class PinnedBuffer {
   void* p_ = nullptr;
   std::size_t size_ = 0;
 };
+
+inline cudaError_t alloc_host(void** p, std::size_t n) { return cudaMallocHost(p, n); }
+inline cudaError_t alloc_device(void** p, std::size_t n) { return cudaMalloc(p, n); }
+using PinnedBuffer = GrowingBuffer<alloc_host, cudaFreeHost>;
+using DeviceBuffer = GrowingBuffer<alloc_device, cudaFree>;
 
 class Event {
  public:

@@ -43,27 +43,25 @@ std::optional<long long> env_int(const char* name, const std::string& context) {
   return v;
 }
 
+namespace {
+[[noreturn]] void missing(const char* name, const std::string& context) {
+  throw ConfigError(fmt::format(
+      "Error initializing mci using {} rendezvous: environment variable {} expected, but not "
+      "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
+      "export {}.",
+      context, name, name));
+}
+}  // namespace
+
 long long env_int_required(const char* name, const std::string& context) {
   auto v = env_int(name, context);
-  if (!v) {
-    throw ConfigError(fmt::format(
-        "Error initializing mci using {} rendezvous: environment variable {} expected, but not "
-        "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
-        "export {}.",
-        context, name, name));
-  }
+  if (!v) missing(name, context);
   return *v;
 }
 
 std::string env_str_required(const char* name, const std::string& context) {
   auto v = env_str(name);
-  if (!v || v->empty()) {
-    throw ConfigError(fmt::format(
-        "Error initializing mci using {} rendezvous: environment variable {} expected, but not "
-        "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
-        "export {}.",
-        context, name, name));
-  }
+  if (!v || v->empty()) missing(name, context);
   return *v;
 }
 

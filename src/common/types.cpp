@@ -1,4 +1,5 @@
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -112,6 +113,40 @@ BFloat16 to_bfloat16(float f) noexcept {
   if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
   x += 0x7fffu + ((x >> 16) & 1u);
   return BFloat16{static_cast<std::uint16_t>(x >> 16)};
+}
+
+namespace {
+template <class T>
+T wrap(double v) {
+  return static_cast<T>(static_cast<std::int64_t>(v));
+}
+}  // namespace
+
+void store_element(DType t, void* base, std::size_t i, double v) noexcept {
+  switch (t) {
+    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(base)[i] = v; break;
+    case DType::f16: static_cast<Half*>(base)[i] = to_half(static_cast<float>(v)); break;
+    case DType::bf16: static_cast<BFloat16*>(base)[i] = to_bfloat16(static_cast<float>(v)); break;
+    case DType::i8: static_cast<std::int8_t*>(base)[i] = wrap<std::int8_t>(v); break;
+    case DType::u8: static_cast<std::uint8_t*>(base)[i] = wrap<std::uint8_t>(v); break;
+    case DType::i32: static_cast<std::int32_t*>(base)[i] = wrap<std::int32_t>(v); break;
+    case DType::i64: static_cast<std::int64_t*>(base)[i] = wrap<std::int64_t>(v); break;
+  }
+}
+
+double load_element(DType t, const void* base, std::size_t i) noexcept {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(base)[i];
+    case DType::f64: return static_cast<const double*>(base)[i];
+    case DType::f16: return to_float(static_cast<const Half*>(base)[i]);
+    case DType::bf16: return to_float(static_cast<const BFloat16*>(base)[i]);
+    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
+    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
+  }
+  return 0;
 }
 
 }  // namespace mci

@@ -9,13 +9,6 @@ namespace mci::perf {
 
 namespace {
 
-template <class T>
-T wrap(double v) {
-  // Through int64 so out-of-range values wrap like the type (modular
-  // conversion) instead of being undefined.
-  return static_cast<T>(static_cast<std::int64_t>(v));
-}
-
 double tolerance(DType t) {
   switch (t) {
     case DType::f64: return 1e-12;
@@ -35,32 +28,9 @@ bool same(DType t, double got, double want) {
 
 }  // namespace
 
-void put_value(DType t, void* base, std::size_t i, double v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(base)[i] = v; break;
-    case DType::f16: static_cast<Half*>(base)[i] = to_half(static_cast<float>(v)); break;
-    case DType::bf16: static_cast<BFloat16*>(base)[i] = to_bfloat16(static_cast<float>(v)); break;
-    case DType::i8: static_cast<std::int8_t*>(base)[i] = wrap<std::int8_t>(v); break;
-    case DType::u8: static_cast<std::uint8_t*>(base)[i] = wrap<std::uint8_t>(v); break;
-    case DType::i32: static_cast<std::int32_t*>(base)[i] = wrap<std::int32_t>(v); break;
-    case DType::i64: static_cast<std::int64_t*>(base)[i] = wrap<std::int64_t>(v); break;
-  }
-}
+void put_value(DType t, void* base, std::size_t i, double v) { store_element(t, base, i, v); }
 
-double get_value(DType t, const void* base, std::size_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f64: return static_cast<const double*>(base)[i];
-    case DType::f16: return to_float(static_cast<const Half*>(base)[i]);
-    case DType::bf16: return to_float(static_cast<const BFloat16*>(base)[i]);
-    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
-    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
-    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
-    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
-  }
-  return 0;
-}
+double get_value(DType t, const void* base, std::size_t i) { return load_element(t, base, i); }
 
 double input_value(DType t, int key, int round, std::size_t i, bool narrow) {
   const auto k = static_cast<long long>(i % kPeriod);

@@ -8,85 +8,18 @@
 
 #include <fmt/format.h>
 
+#include "perf/check.hpp"
+
 namespace mci::test {
+
+using perf::kPeriod;
 
 namespace {
 
-// Inputs repeat every kPeriod elements (a prime, so block boundaries of any
-// world size fall at different phases); references repeat too, so large
-// buffers are generated once per period and copied.
-constexpr std::size_t kPeriod = 9973;
-
-template <class T>
-T wrap(double v) {
-  return static_cast<T>(static_cast<std::int64_t>(v));
-}
+double input_value(DType t, int r, int c, std::size_t i, bool narrow) { return perf::input_value(t, r, c, i, narrow); }
+void put(DType t, void* base, std::size_t i, double v) { store_element(t, base, i, v); }
 
 }  // namespace
-
-void put(DType t, void* base, std::size_t i, double v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(base)[i] = v; break;
-    case DType::f16: static_cast<Half*>(base)[i] = to_half(static_cast<float>(v)); break;
-    case DType::bf16: static_cast<BFloat16*>(base)[i] = to_bfloat16(static_cast<float>(v)); break;
-    case DType::i8: static_cast<std::int8_t*>(base)[i] = wrap<std::int8_t>(v); break;
-    case DType::u8: static_cast<std::uint8_t*>(base)[i] = wrap<std::uint8_t>(v); break;
-    case DType::i32: static_cast<std::int32_t*>(base)[i] = wrap<std::int32_t>(v); break;
-    case DType::i64: static_cast<std::int64_t*>(base)[i] = wrap<std::int64_t>(v); break;
-  }
-}
-
-double get(DType t, const void* base, std::size_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f64: return static_cast<const double*>(base)[i];
-    case DType::f16: return to_float(static_cast<const Half*>(base)[i]);
-    case DType::bf16: return to_float(static_cast<const BFloat16*>(base)[i]);
-    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
-    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
-    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
-    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
-  }
-  return 0;
-}
-
-double input_value(DType t, int r, int c, std::size_t i, bool narrow) {
-  const auto k = static_cast<long long>(i % kPeriod);
-  double v = narrow ? static_cast<double>((r * 13 + k * 5 + c) % 5 - 2)
-                    : static_cast<double>((r * 31 + k * 7 + c * 17) % 11 - 5);
-  std::uint8_t cell[8];
-  put(t, cell, 0, v);
-  return get(t, cell, 0);
-}
-
-double reference(DType t, ReduceOp op, int world, int c, std::size_t i, bool narrow,
-                 const std::vector<int>& ranks) {
-  double acc = input_value(t, ranks[0], c, i, narrow);
-  for (std::size_t k = 1; k < ranks.size(); ++k) {
-    const double v = input_value(t, ranks[k], c, i, narrow);
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg: acc += v; break;
-      case ReduceOp::prod: acc *= v; break;
-      case ReduceOp::min: acc = std::min(acc, v); break;
-      case ReduceOp::max: acc = std::max(acc, v); break;
-    }
-  }
-  // Integer results wrap around like the type; products of u8 values are
-  // kept in range of an exact double by reducing modulo 2^32 as we go.
-  std::uint8_t cell[8];
-  put(t, cell, 0, acc);
-  acc = get(t, cell, 0);
-  if (op != ReduceOp::avg) return acc;
-  switch (t) {
-    case DType::f64: return acc / world;
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: return static_cast<float>(acc) / static_cast<float>(world);
-    default: return std::trunc(acc / world);
-  }
-}
 
 namespace {
 
@@ -98,11 +31,7 @@ struct Runner {
   int rank = pg.rank();
   int n = pg.size();
 
-  std::vector<int> all_ranks() const {
-    std::vector<int> v(n);
-    std::iota(v.begin(), v.end(), 0);
-    return v;
-  }
+
 
   // Writes f(i) for i < count at element `offset` of buf: one period is
   // computed, the rest copied.
@@ -126,9 +55,8 @@ struct Runner {
   }
   void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c,
                       bool narrow, std::size_t first = 0) {
-    const auto ranks = all_ranks();
     pattern(t, buf.data(), count, 0,
-            [&](std::size_t i) { return reference(t, op, n, c, first + i, narrow, ranks); });
+            [&](std::size_t i) { return perf::reduced_value(t, op, n, c, first + i, narrow); });
   }
 
   bool expect(const char* what, DType t, const void* got, const void* want, std::size_t count) {
@@ -138,7 +66,7 @@ struct Runner {
       if (std::memcmp(static_cast<const std::uint8_t*>(got) + i * es,
                       static_cast<const std::uint8_t*>(want) + i * es, es) != 0) {
         err << fmt::format("FAIL rank {} {} {} count {}: element {} is {} but must be {}\n", rank,
-                           what, dtype_name(t), count, i, get(t, got, i), get(t, want, i));
+                           what, dtype_name(t), count, i, load_element(t, got, i), load_element(t, want, i));
         break;
       }
     }

@@ -1,6 +1,7 @@
 // The collective matrix: every collective, every dtype, the given sizes, in
 // place and out of place, each output checked element by element against a
-// reference computed locally from what every rank's input must have been.
+// reference computed locally from what every rank's input must have been
+// (the same input and reference values as mci-perf's checks, src/perf/check).
 #pragma once
 
 #include <cstddef>
@@ -23,14 +24,5 @@ struct MatrixConfig {
 // Runs the matrix on this rank; writes one line per failure to `err` and
 // returns the number of failures (all ranks run the same sequence).
 int run_matrix(ProcessGroup& pg, const MatrixConfig& cfg, std::ostream& err);
-
-// The value rank r contributes at index i of collective number c, already
-// rounded to dtype t (so u8 sees -2 as 254). `narrow` keeps products exact.
-double input_value(DType t, int r, int c, std::size_t i, bool narrow);
-void put(DType t, void* base, std::size_t i, double v);
-double get(DType t, const void* base, std::size_t i);
-// The reference reduction of the inputs of every rank at index i.
-double reference(DType t, ReduceOp op, int world, int c, std::size_t i, bool narrow,
-                 const std::vector<int>& ranks);
 
 }  // namespace mci::test

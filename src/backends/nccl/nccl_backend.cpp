@@ -48,31 +48,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// Device scratch memory, grown on demand.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
-  void* get(std::size_t bytes) {
-    if (bytes > size_) {
-      if (p_) cudaFree(p_);
-      p_ = nullptr;
-      size_ = 0;
-      cuda::check(cudaMalloc(&p_, std::max<std::size_t>(bytes, 256)), "cudaMalloc (nccl scratch)");
-      size_ = bytes;
-    }
-    return p_;
-  }
-
- private:
-  void* p_ = nullptr;
-  std::size_t size_ = 0;
-};
-
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const BackendContext& ctx) : rank_(ctx.rank), size_(ctx.size) {
@@ -301,7 +276,7 @@ class NcclBackend final : public Backend {
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   std::optional<cuda::Event> done_;
-  DeviceBuffer scratch_;
+  cuda::DeviceBuffer scratch_;
 };
 
 }  // namespace
