@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mci/ddp.hpp"
+#include "mci/device_memory.hpp"
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
 #include "mci/process_group.hpp"

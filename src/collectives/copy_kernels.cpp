@@ -10,6 +10,7 @@
 namespace mci::coll {
 
 void copy_to_shared(void* dst, const void* src, std::size_t n) {
+  if (n == 0) return;  // src may be null then (an empty vector's data())
 #if defined(__x86_64__)
   if (n >= kStreamingThreshold) {
     auto* d = static_cast<std::uint8_t*>(dst);

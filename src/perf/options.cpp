@@ -117,7 +117,7 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   // Values are taken as text and checked below, so every message names
   // the flag, the value and what is accepted.
   std::string collective, minb = "8", maxb = "32M", factor, stepb, iters = "20", warmup = "5", check = "1", op = "sum",
-                          dtype = "float", root = "0", blocking = "1", average = "3", backend = "cpu", transport, algo,
+                          dtype = "float", root = "0", blocking = "1", average = "3", backend = "cpu", transport, algo, device,
                           timeout = "300", ngpus = "1", nthreads = "1";
   Options o;
   app.add_option("collective", collective, "one of: " + collective_list())->type_name("COLLECTIVE");
@@ -144,6 +144,8 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
                  "3 max (default 3 = the slowest rank; names also work)")
       ->type_name("0-3");
   app.add_option("--backend", backend, "cpu (mci's engine), gloo or nccl (default cpu)")->type_name("NAME");
+  app.add_option("--device", device, "cpu or cuda: where the buffers live (default cpu; cuda with --backend nccl)")
+      ->type_name("cpu|cuda");
   app.add_option("--transport", transport, "auto, shm or tcp: exported as MCI_TRANSPORT (cpu backend)")
       ->type_name("NAME");
   app.add_option("--algo", algo, "force an algorithm: exported as MCI_ALGO (ring, rd, direct, tree, auto)")
@@ -229,6 +231,12 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   o.backend = lower(backend);
   if (o.backend != "cpu" && o.backend != "gloo" && o.backend != "nccl") {
     throw UsageError("--backend " + backend + ": use cpu, gloo or nccl");
+  }
+  const std::string dev = device.empty() ? (o.backend == "nccl" ? "cuda" : "cpu") : lower(device);
+  if (dev != "cpu" && dev != "cuda") throw UsageError("--device " + device + ": use cpu or cuda");
+  o.device_cuda = dev == "cuda";
+  if (o.device_cuda && o.backend == "gloo") {
+    throw UsageError("--device cuda: the gloo backend works on host memory; use --backend nccl or cpu");
   }
   if (!transport.empty()) {
     const std::string t = lower(transport);

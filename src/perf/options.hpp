@@ -36,6 +36,9 @@ struct Options {
   // The time of an iteration is the slowest rank's, as the job waits for it.
   Average average = Average::max;
   std::string backend = "cpu";
+  // Where the buffers live: the host, or GPU LOCAL_RANK (the default with
+  // --backend nccl); device timings come from CUDA events.
+  bool device_cuda = false;
   // Exported as MCI_TRANSPORT / MCI_ALGO before init when given; otherwise
   // whatever the environment says is reported.
   std::optional<std::string> transport;

@@ -62,31 +62,52 @@ Runner::Runner(ProcessGroup& pg, const Options& o)
       narrow_(o.op == ReduceOp::prod && uses_reduce_op(o.collective)),
       sizes_((check_fits_group(o, pg.size()), size_sweep(o.sweep))),
       a_(largest_buffer_bytes(o, pg.size())),
-      b_(a_.bytes) {}
+      b_(a_.bytes) {
+  if (o.device_cuda) {
+    // NCCL needs a GPU per rank; the cpu backend stages device buffers, so
+    // several of its ranks may share a GPU (one GPU, two ranks).
+    const int gpus = std::max(visible_gpu_count(), 1);
+    device_ = Device::cuda(o.backend == "nccl" ? pg.local_rank() : pg.local_rank() % gpus);
+    da_ = std::make_unique<DeviceMemory>(device_, a_.bytes);
+    db_ = std::make_unique<DeviceMemory>(device_, b_.bytes);
+  }
+}
 
 Runner::~Runner() = default;
 
 Runner::Views Runner::views(const Layout& l, bool in_place) const {
+  if (da_) {
+    return views_on(l, in_place, static_cast<std::uint8_t*>(da_->data()), static_cast<std::uint8_t*>(db_->data()),
+                    device_);
+  }
+  return host_views(l, in_place);
+}
+
+Runner::Views Runner::host_views(const Layout& l, bool in_place) const {
+  return views_on(l, in_place, a_.get(), b_.get(), Device::cpu());
+}
+
+Runner::Views Runner::views_on(const Layout& l, bool in_place, std::uint8_t* a, std::uint8_t* b, Device d) const {
   const DType t = o_.dtype;
   Views v;
   if (!in_place) {
-    v.in = BufferView{a_.get(), l.in_count, t};
-    v.out = BufferView{b_.get(), l.out_count, t};
+    v.in = BufferView{a, l.in_count, t, d};
+    v.out = BufferView{b, l.out_count, t, d};
     return v;
   }
-  std::uint8_t* own_block = b_.get() + static_cast<std::size_t>(rank_) * l.block_count * es_;
+  std::uint8_t* own_block = b + static_cast<std::size_t>(rank_) * l.block_count * es_;
   switch (o_.collective) {
     case Collective::all_gather:
     case Collective::gather:
-      v.in = BufferView{own_block, l.in_count, t};
-      v.out = BufferView{b_.get(), l.out_count, t};
+      v.in = BufferView{own_block, l.in_count, t, d};
+      v.out = BufferView{b, l.out_count, t, d};
       break;
     case Collective::scatter:
     case Collective::reduce_scatter:
-      v.in = BufferView{b_.get(), l.in_count, t};
-      v.out = BufferView{own_block, l.out_count, t};
+      v.in = BufferView{b, l.in_count, t, d};
+      v.out = BufferView{own_block, l.out_count, t, d};
       break;
-    default: v.in = v.out = BufferView{b_.get(), l.in_count, t}; break;
+    default: v.in = v.out = BufferView{b, l.in_count, t, d}; break;
   }
   return v;
 }
@@ -132,7 +153,9 @@ double Runner::time_batch(const Views& v) {
   drain();
   // Start together, so no rank's clock includes waiting for a late peer.
   pg_.barrier();
-  const double ms = time_ms(pg_, Device::cpu(), [&] {
+  // CUDA events on the group's stream for device memory (NCCL returns
+  // before the GPU is done), a steady clock for host memory.
+  const double ms = time_ms(pg_, device_, [&] {
     for (int i = 0; i < o_.iters; ++i) issue(v, e, pending);
     drain();
   });
@@ -232,6 +255,7 @@ std::uint64_t Runner::verify(const Layout& l, const Views& v, int round) const {
 
 std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
   const Views v = views(l, in_place);
+  const Views h = host_views(l, in_place);
   const Exec e = o_.blocking ? Exec::blocking : Exec::async;
   std::uint64_t wrong = 0;
   std::vector<Work> pending;
@@ -239,11 +263,16 @@ std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
     // Each round has its own data, so a stale output from an earlier
     // iteration cannot pass.
     const int round = round_base + k;
-    prepare(l, v, round);
+    prepare(l, h, round);
+    if (da_) {  // device runs: the host mirrors go over and come back
+      da_->copy_from_host(a_.get(), a_.bytes);
+      db_->copy_from_host(b_.get(), b_.bytes);
+    }
     issue(v, e, pending);
     for (const Work& w : pending) w.wait();
     pending.clear();
-    wrong += verify(l, v, round);
+    if (da_) db_->copy_to_host(b_.get(), b_.bytes);
+    wrong += verify(l, h, round);
   }
   return wrong;
 }

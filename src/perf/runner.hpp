@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "mci/device_memory.hpp"
 #include "mci/process_group.hpp"
 #include "mci/work.hpp"
 #include "perf/layout.hpp"
@@ -48,7 +49,11 @@ class Runner {
     std::uint8_t* get() const { return static_cast<std::uint8_t*>(data.get()); }
   };
 
+  // The views the collectives run on (device memory with --device cuda),
+  // and the host views checks fill and read.
   Views views(const Layout& l, bool in_place) const;
+  Views host_views(const Layout& l, bool in_place) const;
+  Views views_on(const Layout& l, bool in_place, std::uint8_t* a, std::uint8_t* b, Device d) const;
   void issue(const Views& v, Exec e, std::vector<Work>& pending);
   // Seconds per iteration on this rank.
   double time_batch(const Views& v);
@@ -69,6 +74,10 @@ class Runner {
   std::vector<std::size_t> sizes_;
   Buffer a_;  // out-of-place input
   Buffer b_;  // out-of-place output; the one buffer of in-place runs
+  // With --device cuda: the buffers the collectives use; a_ and b_ are then
+  // host mirrors for checks.
+  Device device_ = Device::cpu();
+  std::unique_ptr<DeviceMemory> da_, db_;
 };
 
 }  // namespace mci::perf

@@ -94,3 +94,33 @@ TEST(Gpu, DeviceCountMatchesCuda) {
 
 }  // namespace
 }  // namespace mci
+
+namespace mci {
+namespace {
+
+TEST(DeviceMemoryTest, HostMemoryRoundTripsAndDeviceMemoryNeedsAGpu) {
+  DeviceMemory host(Device::cpu(), 16);
+  const float in[4] = {1, 2, 3, 4};
+  float out[4] = {};
+  host.copy_from_host(in, sizeof in);
+  host.copy_to_host(out, sizeof out);
+  EXPECT_EQ(out[3], 4.0f);
+  EXPECT_THROW(host.copy_to_host(out, 32), ConfigError);
+  if (visible_gpu_count() == 0) {
+    try {
+      DeviceMemory d(Device::cuda(0), 16);
+      ADD_FAILURE() << "device memory without a GPU";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("sees 0 GPU(s)"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  DeviceMemory d(Device::cuda(0), 16);
+  d.copy_from_host(in, sizeof in);
+  std::fill(out, out + 4, 0.0f);
+  d.copy_to_host(out, sizeof out);
+  EXPECT_EQ(out[2], 3.0f);
+}
+
+}  // namespace
+}  // namespace mci
