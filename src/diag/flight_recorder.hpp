@@ -1,8 +1,8 @@
 // The flight recorder: a preallocated ring of this rank's last N operations
 // (what, how big, with whom, which state, when). The thread running an
 // operation writes its slot; the hang-report thread reads slots at any time.
-// Each slot is a seqlock of relaxed atomics: writing costs a few stores and
-// no lock, reading never blocks the writer.
+// Each slot is a seqlock of atomics: writing costs a few plain stores and no
+// lock, reading never blocks the writer.
 #pragma once
 
 #include <atomic>
