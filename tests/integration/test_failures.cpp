@@ -1,6 +1,7 @@
 // Bounded waits and failures: a rank that never arrives, a rank that dies
 // mid-collective, ranks that call different collectives.
 #include <dirent.h>
+#include <csignal>
 #include <gtest/gtest.h>
 
 #include "../support/job.hpp"
@@ -86,15 +87,21 @@ INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp"))
 TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDevShm) {
   const auto before = shm_segments();
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "peer-death"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", GetParam()}});
+    Job job(world, {"mci_test_worker", "peer-death"},
+            {{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", GetParam()}, {"MCI_TEST_SIGKILL", "1"}});
     job.wait(std::chrono::seconds(50));
-    EXPECT_EQ(job.status(world - 1).code, 9) << job.all_output();
+    EXPECT_EQ(job.status(world - 1).sig, SIGKILL) << job.all_output();
     for (int r = 0; r < world - 1; ++r) {
       const std::string out = job.output(r);
       EXPECT_EQ(job.status(r).code, 11) << job.all_output();
       EXPECT_FALSE(job.status(r).timed_out);
       // Naming the dead rank directly, or the rank that relayed its death.
       EXPECT_NE(out.find("rank " + std::to_string(world - 1)), std::string::npos) << out;
+      // Long before the 60 s timeout (the issue asks for 2 s; 5 s leaves
+      // room for a loaded CI machine).
+      const auto at = out.find("noticed_ms ");
+      ASSERT_NE(at, std::string::npos) << out;
+      EXPECT_LT(std::stol(out.substr(at + 11)), 5000) << out;
     }
   }
   EXPECT_EQ(shm_segments(), before);

@@ -116,7 +116,9 @@ int peer_death() {
   if (pg->rank() == pg->size() - 1) {
     auto w = pg->all_reduce(mci::view(v), mci::ReduceOp::sum, Exec::async);
     std::this_thread::sleep_for(20ms);
-    say("dying now");
+    say(fmt::format("dying now (pid {})", ::getpid()));
+    // SIGKILL, as `kill -9` from outside would: no destructor, no goodbye.
+    if (std::getenv("MCI_TEST_SIGKILL")) ::kill(::getpid(), SIGKILL);
     std::_Exit(9);
   }
   const auto t0 = std::chrono::steady_clock::now();
