@@ -2,6 +2,10 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace mci::coll {
 
 void reduce_to_generic(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op);
@@ -13,11 +17,25 @@ namespace {
 
 using Kernel = void (*)(void*, const void*, const void*, std::size_t, DType, ReduceOp);
 
+// F16C is asked of cpuid directly: clang (14) rejects "f16c" in
+// __builtin_cpu_supports, and the AVX2 check already covers OS support of
+// the YMM state both extensions need.
+bool has_avx2_f16c() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
 // Chosen once per process from what this CPU supports; read-only after.
 Kernel pick() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return reduce_to_avx2;
+  if (has_avx2_f16c()) return reduce_to_avx2;
 #endif
   return reduce_to_generic;
 }
@@ -56,11 +74,7 @@ void finish_avg(void* data, std::size_t count, DType t, int n) {
 
 // The kernel this process uses, for diagnostics and tests.
 const char* reduce_kernel_name() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return "avx2+f16c";
-#endif
-  return "generic";
+  return has_avx2_f16c() ? "avx2+f16c" : "generic";
 }
 
 }  // namespace mci::coll
