@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Every GPU check in one run, for a machine with an NVIDIA GPU: builds (reusing
-# build/ when present), runs the GPU tests, the lab's nccl branch with one
-# process (NCCL world 1), the cpu backend on device buffers with 2 ranks on
-# one GPU, and an mci-perf sweep with NCCL; everything goes to a log.
-# Finishes in a few minutes on one GPU. Usage: scripts/gpu-check.sh [log file]
+# the build folder when present), runs the GPU tests, the lab's nccl branch
+# with one process (NCCL world 1), the cpu backend on device buffers with 2
+# ranks on one GPU, and mci-perf sweeps with NCCL beside torch.distributed's
+# (when PyTorch is installed); everything goes to a log. A few minutes on one GPU.
+#
+# Usage: scripts/gpu-check.sh [--prebuilt] [log file]
+#   MCI_BUILD_DIR   build folder (default build)
+#   --prebuilt      use the binaries in MCI_BUILD_DIR as they are (built on
+#                   another machine: a GPU host without the build's packages);
+#                   libraries missing there are looked for in MCI_BUILD_DIR/lib,
+#                   the CUDA toolkit and Python's NVIDIA wheels.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+prebuilt=0
+if [ "${1:-}" = "--prebuilt" ]; then prebuilt=1; shift; fi
 log=${1:-gpu-check.log}
+build=${MCI_BUILD_DIR:-build}
 exec > >(tee "$log") 2>&1
 echo "== gpu-check $(date -u +%FT%TZ) on $(hostname)"
 command -v nvidia-smi >/dev/null && nvidia-smi -L
@@ -14,19 +24,48 @@ status=0
 step() { echo; echo "== $*"; }
 run() { echo "\$ $*"; "$@"; local rc=$?; [ $rc -eq 0 ] || { echo "FAILED (exit $rc): $*"; status=1; }; return 0; }
 
-step "build"
-if ! command -v ninja >/dev/null || ! dpkg -s libfmt-dev >/dev/null 2>&1; then scripts/deps.sh || true; fi
-cmake -S . -B build -G Ninja -DMCI_BUILD_TESTS=ON >/dev/null || { echo "configure failed"; exit 1; }
-grep -q "MCI_HAVE_NCCL:INTERNAL=ON\|nccl_backend" build/build.ninja || echo "note: NCCL was not found; set MCI_CUDA_ROOT"
-cmake --build build -j "$(nproc)" || { echo "build failed"; exit 1; }
+# Adds the folder holding $1 to LD_LIBRARY_PATH when the dynamic loader
+# cannot find it.
+find_lib() {
+  local lib=$1 d
+  ldd "$build/src/libmci.so.0" 2>/dev/null | grep -q "$lib => not found" || return 0
+  local roots="$build/lib /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu /opt"
+  roots+=" $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)"
+  for d in $roots; do
+    [ -d "$d" ] || continue
+    local hit
+    hit=$(find "$d" -maxdepth 5 -name "$lib" 2>/dev/null | head -1)
+    if [ -n "$hit" ]; then
+      export LD_LIBRARY_PATH="$(dirname "$hit")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "using $hit"
+      return 0
+    fi
+  done
+  echo "cannot find $lib"
+}
+
+if [ $prebuilt -eq 1 ]; then
+  step "prebuilt binaries in $build"
+  [ -x "$build/bin/test_gpu" ] || { echo "no $build/bin/test_gpu: build with -DMCI_BUILD_TESTS=ON first"; exit 1; }
+  export LD_LIBRARY_PATH="$PWD/$build/src:$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for lib in libnccl.so.2 libcudart.so.13 libcudart.so.12 libfmt.so.9 libcrypto.so.3; do find_lib "$lib"; done
+  if ldd "$build/src/libmci.so.0" | grep "not found"; then echo "libraries missing"; exit 1; fi
+else
+  step "build"
+  if ! command -v ninja >/dev/null || ! dpkg -s libfmt-dev >/dev/null 2>&1; then scripts/deps.sh || true; fi
+  cmake -S . -B "$build" -G Ninja -DMCI_BUILD_TESTS=ON >/dev/null || { echo "configure failed"; exit 1; }
+  grep -q "nccl_backend" "$build/build.ninja" || echo "note: NCCL was not found; set MCI_CUDA_ROOT"
+  cmake --build "$build" -j "$(nproc)" || { echo "build failed"; exit 1; }
+fi
+bin=$build/bin
 
 step "GPU tests"
-run timeout 300 build/bin/test_gpu
+run timeout 300 "$bin/test_gpu"
 
 step "labo, nccl branch, one process (NCCL world of 1)"
 # The lab needs two ranks, so with one it prints its RANK line with
 # backend=nccl and stops with 'Ce laboratoire attend WORLD_SIZE=2.' (exit 1).
-out=$(timeout 120 env MCI_BACKEND=nccl build/bin/mcirun --standalone --nproc_per_node=1 build/bin/labo 2>&1)
+out=$(timeout 120 env MCI_BACKEND=nccl "$bin/mcirun" --standalone --nproc_per_node=1 "$bin/labo" 2>&1)
 echo "$out"
 if echo "$out" | grep -q "backend=nccl" && echo "$out" | grep -q "Ce laboratoire attend WORLD_SIZE=2."; then
   echo "ok: the nccl branch initialised NCCL on GPU 0"
@@ -34,17 +73,29 @@ else
   echo "FAILED: expected backend=nccl and the WORLD_SIZE=2 message"; status=1
 fi
 
-step "cpu backend on device buffers, 2 ranks on one GPU"
-run timeout 300 build/bin/test_gpu --gtest_filter='*CpuBackendStages*'
+step "labo, cpu backend, 2 ranks (host path on this machine)"
+run timeout 120 env MCI_BACKEND=cpu "$bin/mcirun" --standalone --nproc_per_node=2 "$bin/labo"
 
-step "mci-perf, nccl, world of 1"
-if [ -x build/bin/mci-perf ]; then
-  run timeout 300 build/bin/mcirun --standalone --nproc_per_node=1 build/bin/mci-perf all_reduce --backend nccl \
-      -b 8 -e 256M -f 4 -n 20 -w 5 -c 1
-  run timeout 300 build/bin/mcirun --standalone --nproc_per_node=2 build/bin/mci-perf all_reduce --backend cpu \
-      --device cuda -b 8 -e 64M -f 8 -n 10 -w 2 -c 1
+step "mci-perf, nccl, world of 1: each call waited (-z 1), then back to back (-z 0)"
+if [ -x "$bin/mci-perf" ]; then
+  for z in 1 0; do
+    run timeout 300 "$bin/mcirun" --standalone --nproc_per_node=1 "$bin/mci-perf" all_reduce --backend nccl \
+        -b 8 -e 1G -f 4 -n 20 -w 5 -c 1 -z $z
+  done
+  step "mci-perf, cpu backend on device buffers, 2 ranks on one GPU"
+  run timeout 300 "$bin/mcirun" --standalone --nproc_per_node=2 "$bin/mci-perf" all_reduce --backend cpu \
+      --device cuda -b 8 -e 256M -f 8 -n 10 -w 2 -c 1
 else
   echo "mci-perf not built; skipped"
+fi
+
+step "torch.distributed beside it (same sizes and timing), when PyTorch is here"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  for z in 1 0; do
+    run timeout 300 env LD_LIBRARY_PATH= python3 bench/peers/torch_perf.py --backend nccl -b 8 -e 1G -f 4 -n 20 -w 5 -z $z
+  done
+else
+  echo "PyTorch with CUDA not found; skipped"
 fi
 
 step "result"

@@ -26,6 +26,9 @@ struct InitOptions {
   std::size_t flight_recorder_entries = 2048;
   // Groups with different names never share keys or connections.
   std::string group_name = "default";
+  // The GPU this rank uses with backend nccl (and for device buffers);
+  // -1: LOCAL_RANK, as one process per GPU wants.
+  int device = -1;
   // Use this store instead of the init method's (rank and world_size then
   // come from the fields above).
   std::shared_ptr<Store> store;

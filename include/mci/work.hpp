@@ -21,6 +21,14 @@ class Work {
   // PeerError, MismatchError, ...). Every operation is bounded by the group
   // timeout, so this never blocks forever.
   void wait() const;
+  // Device work (nccl): makes `cuda_stream` (a cudaStream_t; nullptr is the
+  // legacy default stream) wait for the operation on the GPU without
+  // blocking the host, as a CUDA stream wait on the operation's event. The
+  // host only waits until the operation is on the GPU's queue (an async call
+  // may still be queued on the progress thread). Host work and operations
+  // already finished return at once; an error already known is rethrown,
+  // one found later surfaces at wait() or the next call.
+  void wait_stream(void* cuda_stream) const;
   // Waits at most `limit`; true if the operation is done (success or not).
   bool wait_for(std::chrono::milliseconds limit) const;
   bool is_completed() const;

@@ -10,6 +10,7 @@
 
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
+#include "common/device_fence.hpp"
 #include "mci/store.hpp"
 
 namespace mci {
@@ -29,6 +30,12 @@ class Backend {
   // backends: until it is enqueued and, for blocking calls, finished).
   // Throws TimeoutError, PeerError, MismatchError.
   virtual void run(const coll::CollectiveDesc& d, const Deadline& dl) = 0;
+  // The same for an async operation: a device backend hands `enqueued` a
+  // fence as soon as the operation is on the device queue, before it waits
+  // for the device, so Work::wait_stream need not wait for the host.
+  virtual void run_async(const coll::CollectiveDesc& d, const Deadline& dl, const FenceSink& /*enqueued*/) {
+    run(d, dl);
+  }
   // Async point-to-point operations overlap each other (an isend and an
   // irecv to the same peer must not wait for one another). The front end
   // posts them, then calls progress_p2p() until p2p_done() says each is
@@ -63,6 +70,7 @@ struct BackendContext {
   int rank = 0;
   int size = 1;
   int local_rank = 0;
+  int device = -1;  // GPU for device backends; -1: local_rank
   std::shared_ptr<Store> store;  // already prefixed for this group
   std::string session;           // unique name of this group instance
   std::string listen_host;       // address peers reach this rank at

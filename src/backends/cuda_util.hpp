@@ -63,6 +63,7 @@ using DeviceBuffer = GrowingBuffer<alloc_device, cudaFree>;
 class Event {
  public:
   Event() { check(cudaEventCreate(&e_), "cudaEventCreate"); }
+  explicit Event(unsigned flags) { check(cudaEventCreateWithFlags(&e_, flags), "cudaEventCreateWithFlags"); }
   ~Event() { cudaEventDestroy(e_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;

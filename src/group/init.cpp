@@ -226,6 +226,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.rank = c.rank;
   ctx.size = c.world;
   ctx.local_rank = c.local_rank;
+  ctx.device = opts.device;
   ctx.store = store;
   ctx.session = session;
   ctx.listen_host = listen_host;

@@ -80,7 +80,13 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
                               d.fingerprint().describe(), rank, broken_));
     }
     try {
-      backend->run(d, Deadline(timeout));
+      if (shared) {
+        backend->run_async(d, Deadline(timeout), [&st](std::shared_ptr<const DeviceFence> f) {
+          st.publish_fence(std::move(f));
+        });
+      } else {
+        backend->run(d, Deadline(timeout));
+      }
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
       throw TimeoutError(std::string(err.what()) + "\n" +

@@ -21,6 +21,18 @@ void Work::wait() const {
   if (state_->error) std::rethrow_exception(state_->error);
 }
 
+void Work::wait_stream(void* cuda_stream) const {
+  std::shared_ptr<const DeviceFence> fence;
+  {
+    std::unique_lock lk(state_->mu);
+    state_->cv.wait(lk, [&] { return state_->done || state_->fence; });
+    if (state_->error) std::rethrow_exception(state_->error);
+    if (state_->done) return;  // finished on the device too: nothing to order
+    fence = state_->fence;
+  }
+  fence->order_stream(cuda_stream);
+}
+
 bool Work::wait_for(std::chrono::milliseconds limit) const {
   std::unique_lock lk(state_->mu);
   return state_->cv.wait_for(lk, limit, [&] { return state_->done; });

@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 
+#include "common/device_fence.hpp"
 #include "common/fingerprint.hpp"
 #include "mci/work.hpp"
 
@@ -19,12 +20,23 @@ struct Work::State {
   std::chrono::nanoseconds duration{0};
   std::uint64_t seq = 0;
   OpKind kind = OpKind::barrier;
+  // Set once a device backend has put the operation on the device queue.
+  std::shared_ptr<const DeviceFence> fence;
+
+  void publish_fence(std::shared_ptr<const DeviceFence> f) {
+    {
+      std::lock_guard lk(mu);
+      fence = std::move(f);
+    }
+    cv.notify_all();
+  }
 
   // Only for a state nobody else holds (see ProcessGroup::Impl::submit).
   void reset() {
     done = false;
     error = nullptr;
     duration = std::chrono::nanoseconds(0);
+    fence = nullptr;
   }
 
   // For a state no other thread can see yet (a blocking call's).

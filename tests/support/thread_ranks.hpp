@@ -19,7 +19,8 @@ namespace mci::test {
 inline std::vector<std::string> run_ranks(int world,
                                           const std::function<void(std::shared_ptr<ProcessGroup>)>& body,
                                           std::string backend = "cpu",
-                                          std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                          const std::function<void(InitOptions&)>& tweak = {}) {
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
   std::vector<std::string> errors(world);
   std::vector<std::thread> ts;
@@ -34,6 +35,7 @@ inline std::vector<std::string> run_ranks(int world,
         o.world_size = world;
         o.timeout = timeout;
         o.backend = backend;
+        if (tweak) tweak(o);
         body(init_process_group(o));
       } catch (const std::exception& e) {
         errors[r] = e.what();

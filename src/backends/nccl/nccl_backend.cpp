@@ -17,6 +17,7 @@
 #include "backends/cuda_util.hpp"
 #include "collectives/algorithms.hpp"
 #include "common/log.hpp"
+#include "common/socket.hpp"
 #include "mci/errors.hpp"
 
 namespace mci {
@@ -37,6 +38,39 @@ ncclDataType_t nccl_type(DType t) {
   return ncclFloat32;
 }
 
+// The device for this rank: InitOptions::device, else LOCAL_RANK.
+int pick_device(const BackendContext& ctx) {
+  const int count = cuda::device_count();
+  if (count == 0) {
+    throw ConfigError("backend 'nccl' needs a visible GPU, and this process sees none (check "
+                      "CUDA_VISIBLE_DEVICES and the NVIDIA driver); use backend 'cpu' or 'gloo' for "
+                      "host memory");
+  }
+  const int device = ctx.device >= 0 ? ctx.device : ctx.local_rank;
+  if (device >= count) {
+    throw ConfigError(fmt::format("backend 'nccl': rank {} would use GPU {} ({}) but this process sees {} "
+                                  "GPU(s); start one process per GPU (mcirun --nproc_per_node=gpu)",
+                                  ctx.rank, device, ctx.device >= 0 ? "InitOptions::device" : "LOCAL_RANK",
+                                  count));
+  }
+  return device;
+}
+
+// Names a GPU uniquely across the job: the host and the device's PCI address.
+std::string gpu_identity(int device) {
+  char bus[32] = {};
+  cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
+  return fmt::format("PCI {} on {}", bus, host_name());
+}
+
+// A CUDA event recorded after one operation.
+struct EventFence final : DeviceFence {
+  cuda::Event event{cudaEventDisableTiming};
+  void order_stream(void* stream) const override {
+    cuda::check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), event.get(), 0), "cudaStreamWaitEvent");
+  }
+};
+
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return ncclSum;
@@ -51,22 +85,42 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const BackendContext& ctx) : rank_(ctx.rank), size_(ctx.size) {
-    const int count = cuda::device_count();
-    if (count == 0) {
-      throw ConfigError("backend 'nccl' needs a visible GPU, and this process sees none (check "
-                        "CUDA_VISIBLE_DEVICES and the NVIDIA driver); use backend 'cpu' or 'gloo' for "
-                        "host memory");
+    const Deadline dl(ctx.timeout);
+    // Every rank says whether it has its GPU before anyone enters NCCL, so a
+    // rank that cannot join stops the others at once instead of leaving them
+    // in ncclCommInitRank until the timeout, and two ranks on one GPU get
+    // mci's message rather than NCCL's.
+    std::string mine;
+    try {
+      device_ = pick_device(ctx);
+      mine = "ok " + gpu_identity(device_);
+    } catch (const ConfigError& e) {
+      mine = std::string("error: ") + e.what();
     }
-    device_ = ctx.local_rank;
-    if (device_ < 0 || device_ >= count) {
-      throw ConfigError(fmt::format("backend 'nccl': LOCAL_RANK={} but this process sees {} GPU(s); start "
-                                    "one process per GPU (mcirun --nproc_per_node=gpu)",
-                                    device_, count));
+    ctx.store->set(fmt::format("nccl/gpu/{}", rank_), to_bytes(mine));
+    if (mine.rfind("error: ", 0) == 0) throw ConfigError(mine.substr(7));
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const std::string theirs =
+          to_string(ctx.store->get(fmt::format("nccl/gpu/{}", r), std::chrono::milliseconds(std::max(dl.poll_ms(), 1))));
+      if (theirs.rfind("error: ", 0) == 0) {
+        throw ConfigError(fmt::format("rank {} could not join the nccl group, so rank {} stops too: {}", r, rank_,
+                                      theirs.substr(7)));
+      }
+      if (theirs == mine) {
+        throw ConfigError(fmt::format(
+            "ranks {} and {} both use GPU {} ({}) : NCCL needs one GPU per rank. Start one process per GPU "
+            "(mcirun --nproc_per_node=gpu sets LOCAL_RANK), set InitOptions::device, or use backend 'cpu' "
+            "to share one GPU between ranks",
+            std::min(r, rank_), std::max(r, rank_), device_, mine.substr(3)));
+      }
     }
     cuda::check(cudaSetDevice(device_), "cudaSetDevice");
-    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    done_.emplace();  // events belong to the current device: create it after cudaSetDevice
-    const Deadline dl(ctx.timeout);
+    // A blocking stream: NCCL work is ordered after what the caller queued on
+    // the legacy default stream (its kernels and copies that filled the
+    // buffers), and later default-stream work after it.
+    cuda::check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    done_.emplace(cudaEventDisableTiming);  // events belong to the current device
     ncclUniqueId id{};
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -103,12 +157,19 @@ class NcclBackend final : public Backend {
     d.algo = Algo::none;
   }
 
-  void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
+  void run(const coll::CollectiveDesc& d, const Deadline& dl) override { run_async(d, dl, nullptr); }
+
+  void run_async(const coll::CollectiveDesc& d, const Deadline& dl, const FenceSink& enqueued) override {
     cuda::check(cudaSetDevice(device_), "cudaSetDevice");
     enqueue(d);
     settle(dl, "enqueueing", &d);
-    cuda::check(cudaEventRecord(done_->get(), stream_), "cudaEventRecord");
-    wait_event(d, dl);
+    // Each operation gets its own event when someone may order a stream
+    // after it (the event must outlive the next operation's record).
+    std::shared_ptr<EventFence> fence = enqueued ? std::make_shared<EventFence>() : nullptr;
+    const cudaEvent_t done = fence ? fence->event.get() : done_->get();
+    cuda::check(cudaEventRecord(done, stream_), "cudaEventRecord");
+    if (enqueued) enqueued(fence);
+    wait_event(done, d, dl);
   }
 
   void abort(const std::string& reason) noexcept override {
@@ -157,9 +218,9 @@ class NcclBackend final : public Backend {
     }
   }
 
-  void wait_event(const coll::CollectiveDesc& d, const Deadline& dl) {
+  void wait_event(cudaEvent_t done, const coll::CollectiveDesc& d, const Deadline& dl) {
     for (int spins = 0;; ++spins) {
-      const cudaError_t q = cudaEventQuery(done_->get());
+      const cudaError_t q = cudaEventQuery(done);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) cuda::check(q, "waiting for the NCCL operation");
       ncclResult_t st = ncclSuccess;

@@ -1,8 +1,10 @@
 // GPU checks: they skip with a reason where no GPU is visible, so CI stays
 // green on machines without one; scripts/gpu-check.sh runs them where one is.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "../../support/thread_ranks.hpp"
@@ -84,6 +86,133 @@ TEST(Gpu, CpuBackendStagesDeviceBuffersForSeveralRanksOnOneGpu) {
     EXPECT_GE(ms, 0.0);
   });
   for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// n elements of dtype t holding small integers (exact in every dtype).
+std::vector<std::uint8_t> small_integers(DType t, std::size_t n) {
+  std::vector<std::uint8_t> b(n * dtype_size(t));
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<int>(i % 61);
+    void* at = b.data() + i * dtype_size(t);
+    auto put = [&](auto x) { std::memcpy(at, &x, sizeof x); };
+    switch (t) {
+      case DType::f32: put(static_cast<float>(v)); break;
+      case DType::f64: put(static_cast<double>(v)); break;
+      case DType::f16: put(to_half(static_cast<float>(v))); break;
+      case DType::bf16: put(to_bfloat16(static_cast<float>(v))); break;
+      case DType::i8: put(static_cast<std::int8_t>(v)); break;
+      case DType::u8: put(static_cast<std::uint8_t>(v)); break;
+      case DType::i32: put(static_cast<std::int32_t>(v)); break;
+      case DType::i64: put(static_cast<std::int64_t>(v)); break;
+    }
+  }
+  return b;
+}
+
+TEST(Gpu, NcclEveryDtypeAndOpOutOfPlace) {
+  SKIP_WITHOUT_GPU();
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  auto errors = test::run_ranks(
+      1,
+      [](std::shared_ptr<ProcessGroup> pg) {
+        for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32,
+                        DType::i64}) {
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+            const std::size_t n = 1001;
+            const auto h = small_integers(t, n);
+            DeviceArray<std::uint8_t> in(h), out(std::vector<std::uint8_t>(h.size(), 0xEE));
+            pg->all_reduce(BufferView{in.p, n, t, Device::cuda(0)}, BufferView{out.p, n, t, Device::cuda(0)}, op);
+            EXPECT_EQ(out.host(), h) << dtype_name(t) << " " << reduce_op_name(op);
+            EXPECT_EQ(in.host(), h) << "input changed: " << dtype_name(t);
+          }
+        }
+      },
+      "nccl");
+  EXPECT_EQ(errors[0], "");
+}
+
+// The group's stream is ordered after the legacy default stream: a buffer
+// filled there by an asynchronous memset is reduced as filled.
+TEST(Gpu, NcclIsOrderedAfterTheDefaultStream) {
+  SKIP_WITHOUT_GPU();
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  auto errors = test::run_ranks(
+      1,
+      [](std::shared_ptr<ProcessGroup> pg) {
+        const std::size_t n = std::size_t{64} << 20;  // 256 MiB: the memset takes a while
+        DeviceArray<float> a(std::vector<float>(n, 1.0f)), b(std::vector<float>(n, 2.0f));
+        ASSERT_EQ(cudaMemsetAsync(a.p, 0, n * sizeof(float), nullptr), cudaSuccess);
+        pg->all_reduce(a.view(), b.view());
+        const auto got = b.host();
+        std::size_t wrong = 0;
+        for (float x : got) wrong += x != 0.0f;
+        EXPECT_EQ(wrong, 0u) << "NCCL read the buffer before the memset on the default stream ended";
+      },
+      "nccl");
+  EXPECT_EQ(errors[0], "");
+}
+
+// Work::wait_stream orders a user's non-blocking stream after an async
+// collective without the host waiting for the GPU.
+TEST(Gpu, NcclAsyncWorkOrdersAUserStream) {
+  SKIP_WITHOUT_GPU();
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  auto errors = test::run_ranks(
+      1,
+      [](std::shared_ptr<ProcessGroup> pg) {
+        const std::size_t n = std::size_t{64} << 20;
+        std::vector<float> h(n);
+        for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>(i % 1000);
+        DeviceArray<float> a(h), b(std::vector<float>(n, -1.0f));
+        cudaStream_t user{};
+        ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+        float* pinned = nullptr;
+        ASSERT_EQ(cudaMallocHost(&pinned, n * sizeof(float)), cudaSuccess);
+        for (int round = 0; round < 3; ++round) {
+          Work w = pg->all_reduce(a.view(), b.view(), ReduceOp::sum, Exec::async);
+          w.wait_stream(user);
+          ASSERT_EQ(cudaMemcpyAsync(pinned, b.p, n * sizeof(float), cudaMemcpyDeviceToHost, user), cudaSuccess);
+          ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
+          EXPECT_EQ(std::memcmp(pinned, h.data(), n * sizeof(float)), 0) << "round " << round;
+          w.wait();
+          EXPECT_TRUE(w.is_success());
+          ASSERT_EQ(cudaMemset(b.p, 0xFF, n * sizeof(float)), cudaSuccess);
+        }
+        // A finished operation and host work return at once.
+        Work done = pg->barrier();
+        done.wait_stream(user);
+        cudaFreeHost(pinned);
+        cudaStreamDestroy(user);
+      },
+      "nccl");
+  EXPECT_EQ(errors[0], "");
+}
+
+TEST(Gpu, NcclTwoRanksOnOneGpuAreRefusedWithAClearMessage) {
+  SKIP_WITHOUT_GPU();
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  // Both ranks take GPU 0 (InitOptions::device).
+  auto errors = test::run_ranks(
+      2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(20),
+      [](InitOptions& o) { o.device = 0; });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("ranks 0 and 1 both use GPU 0"), std::string::npos) << e;
+    EXPECT_NE(e.find("backend 'cpu'"), std::string::npos) << e;
+  }
+}
+
+TEST(Gpu, NcclRankWithoutItsGpuStopsTheOthersAtOnce) {
+  SKIP_WITHOUT_GPU();
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  const int missing = visible_gpu_count();  // one past the last GPU
+  auto errors = test::run_ranks(
+      2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(60),
+      [missing](InitOptions& o) { o.device = o.rank == 1 ? missing : 0; });
+  EXPECT_NE(errors[1].find(fmt::format("would use GPU {} (InitOptions::device)", missing)), std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[0].find("rank 1 could not join the nccl group"), std::string::npos) << errors[0];
+  // Not by the group timeout: rank 0 never entered NCCL.
+  EXPECT_EQ(errors[0].find("Timed out"), std::string::npos) << errors[0];
 }
 
 TEST(Gpu, DeviceCountMatchesCuda) {
