@@ -13,6 +13,7 @@
 
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
+#include "perf/host_ops.hpp"
 #include "perf/options.hpp"
 #include "perf/report.hpp"
 #include "perf/runner.hpp"
@@ -48,22 +49,25 @@ std::string now_text() {
 }
 
 // Every rank's pid and host, gathered in rank order for the banner.
-std::vector<RankInfo> gather_ranks(ProcessGroup& pg) {
+std::vector<RankInfo> gather_ranks(ProcessGroup& pg, Device where) {
   constexpr std::size_t kRecord = 128;
   std::array<char, 64> host{};
   ::gethostname(host.data(), host.size() - 1);
   std::vector<std::uint8_t> mine(kRecord, 0), all(kRecord * static_cast<std::size_t>(pg.size()), 0);
-  const std::string text = std::to_string(static_cast<long>(::getpid())) + " " + host.data();
+  const std::string device = where.is_cuda() ? "cuda:" + std::to_string(where.index) : "cpu";
+  const std::string text = std::to_string(static_cast<long>(::getpid())) + " " + device + " " + host.data();
   std::memcpy(mine.data(), text.data(), std::min(text.size(), kRecord - 1));
-  pg.all_gather(view(mine), view(all));
+  host_all_gather(pg, view(mine), view(all));
   std::vector<RankInfo> out;
   for (int r = 0; r < pg.size(); ++r) {
     const std::string rec(reinterpret_cast<const char*>(all.data() + r * kRecord));
     RankInfo info;
     info.rank = r;
     const auto space = rec.find(' ');
+    const auto second = space == std::string::npos ? space : rec.find(' ', space + 1);
     info.pid = std::strtol(rec.c_str(), nullptr, 10);
-    info.host = space == std::string::npos ? "?" : rec.substr(space + 1);
+    info.device = second == std::string::npos ? "?" : rec.substr(space + 1, second - space - 1);
+    info.host = second == std::string::npos ? "?" : rec.substr(second + 1);
     out.push_back(info);
   }
   return out;
@@ -88,7 +92,7 @@ Outputs open_outputs(ProcessGroup& pg, const Options& o) {
     open(f.csv, o.csv_path, "--csv");
   }
   std::int32_t failed = f.error.empty() ? 0 : 1;
-  pg.all_reduce(BufferView{&failed, 1, DType::i32}, ReduceOp::max);
+  host_all_reduce(pg, BufferView{&failed, 1, DType::i32}, ReduceOp::max);
   if (failed && f.error.empty()) f.error = "rank 0 could not open its output files";
   return f;
 }
@@ -115,7 +119,6 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
   if (printer && o.transport && o.backend != "cpu") {
     err << "mci-perf: note: --transport applies to the cpu backend; " << o.backend << " uses its own transport\n";
   }
-  info.devices = gather_ranks(*pg);
 
   // The options are checked against the group on every rank with the same
   // outcome, so all ranks stop together. Rank 0 prints first, then a
@@ -139,6 +142,7 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
 
+  info.devices = gather_ranks(*pg, runner->device());
   if (printer) out << banner(info) << table_header(info) << std::flush;
   std::vector<Row> rows;
   for (std::size_t i = 0; i < runner->sizes().size(); ++i) {

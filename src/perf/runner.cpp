@@ -8,6 +8,7 @@
 
 #include "mci/timing.hpp"
 #include "perf/check.hpp"
+#include "perf/host_ops.hpp"
 #include "perf/usage_error.hpp"
 
 namespace mci::perf {
@@ -280,10 +281,10 @@ std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
 void Runner::combine_times(std::vector<double>& values) {
   BufferView view{values.data(), values.size(), DType::f64};
   switch (o_.average) {
-    case Average::rank0: pg_.broadcast(view, 0); break;
-    case Average::mean: pg_.all_reduce(view, ReduceOp::avg); break;
-    case Average::min: pg_.all_reduce(view, ReduceOp::min); break;
-    case Average::max: pg_.all_reduce(view, ReduceOp::max); break;
+    case Average::rank0: host_broadcast(pg_, view, 0); break;
+    case Average::mean: host_all_reduce(pg_, view, ReduceOp::avg); break;
+    case Average::min: host_all_reduce(pg_, view, ReduceOp::min); break;
+    case Average::max: host_all_reduce(pg_, view, ReduceOp::max); break;
   }
 }
 
@@ -308,7 +309,7 @@ Row Runner::run(std::size_t index) {
   if (o_.barrier_ref) times[2] = time_barriers();
 
   combine_times(times);
-  pg_.all_reduce(BufferView{wrong.data(), wrong.size(), DType::i64}, ReduceOp::sum);
+  host_all_reduce(pg_, BufferView{wrong.data(), wrong.size(), DType::i64}, ReduceOp::sum);
 
   auto cell = [&](int k) {
     Cell c;

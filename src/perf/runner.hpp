@@ -32,6 +32,8 @@ class Runner {
   Runner& operator=(const Runner&) = delete;
 
   const std::vector<std::size_t>& sizes() const { return sizes_; }
+  // Where the buffers live (cpu, or cuda:N with --device cuda).
+  Device device() const { return device_; }
   // Measures size number `index` of sizes(): a collective call on every rank.
   Row run(std::size_t index);
 

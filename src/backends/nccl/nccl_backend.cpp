@@ -148,7 +148,7 @@ class NcclBackend final : public Backend {
   void* cuda_stream() const override { return stream_; }
 
   void prepare(coll::CollectiveDesc& d) override {
-    if (!d.device.is_cuda()) {
+    if (!d.device.is_cuda() && d.kind != OpKind::barrier) {
       throw ConfigError(fmt::format("the nccl backend works on GPU memory, and this {} buffer is on the "
                                     "host; pass a cuda device buffer, or use backend 'cpu' or 'gloo' for "
                                     "host memory",

@@ -1,0 +1,14 @@
+// The few host-memory collectives mci-perf needs for its own bookkeeping (the
+// banner, times across ranks, error counts). The nccl backend works on
+// device memory only, so with it they go through a device bounce buffer.
+#pragma once
+
+#include "mci/process_group.hpp"
+
+namespace mci::perf {
+
+void host_all_reduce(ProcessGroup& pg, BufferView host, ReduceOp op);
+void host_all_gather(ProcessGroup& pg, BufferView in, BufferView out);
+void host_broadcast(ProcessGroup& pg, BufferView host, int root);
+
+}  // namespace mci::perf
