@@ -1,5 +1,7 @@
 #include "collectives/copy_kernels.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
@@ -38,6 +40,34 @@ void copy_to_shared(void* dst, const void* src, std::size_t n) {
   }
 #endif
   std::memcpy(dst, src, n);
+}
+
+void SharedCopier::timed_plain(void* dst, const void* src, std::size_t n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::memcpy(dst, src, n);
+  const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const double rate = static_cast<double>(n) / std::max(ns, 1.0);
+  // Memory of about ten copies: one copy slowed by a page fault (first
+  // touch of the segment) or by preemption must not flip the choice, while a
+  // host that turned slow (its state flips within seconds) does within ten.
+  // The first copies into each of the segment's buffers also take its page
+  // faults: they say nothing about the cache.
+  if (++samples_ <= kWarmupCopies) return;
+  plain_rate_ = samples_ == kWarmupCopies + 1 ? rate : 0.9 * plain_rate_ + 0.1 * rate;
+  streaming_ = plain_rate_ < slow_rate_;
+}
+
+void SharedCopier::copy(void* dst, const void* src, std::size_t n) {
+  if (n < kStreamingThreshold) {
+    if (n) std::memcpy(dst, src, n);
+    return;
+  }
+  if (!streaming_ || ++since_probe_ >= kProbeEvery) {
+    since_probe_ = 0;
+    timed_plain(dst, src, n);
+    return;
+  }
+  copy_to_shared(dst, src, n);
 }
 
 }  // namespace mci::coll

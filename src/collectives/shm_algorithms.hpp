@@ -4,6 +4,7 @@
 #pragma once
 
 #include "collectives/algorithms.hpp"
+#include "collectives/copy_kernels.hpp"
 #include "transport/shm/shm_world.hpp"
 
 namespace mci::coll {
@@ -13,6 +14,7 @@ struct ShmCtx {
   const CollectiveDesc& d;
   const Deadline& dl;
   Scratch& scratch;
+  SharedCopier& copier;  // this rank's plain-or-streaming choice, kept across calls
 };
 
 void run_shm_collective(const ShmCtx& c);

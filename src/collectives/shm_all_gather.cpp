@@ -22,7 +22,7 @@ void shm_all_gather(const ShmCtx& c) {
   for (std::size_t k = 0; k < chunks.count(); ++k) {
     const std::size_t off = chunks.begin(k) * es, len = chunks.size(k) * es;
     shm_step(
-        c, fp, [&](std::uint64_t s) { copy_to_shared(w.staging(me, s), in + off, len); },
+        c, fp, [&](std::uint64_t s) { c.copier.copy(w.staging(me, s), in + off, len); },
         [&](std::uint64_t s) {
           if (!want || len == 0) return;
           for (int r = 0; r < n; ++r) {

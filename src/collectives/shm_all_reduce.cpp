@@ -56,7 +56,7 @@ void run(const ShmCtx& c, bool everyone_gets_result) {
     if (d.algo == Algo::shm_direct) {
       // Everyone needs everything: stage the whole chunk, reduce it all.
       shm_step(
-          c, fp, [&](std::uint64_t s) { copy_to_shared(posted(c, me, s, len * es), in + off * es, len * es); },
+          c, fp, [&](std::uint64_t s) { c.copier.copy(posted(c, me, s, len * es), in + off * es, len * es); },
           [&](std::uint64_t s) {
             if (!want) return;
             // The posted copy, not `in`: in place, `out` overwrites `in`.
@@ -75,14 +75,14 @@ void run(const ShmCtx& c, bool everyone_gets_result) {
         [&](std::uint64_t s) {
           for (int r = 0; r < n; ++r) {
             if (r == me) continue;
-            copy_to_shared(w.staging(me, s) + slices.offset(r) * es, in + (off + slices.offset(r)) * es,
+            c.copier.copy(w.staging(me, s) + slices.offset(r) * es, in + (off + slices.offset(r)) * es,
                            slices.size(r) * es);
           }
         },
         [&](std::uint64_t s) {
           std::uint8_t* dst = want ? out + (off + mine_at) * es : scratch;
           reduce_slice(c, in + (off + mine_at) * es, [&](int r) { return w.staging(r, s); }, mine_at, mine, dst);
-          copy_to_shared(w.result(me, s), dst, mine * es);
+          c.copier.copy(w.result(me, s), dst, mine * es);
           w.post_reduced(s);
           if (!want) return;
           w.wait_reduced(s, fp, c.dl);

@@ -25,7 +25,7 @@ void shm_all_to_all(const ShmCtx& c) {
         c, fp,
         [&](std::uint64_t s) {
           for (int b = 0; b < n; ++b) {
-            copy_to_shared(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
+            c.copier.copy(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
                            in + block * static_cast<std::size_t>(b) + off, len);
           }
         },

@@ -22,7 +22,7 @@ void shm_broadcast(const ShmCtx& c) {
     shm_step(
         c, fp,
         [&](std::uint64_t s) {
-          if (me == d.root) copy_to_shared(w.staging(me, s), in + off, len);
+          if (me == d.root) c.copier.copy(w.staging(me, s), in + off, len);
         },
         [&](std::uint64_t s) {
           if (me != d.root && len) std::memcpy(out + off, w.staging(d.root, s), len);

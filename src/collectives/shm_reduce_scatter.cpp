@@ -26,7 +26,7 @@ void shm_reduce_scatter(const ShmCtx& c) {
         c, fp,
         [&](std::uint64_t s) {
           for (int b = 0; b < n; ++b) {
-            copy_to_shared(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
+            c.copier.copy(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
                            in + block * static_cast<std::size_t>(b) + off, len * es);
           }
         },

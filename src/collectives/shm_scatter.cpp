@@ -24,7 +24,7 @@ void shm_scatter(const ShmCtx& c) {
         [&](std::uint64_t s) {
           if (me != d.root) return;
           for (int r = 0; r < n; ++r) {
-            if (r != me) copy_to_shared(w.staging(r, s), in + block * static_cast<std::size_t>(r) + off, len);
+            if (r != me) c.copier.copy(w.staging(r, s), in + block * static_cast<std::size_t>(r) + off, len);
           }
         },
         [&](std::uint64_t s) {

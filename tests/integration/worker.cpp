@@ -114,8 +114,11 @@ int peer_death() {
   std::vector<float> v(n, 1.0f);
   pg->barrier();
   if (pg->rank() == pg->size() - 1) {
+    // Dies right after handing its all_reduce to the progress thread: the
+    // operation (64 MiB by default, several ms of memory traffic at best)
+    // cannot have finished, so the others are inside it, waiting for this
+    // rank's data, whether it got to post some of it or not.
     auto w = pg->all_reduce(mci::view(v), mci::ReduceOp::sum, Exec::async);
-    std::this_thread::sleep_for(20ms);
     say(fmt::format("dying now (pid {})", ::getpid()));
     // SIGKILL, as `kill -9` from outside would: no destructor, no goodbye.
     if (std::getenv("MCI_TEST_SIGKILL")) ::kill(::getpid(), SIGKILL);

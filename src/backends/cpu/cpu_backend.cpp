@@ -45,6 +45,16 @@ class CpuBackend final : public Backend {
     if (buffer < 4096 || buffer > (1u << 30)) {
       throw ConfigError(fmt::format("MCI_SHM_BUFFER_BYTES={} is out of range: use 4096 .. 1 GiB", buffer));
     }
+    if (auto how = env_str("MCI_SHM_STREAMING")) {
+      // A rank's own choice: readers do not care how the bytes were written.
+      if (*how == "always") {
+        copier_ = coll::SharedCopier(1e300);
+      } else if (*how == "never") {
+        copier_ = coll::SharedCopier(0.0);
+      } else if (*how != "auto" && !how->empty()) {
+        throw ConfigError(fmt::format("MCI_SHM_STREAMING='{}': use auto, always or never", *how));
+      }
+    }
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
     transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host, ctx.session,
@@ -100,7 +110,7 @@ class CpuBackend final : public Backend {
       // One host: the monotonic clock is shared, no extra clock read.
       began_ns_ = entered_ns_;
       shm_->begin_op(began_ns_);
-      coll::run_shm_collective(coll::ShmCtx{*shm_, d, dl, scratch_});
+      coll::run_shm_collective(coll::ShmCtx{*shm_, d, dl, scratch_, copier_});
       return;
     }
     began_ns_ = wall_ns();  // hosts share only the wall clock
@@ -158,6 +168,7 @@ class CpuBackend final : public Backend {
   DeviceStaging staging_;
   bool on_shm_ = false;
   coll::Scratch scratch_;
+  coll::SharedCopier copier_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;
   std::uint64_t next_ticket_ = 0;
   std::int64_t began_ns_ = 0;
