@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/algo.hpp"
 #include "common/fingerprint.hpp"
@@ -18,9 +19,18 @@ inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;
 // reduces slice r of each chunk and the others copy the result.
 inline constexpr std::size_t kShmDirectBytes = 16 * 1024;
 
-// `shm`: every rank is on this host and shares a segment. A forced TCP
-// algorithm (ring, recursive_doubling, tree) takes that collective off
-// shared memory; a forced `direct` means shm_direct there.
-Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, bool shm = false);
+// Where the ranks are, as the transports found it.
+enum class Layout : std::uint8_t {
+  flat,          // TCP between every pair of ranks
+  one_host,      // every rank on this host, sharing a segment
+  hierarchical,  // several hosts, a segment on each host with several ranks
+};
+
+// one_host: a forced TCP algorithm (ring, recursive_doubling, tree) takes
+// that collective off shared memory; a forced `direct` means shm_direct
+// there. hierarchical: all-reduce goes through shared memory inside each host
+// and TCP between host leaders unless a TCP algorithm is forced; the other
+// collectives run over TCP.
+Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, Layout layout = Layout::flat);
 
 }  // namespace mci::coll

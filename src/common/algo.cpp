@@ -11,6 +11,7 @@ std::string_view algo_name(Algo a) noexcept {
     case Algo::tree: return "tree";
     case Algo::shm_direct: return "shm_direct";
     case Algo::shm: return "shm";
+    case Algo::hierarchical: return "hierarchical";
   }
   return "?";
 }
@@ -21,6 +22,7 @@ std::optional<Algo> parse_algo(std::string_view s) noexcept {
   if (s == "ring") return Algo::ring;
   if (s == "recursive_doubling" || s == "rd") return Algo::recursive_doubling;
   if (s == "tree") return Algo::tree;
+  if (s == "hierarchical" || s == "hier") return Algo::hierarchical;
   return std::nullopt;
 }
 

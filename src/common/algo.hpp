@@ -16,6 +16,7 @@ enum class Algo : std::uint8_t {
   tree,                // binomial tree
   shm_direct,          // shared memory: every rank reads every buffer
   shm,                 // shared memory: chunked, reduce-scatter by slices then gather
+  hierarchical,        // several hosts: shared memory inside each, TCP between their leaders
 };
 
 std::string_view algo_name(Algo a) noexcept;

@@ -11,11 +11,14 @@ struct Case {
   int world;
   std::string algo;
   std::string transport = "";
+  // Pretend hosts (MCI_HOST_ID of each rank, comma-separated): several
+  // hosts make all-reduce hierarchical.
+  std::string hosts = "";
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << "world " << c.world << " algo " << (c.algo.empty() ? "auto" : c.algo) << " transport "
-      << (c.transport.empty() ? "auto" : c.transport);
+      << (c.transport.empty() ? "auto" : c.transport) << (c.hosts.empty() ? "" : " hosts " + c.hosts);
 }
 
 class Matrix : public ::testing::TestWithParam<Case> {};
@@ -25,6 +28,10 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
   std::map<std::string, std::string> env;
   if (!c.algo.empty()) env["MCI_ALGO"] = c.algo;
   if (!c.transport.empty()) env["MCI_TRANSPORT"] = c.transport;
+  if (!c.hosts.empty()) {
+    env["MCI_TEST_HOSTS"] = c.hosts;
+    env["MCI_LOG_LEVEL"] = "info";
+  }
   const bool full = c.algo.empty() && c.world <= 4;
   Job job(c.world, {"mci_test_worker", full ? "matrix" : "matrix-quick"}, env);
   job.wait(std::chrono::seconds(240));
@@ -33,6 +40,10 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
     EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig
                                            << "\n" << job.all_output();
     EXPECT_NE(job.output(r).find("matrix done: 0 failures"), std::string::npos) << job.output(r);
+    // Several pretend hosts: all-reduce took the hierarchical path.
+    if (!c.hosts.empty() && c.algo.empty()) {
+      EXPECT_NE(job.output(r).find("all_reduce is hierarchical"), std::string::npos) << job.output(r);
+    }
   }
 }
 
@@ -45,11 +56,20 @@ INSTANTIATE_TEST_SUITE_P(Worlds, Matrix,
                                            Case{4, "", "tcp"}, Case{2, "ring"}, Case{3, "ring"},
                                            Case{4, "ring"}, Case{3, "recursive_doubling"},
                                            Case{4, "recursive_doubling"}, Case{3, "direct", "tcp"},
-                                           Case{4, "direct", "tcp"}, Case{3, "direct"}),
+                                           Case{4, "direct", "tcp"}, Case{3, "direct"},
+                                           // Hosts of 2+2, 1+2 and 2+3 ranks (interleaved), and
+                                           // a forced TCP algorithm across hosts.
+                                           Case{4, "", "", "a,a,b,b"}, Case{3, "", "", "a,b,b"},
+                                           Case{5, "", "", "a,b,a,b,b"}, Case{4, "ring", "", "a,b,a,b"}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) +
                                   (info.param.algo.empty() ? std::string("_auto") : "_" + info.param.algo) +
-                                  (info.param.transport.empty() ? std::string() : "_" + info.param.transport);
+                                  (info.param.transport.empty() ? std::string() : "_" + info.param.transport) +
+                                  (info.param.hosts.empty() ? std::string() : "_hosts_" + [&] {
+                                    std::string h = info.param.hosts;
+                                    std::erase(h, ',');
+                                    return h;
+                                  }());
                          });
 
 TEST(Async, CallsOverlapComputeAndCompleteInOrder) {

@@ -82,13 +82,20 @@ std::vector<std::string> shm_segments() {
 
 class PeerDeath : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp"));
+// "hosts": ranks pretend to be on two hosts, so all-reduce is hierarchical
+// (the dying rank shares its host with a leader).
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp", "hosts"));
 
 TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDevShm) {
   const auto before = shm_segments();
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "peer-death"},
-            {{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", GetParam()}, {"MCI_TEST_SIGKILL", "1"}});
+    std::map<std::string, std::string> env{{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TEST_SIGKILL", "1"}};
+    if (GetParam() == "hosts") {
+      env["MCI_TEST_HOSTS"] = world == 2 ? "a,a" : "a,b,b";
+    } else {
+      env["MCI_TRANSPORT"] = GetParam();
+    }
+    Job job(world, {"mci_test_worker", "peer-death"}, env);
     job.wait(std::chrono::seconds(50));
     EXPECT_EQ(job.status(world - 1).sig, SIGKILL) << job.all_output();
     for (int r = 0; r < world - 1; ++r) {

@@ -32,6 +32,18 @@ long long env_ll(const char* name, long long dflt) {
 }
 
 std::shared_ptr<mci::ProcessGroup> join() {
+  // MCI_TEST_HOSTS="a,a,b,b": rank r pretends to be on host number r's entry.
+  if (const char* hosts = std::getenv("MCI_TEST_HOSTS")) {
+    std::vector<std::string> ids;
+    std::string list = hosts;
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      ids.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    const auto rank = static_cast<std::size_t>(env_ll("RANK", 0));
+    if (rank < ids.size()) ::setenv("MCI_HOST_ID", ids[rank].c_str(), 1);
+  }
   mci::InitOptions o;
   o.backend = std::getenv("MCI_TEST_BACKEND") ? std::getenv("MCI_TEST_BACKEND") : "cpu";
   o.timeout = std::chrono::milliseconds(env_ll("MCI_TEST_TIMEOUT_MS", 60000));

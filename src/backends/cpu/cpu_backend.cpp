@@ -1,15 +1,18 @@
 // mci's own engine on host memory: shared-memory algorithms when every rank
 // is on this host, the TCP algorithm suite otherwise (and for point-to-point).
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "backends/backend.hpp"
 #include "backends/cpu/device_staging.hpp"
 #include "collectives/algorithms.hpp"
+#include "collectives/hierarchical.hpp"
 #include "collectives/select.hpp"
 #include "collectives/shm_algorithms.hpp"
 #include "common/env.hpp"
+#include "common/log.hpp"
 #include "mci/errors.hpp"
 #include "transport/shm/shm_connect.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -25,7 +28,7 @@ class CpuBackend final : public Backend {
       auto parsed = parse_algo(*a);
       if (!parsed) {
         throw ConfigError(fmt::format("MCI_ALGO='{}' is not an algorithm: use auto, ring, "
-                                      "recursive_doubling (rd), direct or tree",
+                                      "recursive_doubling (rd), direct, tree or hierarchical (hier)",
                                       *a));
       }
       forced_ = *parsed;
@@ -59,8 +62,16 @@ class CpuBackend final : public Backend {
     check_same_settings(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
     transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host, ctx.session,
                                              ctx.token, dl);
-    std::string why;
-    shm_ = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl, why);
+    auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
+    shm_ = std::move(setup.world);
+    leaders_ = std::move(setup.leaders);
+    if (setup.one_host && shm_) {
+      layout_ = coll::Layout::one_host;
+    } else if (!leaders_.empty()) {
+      layout_ = coll::Layout::hierarchical;
+      log::info("rank {}: {} hosts, this one with {} rank(s); all_reduce is hierarchical", ctx.rank,
+                leaders_.size(), setup.members.size());
+    }
   }
 
   const char* name() const override { return "cpu"; }
@@ -89,7 +100,7 @@ class CpuBackend final : public Backend {
   }
 
   void prepare(coll::CollectiveDesc& d) override {
-    d.algo = coll::select_algo(d.kind, d.bytes(), transport_->size(), forced_, shm_ != nullptr);
+    d.algo = coll::select_algo(d.kind, d.bytes(), transport_->size(), forced_, layout_);
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
@@ -106,6 +117,14 @@ class CpuBackend final : public Backend {
 
   void run_host(const coll::CollectiveDesc& d, const Deadline& dl) {
     on_shm_ = d.algo == Algo::shm || d.algo == Algo::shm_direct;
+    on_hier_ = d.algo == Algo::hierarchical;
+    if (on_hier_) {
+      began_ns_ = wall_ns();
+      transport_->begin_op(began_ns_);
+      if (shm_) shm_->begin_op(entered_ns_);
+      coll::hierarchical_all_reduce(coll::HierCtx{*transport_, shm_.get(), leaders_, d, dl, scratch_, copier_});
+      return;
+    }
     if (on_shm_) {
       // One host: the monotonic clock is shared, no extra clock read.
       began_ns_ = entered_ns_;
@@ -119,7 +138,9 @@ class CpuBackend final : public Backend {
   }
 
   std::optional<Lateness> last_arrival() const override {
-    if (transport_->size() == 1) return std::nullopt;
+    // Hierarchical: a rank sees arrivals on its host and, for leaders, the
+    // other leaders', on two clocks; not a whole picture, so none.
+    if (transport_->size() == 1 || on_hier_) return std::nullopt;
     if (on_shm_) {
       const auto [rank, ns] = shm_->latest_arrival();
       return Lateness{rank, ns - began_ns_};
@@ -166,7 +187,10 @@ class CpuBackend final : public Backend {
   std::unique_ptr<transport::TcpTransport> transport_;
   std::unique_ptr<transport::ShmWorld> shm_;
   DeviceStaging staging_;
+  coll::Layout layout_ = coll::Layout::flat;
+  std::vector<int> leaders_;  // hierarchical layout: the lowest rank of each host
   bool on_shm_ = false;
+  bool on_hier_ = false;
   coll::Scratch scratch_;
   coll::SharedCopier copier_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -14,74 +16,117 @@
 namespace mci::transport {
 
 std::string host_identity() {
+  if (const char* id = std::getenv("MCI_HOST_ID"); id && *id) return std::string("id:") + id;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string boot;
   std::getline(f, boot);
   return host_name() + "/" + boot;
 }
 
-std::unique_ptr<ShmWorld> connect_shm(Store& store, int rank, int size, ShmMode mode,
-                                      std::size_t buffer_bytes, const Deadline& dl, std::string& why) {
-  if (mode == ShmMode::off) {
-    why = "MCI_TRANSPORT=tcp";
+namespace {
+
+// Maps a segment for `members` (ranks of one host, ascending): the first
+// creates it, the others open it. Returns the error text instead of throwing,
+// so that every rank can still publish its verdict.
+std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<int>& members,
+                                      std::size_t buffer_bytes, std::chrono::milliseconds wait, std::string& error) {
+  const int me = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+  const int n = static_cast<int>(members.size());
+  const std::string key = fmt::format("shm/name/{}", members.front());
+  try {
+    if (me == 0) {
+      const auto nonce = auth::random_nonce();
+      const std::string name = fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1],
+                                           nonce[2], nonce[3]);
+      auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, buffer_bytes), me, n, members);
+      store.set(key, to_bytes(name));
+      return world;
+    }
+    const std::string name = to_string(store.get(key, wait));
+    return std::make_unique<ShmWorld>(ShmSegment::open(name, n, buffer_bytes), me, n, members);
+  } catch (const Error& e) {
+    error = e.what();
+    if (me == 0) store.set(key, to_bytes("/nonexistent"));
     return nullptr;
   }
+}
+
+}  // namespace
+
+ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t buffer_bytes, const Deadline& dl) {
+  ShmSetup out;
+  if (mode == ShmMode::off) {
+    out.why = "MCI_TRANSPORT=tcp";
+    return out;
+  }
   if (size < 2) {
-    why = "a group of one rank";
-    return nullptr;
+    out.why = "a group of one rank";
+    return out;
   }
   const auto wait = std::chrono::milliseconds(std::max(dl.poll_ms(), 1));
   const std::string me = host_identity();
   store.set(fmt::format("shm/host/{}", rank), to_bytes(me));
-  std::string others;
+  // Hosts in order of their lowest rank; every rank computes the same.
+  std::vector<std::string> host_of(static_cast<std::size_t>(size));
+  std::vector<std::string> hosts;
   for (int r = 0; r < size; ++r) {
-    if (to_string(store.get(fmt::format("shm/host/{}", r), wait)) != me) {
-      others += fmt::format("{}{}", others.empty() ? "" : ", ", r);
-    }
+    host_of[r] = to_string(store.get(fmt::format("shm/host/{}", r), wait));
+    if (std::find(hosts.begin(), hosts.end(), host_of[r]) == hosts.end()) hosts.push_back(host_of[r]);
   }
-  if (!others.empty()) {
-    why = fmt::format("ranks {} are on other hosts than rank {}", others, rank);
+  for (int r = 0; r < size; ++r) {
+    if (host_of[r] == me) out.members.push_back(r);
+  }
+  out.one_host = hosts.size() == 1;
+  if (!out.one_host) {
+    std::string others;
+    for (int r = 0; r < size; ++r) {
+      if (host_of[r] != me) others += fmt::format("{}{}", others.empty() ? "" : ", ", r);
+    }
+    out.why = fmt::format("ranks {} are on other hosts than rank {}", others, rank);
     if (mode == ShmMode::required) {
       throw ConfigError(fmt::format("MCI_TRANSPORT=shm needs every rank on one host, but {}; use "
                                     "MCI_TRANSPORT=auto or tcp",
-                                    why));
+                                    out.why));
     }
-    return nullptr;
+    if (hosts.size() == static_cast<std::size_t>(size)) {
+      out.why += " (one rank per host: nothing to share)";
+      out.members.clear();
+      return out;
+    }
   }
 
-  // Rank 0 creates the segment; everyone maps it and says whether it could;
-  // once all have answered, the name is removed.
-  std::unique_ptr<ShmWorld> world;
-  std::string mine = "ok";
-  try {
-    if (rank == 0) {
-      const auto nonce = auth::random_nonce();
-      const std::string name = fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1],
-                                           nonce[2], nonce[3]);
-      world = std::make_unique<ShmWorld>(ShmSegment::create(name, size, buffer_bytes), rank, size);
-      store.set("shm/name", to_bytes(name));
-    } else {
-      const std::string name = to_string(store.get("shm/name", wait));
-      world = std::make_unique<ShmWorld>(ShmSegment::open(name, size, buffer_bytes), rank, size);
-    }
-  } catch (const Error& e) {
-    mine = std::string("error: ") + e.what();
-    if (rank == 0) store.set("shm/name", to_bytes("/nonexistent"));
-  }
-  store.set(fmt::format("shm/mapped/{}", rank), to_bytes(mine));
+  // Each host's first rank creates its segment; everyone maps its own host's
+  // and says whether it could; once all have answered (on every host, so
+  // that all ranks agree on the layout), the names are removed.
+  std::string error;
+  if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, buffer_bytes, wait, error);
+  store.set(fmt::format("shm/mapped/{}", rank), to_bytes(error.empty() ? "ok" : "error: " + error));
   std::string failed;
   for (int r = 0; r < size; ++r) {
     const std::string v = to_string(store.get(fmt::format("shm/mapped/{}", r), wait));
     if (v != "ok") failed += fmt::format("{}rank {}: {}", failed.empty() ? "" : "; ", r, v.substr(7));
   }
-  if (world) world->unlink_name();
+  if (out.world) out.world->unlink_name();
   if (!failed.empty()) {
-    why = "shared memory could not be set up (" + failed + ")";
-    if (mode == ShmMode::required) throw ConfigError("MCI_TRANSPORT=shm: " + why);
-    log::warn("{}; using TCP", why);
-    return nullptr;
+    out.why = "shared memory could not be set up (" + failed + ")";
+    if (mode == ShmMode::required) throw ConfigError("MCI_TRANSPORT=shm: " + out.why);
+    log::warn("{}; using TCP", out.why);
+    out.world.reset();
+    out.members.clear();
+    out.one_host = false;
+    return out;
   }
-  return world;
+  if (!out.one_host) {
+    for (const auto& h : hosts) {
+      for (int r = 0; r < size; ++r) {
+        if (host_of[r] == h) {
+          out.leaders.push_back(r);
+          break;
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace mci::transport

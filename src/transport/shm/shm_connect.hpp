@@ -1,11 +1,14 @@
 // Setting up shared memory for a group: which ranks share this host
 // (hostname and boot id, as each rank publishes them in the store — not
-// LOCAL_WORLD_SIZE, which says nothing about containers or namespaces), and,
-// when all of them do, one segment that every rank maps.
+// LOCAL_WORLD_SIZE, which says nothing about containers or namespaces), and
+// one segment per host that the ranks of that host map: the whole group's
+// when every rank is on one host, else the host's own, for hierarchical
+// collectives (shared memory inside each host, TCP between host leaders).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/deadline.hpp"
 #include "mci/store.hpp"
@@ -15,12 +18,26 @@ namespace mci::transport {
 
 enum class ShmMode { automatic, required, off };
 
-// Returns nullptr when shared memory is off or not possible (then `why` says
-// why); throws ConfigError if it was required and is not possible.
-std::unique_ptr<ShmWorld> connect_shm(Store& store, int rank, int size, ShmMode mode,
-                                      std::size_t buffer_bytes, const Deadline& dl, std::string& why);
+struct ShmSetup {
+  // The ranks of this host that share a segment (nullptr: none, see `why`).
+  std::unique_ptr<ShmWorld> world;
+  // Group ranks in world order: world rank i is group rank members[i].
+  std::vector<int> members;
+  // Every rank of the group is in `world`.
+  bool one_host = false;
+  // Several hosts, and every rank agreed on the layout: the lowest rank of
+  // each host, ascending (each host's leader). Empty otherwise.
+  std::vector<int> leaders;
+  std::string why;  // why there is no world, or why not hierarchical
+};
 
-// This host's identity for same-host detection.
+// Every rank of the group calls it; all get the same verdict on one_host and
+// leaders. Throws ConfigError if shared memory was required (one host) and is
+// not possible.
+ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t buffer_bytes, const Deadline& dl);
+
+// This host's identity for same-host detection: hostname and boot id, or
+// MCI_HOST_ID when set (tests: several "hosts" on one machine).
 std::string host_identity();
 
 }  // namespace mci::transport

@@ -81,8 +81,12 @@ bool process_running(pid_t pid) {
 
 }  // namespace
 
-ShmWorld::ShmWorld(ShmSegment seg, int rank, int size)
-    : seg_(std::move(seg)), rank_(rank), size_(size), oversubscribed_(size > online_cpus()) {
+ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks)
+    : seg_(std::move(seg)),
+      rank_(rank),
+      size_(size),
+      oversubscribed_(size > online_cpus()),
+      group_ranks_(std::move(group_ranks)) {
   if (const char* v = std::getenv("MCI_SHM_SPIN_US")) spin_ns_ = std::atoll(v) * 1000;
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
@@ -97,7 +101,7 @@ std::pair<int, std::int64_t> ShmWorld::latest_arrival() const {
       who = r;
     }
   }
-  return {who, latest};
+  return {group_rank(who), latest};
 }
 
 std::atomic<std::uint64_t>& ShmWorld::flag_word(int r, Flag f) const {
@@ -141,8 +145,9 @@ void ShmWorld::check_peers(const Fingerprint& fp) const {
   const ShmHeader& h = seg_.header();
   if (h.aborted.load(std::memory_order_acquire) == 2) {
     const int by = h.aborted_by.load(std::memory_order_acquire);
-    throw PeerError(fmt::format("rank {} aborted the group: {}", by, std::string(h.reason, strnlen(h.reason, kShmReasonBytes))),
-                    by);
+    throw PeerError(fmt::format("rank {} aborted the group: {}", group_rank(by),
+                                std::string(h.reason, strnlen(h.reason, kShmReasonBytes))),
+                    group_rank(by));
   }
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
@@ -150,8 +155,8 @@ void ShmWorld::check_peers(const Fingerprint& fp) const {
     if (pid > 0 && !process_running(pid)) {
       throw PeerError(fmt::format("rank {} (pid {}) exited or crashed during {} on rank {}: check that "
                                   "rank's output for the cause",
-                                  r, pid, fp.describe(), rank_),
-                      r);
+                                  group_rank(r), pid, fp.describe(), group_rank(rank_)),
+                      group_rank(r));
     }
   }
 }
@@ -160,13 +165,13 @@ void ShmWorld::timeout(Flag f, std::uint64_t target, const Fingerprint& fp, cons
                        const char* what) const {
   std::string late;
   for (int r = 0; r < size_; ++r) {
-    if (flag(r, f) < target) late += fmt::format("{}{}", late.empty() ? "" : ", ", r);
+    if (flag(r, f) < target) late += fmt::format("{}{}", late.empty() ? "" : ", ", group_rank(r));
   }
   throw TimeoutError(fmt::format(
       "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({} in shared memory). The "
       "peer never entered this operation, is stuck elsewhere, or is much slower: raise the timeout "
       "only if it is a slow step, not a hang.",
-      dl.budget().count(), fp.describe(), rank_, late, what));
+      dl.budget().count(), fp.describe(), group_rank(rank_), late, what));
 }
 
 void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const {
@@ -178,10 +183,10 @@ void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& f
   if (theirs[0] != step) {
     throw MismatchError(fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
                                     "ranks called different sequences of collectives",
-                                    rank_, r, fp.describe()));
+                                    group_rank(rank_), group_rank(r), fp.describe()));
   }
   if (theirs[1] != mine[1] || theirs[2] != mine[2] || theirs[3] != mine[3]) {
-    throw MismatchError(collective_mismatch_text(rank_, r, fp, unpack(theirs)));
+    throw MismatchError(collective_mismatch_text(group_rank(rank_), group_rank(r), fp, unpack(theirs)));
   }
 }
 

@@ -24,7 +24,9 @@ namespace mci::transport {
 
 class ShmWorld {
  public:
-  ShmWorld(ShmSegment seg, int rank, int size);
+  // group_ranks[i]: the group rank of world rank i, for messages (empty:
+  // the same numbers; a host's world in a several-host group differs).
+  ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks = {});
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -84,6 +86,8 @@ class ShmWorld {
   std::uint64_t step_ = 0;
   std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;
+  std::vector<int> group_ranks_;
+  int group_rank(int r) const { return group_ranks_.empty() ? r : group_ranks_[static_cast<std::size_t>(r)]; }
 };
 
 }  // namespace mci::transport
