@@ -11,6 +11,7 @@
 #include "collectives/hierarchical.hpp"
 #include "collectives/select.hpp"
 #include "collectives/shm_algorithms.hpp"
+#include "common/cpus.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "mci/errors.hpp"
@@ -63,6 +64,15 @@ class CpuBackend final : public Backend {
     transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host, ctx.session,
                                              ctx.token, dl);
     auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
+    // Spin on the sockets before sleeping only while this host's ranks each
+    // have a core (with more ranks than cores a spinner steals the time of
+    // the rank it waits for).
+    const auto local = static_cast<int>(std::max<std::size_t>(setup.members.size(), 1));
+    const long long spin_us = env_int("MCI_TCP_SPIN_US", "MCI_TCP_SPIN_US").value_or(50);
+    if (spin_us < 0 || spin_us > 1'000'000) {
+      throw ConfigError(fmt::format("MCI_TCP_SPIN_US={} is out of range: use 0 .. 1000000", spin_us));
+    }
+    if (local <= online_cpus()) transport_->set_spin(std::chrono::microseconds(spin_us));
     shm_ = std::move(setup.world);
     leaders_ = std::move(setup.leaders);
     if (setup.one_host && shm_) {

@@ -55,10 +55,6 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
 
 ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t buffer_bytes, const Deadline& dl) {
   ShmSetup out;
-  if (mode == ShmMode::off) {
-    out.why = "MCI_TRANSPORT=tcp";
-    return out;
-  }
   if (size < 2) {
     out.why = "a group of one rank";
     return out;
@@ -77,6 +73,12 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
     if (host_of[r] == me) out.members.push_back(r);
   }
   out.one_host = hosts.size() == 1;
+  if (mode == ShmMode::off) {
+    // members still says how many ranks share this host (for wait policies).
+    out.one_host = false;
+    out.why = "MCI_TRANSPORT=tcp";
+    return out;
+  }
   if (!out.one_host) {
     std::string others;
     for (int r = 0; r < size; ++r) {

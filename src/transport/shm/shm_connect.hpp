@@ -21,7 +21,8 @@ enum class ShmMode { automatic, required, off };
 struct ShmSetup {
   // The ranks of this host that share a segment (nullptr: none, see `why`).
   std::unique_ptr<ShmWorld> world;
-  // Group ranks in world order: world rank i is group rank members[i].
+  // Group ranks in world order: world rank i is group rank members[i]. Also
+  // set without a world (MCI_TRANSPORT=tcp): the ranks on this host.
   std::vector<int> members;
   // Every rank of the group is in `world`.
   bool one_host = false;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cpus.hpp"
 #include "mci/errors.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,14 +33,6 @@ namespace {
 // sleep in the kernel until the flag changes, so a wait for a slow rank
 // burns no CPU the slow rank may need, and wakes as soon as it posts.
 constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
-
-int online_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
 
 void pack(const Fingerprint& fp, std::uint64_t step, std::uint64_t out[kShmFingerprintWords]) {
   out[0] = step;

@@ -345,8 +345,10 @@ void TcpTransport::step(int poll_ms) {
     if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
   }
   if (poll_ms <= 0 || !pending()) return;
-  std::vector<pollfd> fds;
-  std::vector<int> who;
+  std::vector<pollfd>& fds = poll_fds_;
+  std::vector<int>& who = poll_who_;
+  fds.clear();
+  who.clear();
   for (int i = 0; i < size_; ++i) {
     Peer& p = peers_[i];
     if (i == rank_ || p.eof || !p.fd.valid()) continue;
@@ -373,11 +375,23 @@ void TcpTransport::step(int poll_ms) {
 }
 
 template <class Done>
+bool TcpTransport::spin(Done done) {
+  if (spin_ns_ <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+  do {
+    step(0);
+    if (done()) return true;
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
+template <class Done>
 void TcpTransport::progress_until(Done done, const Deadline& dl) {
   check_usable();
   while (true) {
     step(0);
     if (done()) return;
+    if (spin(done)) return;
     if (dl.expired()) timeout(dl);
     step(dl.poll_ms());
     if (done()) return;
