@@ -81,6 +81,7 @@ ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ra
       oversubscribed_(size > online_cpus()),
       group_ranks_(std::move(group_ranks)) {
   if (const char* v = std::getenv("MCI_SHM_SPIN_US")) spin_ns_ = std::atoll(v) * 1000;
+  if (const char* v = std::getenv("MCI_SHM_YIELD_US")) yield_ns_ = std::atoll(v) * 1000;
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
 
@@ -201,6 +202,15 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
       MCI_CPU_RELAX();
       if (advance()) return;
       if ((spins & 63) == 63 && Clock::now() >= spin_until) break;
+    }
+  } else if (oversubscribed_ && yield_ns_ > 0) {
+    // More ranks than cores: hand this core to a rank that can run (likely
+    // the one we wait for) rather than spin; a futex sleep and wake-up costs
+    // more than a few yields when the peer posts soon.
+    const auto yield_until = Clock::now() + std::chrono::nanoseconds(yield_ns_);
+    while (Clock::now() < yield_until) {
+      sched_yield();
+      if (advance()) return;
     }
   }
   auto next_check = Clock::now() + kLivenessEvery;

@@ -7,8 +7,8 @@
 // nobody still reads the buffers of step s, and it may refill them at s+2.
 // No separate "consumed" flag, no extra cache-line transfer per step.
 //
-// Waits spin briefly, then yield, then sleep, and know when ranks outnumber
-// cores (then they yield at once). They check the deadline, an abort posted
+// Waits spin briefly, then sleep; when ranks outnumber cores they yield
+// their core instead of spinning (the rank they wait for may need it). They check the deadline, an abort posted
 // by any rank, and whether the peers' processes still exist.
 #pragma once
 
@@ -83,6 +83,7 @@ class ShmWorld {
   int size_;
   bool oversubscribed_;
   std::int64_t spin_ns_ = 50'000;  // MCI_SHM_SPIN_US
+  std::int64_t yield_ns_ = 200'000;  // MCI_SHM_YIELD_US: oversubscribed, yield this long before sleeping
   std::uint64_t step_ = 0;
   std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;
