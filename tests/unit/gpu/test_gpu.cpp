@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "../../support/thread_ranks.hpp"
@@ -15,6 +16,15 @@ namespace {
 
 #define SKIP_WITHOUT_GPU()                                                              \
   if (visible_gpu_count() == 0) GTEST_SKIP() << "no GPU visible to this process (CUDA)"
+#define SKIP_WITHOUT_NCCL()                                                             \
+  SKIP_WITHOUT_GPU();                                                                   \
+  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL"
+
+// Runs body on an NCCL group of one rank (one GPU holds no bigger group).
+void on_nccl_world_of_one(const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
+  const auto errors = test::run_ranks(1, body, "nccl");
+  EXPECT_EQ(errors[0], "");
+}
 
 template <class T>
 struct DeviceArray {
@@ -34,40 +44,35 @@ struct DeviceArray {
 };
 
 TEST(Gpu, NcclWorldOfOneRunsEveryCollectiveOnDeviceMemory) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
-  auto errors = test::run_ranks(
-      1,
-      [](std::shared_ptr<ProcessGroup> pg) {
-        std::vector<float> h(1000);
-        std::iota(h.begin(), h.end(), 1.0f);
-        DeviceArray<float> a(h), b(std::vector<float>(1000, 0.0f));
-        pg->all_reduce(a.view(), ReduceOp::sum);
-        EXPECT_EQ(a.host(), h);
-        pg->all_reduce(a.view(), b.view(), ReduceOp::avg);
-        EXPECT_EQ(b.host(), h);
-        pg->broadcast(a.view(), 0);
-        pg->all_gather(a.view(), b.view());
-        EXPECT_EQ(b.host(), h);
-        pg->reduce_scatter(a.view(), b.view(), ReduceOp::max);
-        pg->all_to_all(a.view(), b.view());
-        EXPECT_EQ(b.host(), h);
-        pg->gather(a.view(), b.view(), 0);
-        pg->scatter(a.view(), b.view(), 0);
-        pg->barrier();
-        const double ms = time_ms(*pg, Device::cuda(0), [&] { pg->all_reduce(a.view()); });
-        EXPECT_GT(ms, 0.0);
-        // Host memory is refused with a message that says what to do.
-        std::vector<float> host(4);
-        try {
-          pg->all_reduce(view(host));
-          ADD_FAILURE() << "host memory accepted by nccl";
-        } catch (const ConfigError& e) {
-          EXPECT_NE(std::string(e.what()).find("works on GPU memory"), std::string::npos);
-        }
-      },
-      "nccl");
-  EXPECT_EQ(errors[0], "");
+  SKIP_WITHOUT_NCCL();
+  on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
+    std::vector<float> h(1000);
+    std::iota(h.begin(), h.end(), 1.0f);
+    DeviceArray<float> a(h), b(std::vector<float>(1000, 0.0f));
+    pg->all_reduce(a.view(), ReduceOp::sum);
+    EXPECT_EQ(a.host(), h);
+    pg->all_reduce(a.view(), b.view(), ReduceOp::avg);
+    EXPECT_EQ(b.host(), h);
+    pg->broadcast(a.view(), 0);
+    pg->all_gather(a.view(), b.view());
+    EXPECT_EQ(b.host(), h);
+    pg->reduce_scatter(a.view(), b.view(), ReduceOp::max);
+    pg->all_to_all(a.view(), b.view());
+    EXPECT_EQ(b.host(), h);
+    pg->gather(a.view(), b.view(), 0);
+    pg->scatter(a.view(), b.view(), 0);
+    pg->barrier();
+    const double ms = time_ms(*pg, Device::cuda(0), [&] { pg->all_reduce(a.view()); });
+    EXPECT_GT(ms, 0.0);
+    // Host memory is refused with a message that says what to do.
+    std::vector<float> host(4);
+    try {
+      pg->all_reduce(view(host));
+      ADD_FAILURE() << "host memory accepted by nccl";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("works on GPU memory"), std::string::npos);
+    }
+  });
 }
 
 TEST(Gpu, CpuBackendStagesDeviceBuffersForSeveralRanksOnOneGpu) {
@@ -110,87 +115,71 @@ std::vector<std::uint8_t> small_integers(DType t, std::size_t n) {
 }
 
 TEST(Gpu, NcclEveryDtypeAndOpOutOfPlace) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
-  auto errors = test::run_ranks(
-      1,
-      [](std::shared_ptr<ProcessGroup> pg) {
-        for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32,
-                        DType::i64}) {
-          for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
-            const std::size_t n = 1001;
-            const auto h = small_integers(t, n);
-            DeviceArray<std::uint8_t> in(h), out(std::vector<std::uint8_t>(h.size(), 0xEE));
-            pg->all_reduce(BufferView{in.p, n, t, Device::cuda(0)}, BufferView{out.p, n, t, Device::cuda(0)}, op);
-            EXPECT_EQ(out.host(), h) << dtype_name(t) << " " << reduce_op_name(op);
-            EXPECT_EQ(in.host(), h) << "input changed: " << dtype_name(t);
-          }
-        }
-      },
-      "nccl");
-  EXPECT_EQ(errors[0], "");
+  SKIP_WITHOUT_NCCL();
+  on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32,
+                    DType::i64}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+        const std::size_t n = 1001;
+        const auto h = small_integers(t, n);
+        DeviceArray<std::uint8_t> in(h), out(std::vector<std::uint8_t>(h.size(), 0xEE));
+        pg->all_reduce(BufferView{in.p, n, t, Device::cuda(0)}, BufferView{out.p, n, t, Device::cuda(0)}, op);
+        EXPECT_EQ(out.host(), h) << dtype_name(t) << " " << reduce_op_name(op);
+        EXPECT_EQ(in.host(), h) << "input changed: " << dtype_name(t);
+      }
+    }
+  });
 }
 
 // The group's stream is ordered after the legacy default stream: a buffer
 // filled there by an asynchronous memset is reduced as filled.
 TEST(Gpu, NcclIsOrderedAfterTheDefaultStream) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
-  auto errors = test::run_ranks(
-      1,
-      [](std::shared_ptr<ProcessGroup> pg) {
-        const std::size_t n = std::size_t{64} << 20;  // 256 MiB: the memset takes a while
-        DeviceArray<float> a(std::vector<float>(n, 1.0f)), b(std::vector<float>(n, 2.0f));
-        ASSERT_EQ(cudaMemsetAsync(a.p, 0, n * sizeof(float), nullptr), cudaSuccess);
-        pg->all_reduce(a.view(), b.view());
-        const auto got = b.host();
-        std::size_t wrong = 0;
-        for (float x : got) wrong += x != 0.0f;
-        EXPECT_EQ(wrong, 0u) << "NCCL read the buffer before the memset on the default stream ended";
-      },
-      "nccl");
-  EXPECT_EQ(errors[0], "");
+  SKIP_WITHOUT_NCCL();
+  on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
+    const std::size_t n = std::size_t{64} << 20;  // 256 MiB: the memset takes a while
+    DeviceArray<float> a(std::vector<float>(n, 1.0f)), b(std::vector<float>(n, 2.0f));
+    ASSERT_EQ(cudaMemsetAsync(a.p, 0, n * sizeof(float), nullptr), cudaSuccess);
+    pg->all_reduce(a.view(), b.view());
+    const auto got = b.host();
+    std::size_t wrong = 0;
+    for (float x : got) wrong += x != 0.0f;
+    EXPECT_EQ(wrong, 0u) << "NCCL read the buffer before the memset on the default stream ended";
+  });
 }
 
 // Work::wait_stream orders a user's non-blocking stream after an async
 // collective without the host waiting for the GPU.
 TEST(Gpu, NcclAsyncWorkOrdersAUserStream) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
-  auto errors = test::run_ranks(
-      1,
-      [](std::shared_ptr<ProcessGroup> pg) {
-        const std::size_t n = std::size_t{64} << 20;
-        std::vector<float> h(n);
-        for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>(i % 1000);
-        DeviceArray<float> a(h), b(std::vector<float>(n, -1.0f));
-        cudaStream_t user{};
-        ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
-        float* pinned = nullptr;
-        ASSERT_EQ(cudaMallocHost(&pinned, n * sizeof(float)), cudaSuccess);
-        for (int round = 0; round < 3; ++round) {
-          Work w = pg->all_reduce(a.view(), b.view(), ReduceOp::sum, Exec::async);
-          w.wait_stream(user);
-          ASSERT_EQ(cudaMemcpyAsync(pinned, b.p, n * sizeof(float), cudaMemcpyDeviceToHost, user), cudaSuccess);
-          ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
-          EXPECT_EQ(std::memcmp(pinned, h.data(), n * sizeof(float)), 0) << "round " << round;
-          w.wait();
-          EXPECT_TRUE(w.is_success());
-          ASSERT_EQ(cudaMemset(b.p, 0xFF, n * sizeof(float)), cudaSuccess);
-        }
-        // A finished operation and host work return at once.
-        Work done = pg->barrier();
-        done.wait_stream(user);
-        cudaFreeHost(pinned);
-        cudaStreamDestroy(user);
-      },
-      "nccl");
-  EXPECT_EQ(errors[0], "");
+  SKIP_WITHOUT_NCCL();
+  on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
+    const std::size_t n = std::size_t{64} << 20;
+    std::vector<float> h(n);
+    for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>(i % 1000);
+    DeviceArray<float> a(h), b(std::vector<float>(n, -1.0f));
+    cudaStream_t user{};
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(&pinned, n * sizeof(float)), cudaSuccess);
+    for (int round = 0; round < 3; ++round) {
+      Work w = pg->all_reduce(a.view(), b.view(), ReduceOp::sum, Exec::async);
+      w.wait_stream(user);
+      ASSERT_EQ(cudaMemcpyAsync(pinned, b.p, n * sizeof(float), cudaMemcpyDeviceToHost, user), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
+      EXPECT_EQ(std::memcmp(pinned, h.data(), n * sizeof(float)), 0) << "round " << round;
+      w.wait();
+      EXPECT_TRUE(w.is_success());
+      ASSERT_EQ(cudaMemset(b.p, 0xFF, n * sizeof(float)), cudaSuccess);
+    }
+    // A finished operation and host work return at once.
+    Work done = pg->barrier();
+    done.wait_stream(user);
+    cudaFreeHost(pinned);
+    cudaStreamDestroy(user);
+  });
 }
 
 TEST(Gpu, NcclTwoRanksOnOneGpuAreRefusedWithAClearMessage) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  SKIP_WITHOUT_NCCL();
   // Both ranks take GPU 0 (InitOptions::device).
   auto errors = test::run_ranks(
       2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(20),
@@ -202,8 +191,7 @@ TEST(Gpu, NcclTwoRanksOnOneGpuAreRefusedWithAClearMessage) {
 }
 
 TEST(Gpu, NcclRankWithoutItsGpuStopsTheOthersAtOnce) {
-  SKIP_WITHOUT_GPU();
-  if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL";
+  SKIP_WITHOUT_NCCL();
   const int missing = visible_gpu_count();  // one past the last GPU
   auto errors = test::run_ranks(
       2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(60),
