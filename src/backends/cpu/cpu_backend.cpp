@@ -67,7 +67,7 @@ class CpuBackend final : public Backend {
     // Spin on the sockets before sleeping only while this host's ranks each
     // have a core (with more ranks than cores a spinner steals the time of
     // the rank it waits for).
-    const auto local = static_cast<int>(std::max<std::size_t>(setup.members.size(), 1));
+    const int local = std::max(setup.machine_ranks, 1);
     const long long spin_us = env_int("MCI_TCP_SPIN_US", "MCI_TCP_SPIN_US").value_or(50);
     if (spin_us < 0 || spin_us > 1'000'000) {
       throw ConfigError(fmt::format("MCI_TCP_SPIN_US={} is out of range: use 0 .. 1000000", spin_us));

@@ -9,18 +9,23 @@
 #include <fmt/format.h>
 
 #include "common/auth.hpp"
+#include "common/cpus.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
 
 namespace mci::transport {
 
-std::string host_identity() {
-  if (const char* id = std::getenv("MCI_HOST_ID"); id && *id) return std::string("id:") + id;
+std::string machine_identity() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string boot;
   std::getline(f, boot);
   return host_name() + "/" + boot;
+}
+
+std::string host_identity() {
+  if (const char* id = std::getenv("MCI_HOST_ID"); id && *id) return std::string("id:") + id;
+  return machine_identity();
 }
 
 namespace {
@@ -61,7 +66,9 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
   }
   const auto wait = std::chrono::milliseconds(std::max(dl.poll_ms(), 1));
   const std::string me = host_identity();
+  const std::string machine = machine_identity();
   store.set(fmt::format("shm/host/{}", rank), to_bytes(me));
+  store.set(fmt::format("shm/machine/{}", rank), to_bytes(machine));
   // Hosts in order of their lowest rank; every rank computes the same.
   std::vector<std::string> host_of(static_cast<std::size_t>(size));
   std::vector<std::string> hosts;
@@ -71,6 +78,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
   }
   for (int r = 0; r < size; ++r) {
     if (host_of[r] == me) out.members.push_back(r);
+    if (to_string(store.get(fmt::format("shm/machine/{}", r), wait)) == machine) ++out.machine_ranks;
   }
   out.one_host = hosts.size() == 1;
   if (mode == ShmMode::off) {
@@ -108,7 +116,10 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
     const std::string v = to_string(store.get(fmt::format("shm/mapped/{}", r), wait));
     if (v != "ok") failed += fmt::format("{}rank {}: {}", failed.empty() ? "" : "; ", r, v.substr(7));
   }
-  if (out.world) out.world->unlink_name();
+  if (out.world) {
+    out.world->unlink_name();
+    out.world->set_oversubscribed(out.machine_ranks > online_cpus());
+  }
   if (!failed.empty()) {
     out.why = "shared memory could not be set up (" + failed + ")";
     if (mode == ShmMode::required) throw ConfigError("MCI_TRANSPORT=shm: " + out.why);

@@ -29,6 +29,9 @@ struct ShmSetup {
   // Several hosts, and every rank agreed on the layout: the lowest rank of
   // each host, ascending (each host's leader). Empty otherwise.
   std::vector<int> leaders;
+  // Ranks of the group on this machine (hostname and boot id, whatever
+  // MCI_HOST_ID says): what wait policies must count against the cores.
+  int machine_ranks = 0;
   std::string why;  // why there is no world, or why not hierarchical
 };
 
@@ -40,5 +43,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
 // This host's identity for same-host detection: hostname and boot id, or
 // MCI_HOST_ID when set (tests: several "hosts" on one machine).
 std::string host_identity();
+// This machine's identity, hostname and boot id, whatever MCI_HOST_ID says.
+std::string machine_identity();
 
 }  // namespace mci::transport

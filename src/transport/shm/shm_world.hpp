@@ -32,6 +32,9 @@ class ShmWorld {
   int size() const { return size_; }
   std::size_t buffer_bytes() const { return seg_.buffer_bytes(); }
   bool oversubscribed() const { return oversubscribed_; }
+  // When more of the group's ranks share this machine than the segment has
+  // (several pretend hosts on one machine, MCI_HOST_ID).
+  void set_oversubscribed(bool v) { oversubscribed_ = v; }
 
   // Begins an operation: this rank's arrival (a clock shared by the host's
   // processes) rides in every box it posts, so the others learn it with the
