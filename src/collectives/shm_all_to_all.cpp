@@ -1,6 +1,6 @@
 // All-to-all in shared memory: per chunk, every rank streams the chunk of
-// each block it sends (one per destination) into its buffer; rank r copies
-// piece r of every buffer into its output.
+// each block it sends to another rank into its buffer; rank r copies piece r
+// of every other buffer into its output, and its own block straight across.
 #include <cstring>
 
 #include "collectives/copy_kernels.hpp"
@@ -25,15 +25,20 @@ void shm_all_to_all(const ShmCtx& c) {
         c, fp,
         [&](std::uint64_t s) {
           for (int b = 0; b < n; ++b) {
+            if (b == me) continue;
             c.copier.copy(w.staging(me, s) + piece * es * static_cast<std::size_t>(b),
-                           in + block * static_cast<std::size_t>(b) + off, len);
+                          in + block * static_cast<std::size_t>(b) + off, len);
           }
         },
         [&](std::uint64_t s) {
           if (len == 0) return;
           for (int r = 0; r < n; ++r) {
-            std::memcpy(out + block * static_cast<std::size_t>(r) + off,
-                        w.staging(r, s) + piece * es * static_cast<std::size_t>(me), len);
+            std::uint8_t* dst = out + block * static_cast<std::size_t>(r) + off;
+            if (r != me) {
+              std::memcpy(dst, w.staging(r, s) + piece * es * static_cast<std::size_t>(me), len);
+            } else if (const std::uint8_t* src = in + block * static_cast<std::size_t>(me) + off; src != dst) {
+              std::memmove(dst, src, len);
+            }
           }
         });
   }
