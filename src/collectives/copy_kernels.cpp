@@ -58,8 +58,12 @@ void SharedCopier::timed_plain(void* dst, const void* src, std::size_t n) {
 }
 
 void SharedCopier::copy(void* dst, const void* src, std::size_t n) {
-  if (n < kStreamingThreshold) {
+  if (n < kStreamingThreshold || mode_ == Mode::plain) {
     if (n) std::memcpy(dst, src, n);
+    return;
+  }
+  if (mode_ == Mode::streaming) {
+    copy_to_shared(dst, src, n);
     return;
   }
   if (!streaming_ || ++since_probe_ >= kProbeEvery) {

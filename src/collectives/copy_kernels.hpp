@@ -34,7 +34,11 @@ class SharedCopier {
   // Plain copies not counted at first (page faults of fresh buffers).
   static constexpr std::uint64_t kWarmupCopies = 8;
 
-  explicit SharedCopier(double slow_rate = kSlowRate) : slow_rate_(slow_rate) {}
+  // adaptive: as above; plain or streaming: always that way (MCI_SHM_STREAMING).
+  enum class Mode : std::uint8_t { adaptive, plain, streaming };
+
+  explicit SharedCopier(double slow_rate = kSlowRate, Mode mode = Mode::adaptive)
+      : slow_rate_(slow_rate), mode_(mode), streaming_(mode == Mode::streaming) {}
 
   // Copies n bytes into shared memory the way that is cheaper now.
   void copy(void* dst, const void* src, std::size_t n);
@@ -44,7 +48,8 @@ class SharedCopier {
   void timed_plain(void* dst, const void* src, std::size_t n);
 
   double slow_rate_;
-  bool streaming_ = false;
+  Mode mode_;
+  bool streaming_;
   double plain_rate_ = 0;  // moving average of plain copies, bytes per ns
   std::uint32_t since_probe_ = 0;
   std::uint64_t samples_ = 0;

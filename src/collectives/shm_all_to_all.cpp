@@ -18,6 +18,14 @@ void shm_all_to_all(const ShmCtx& c) {
   const auto* in = static_cast<const std::uint8_t*>(d.in);
   const std::size_t block = d.bytes();
   const std::size_t piece = std::max<std::size_t>(w.buffer_bytes() / (static_cast<std::size_t>(n) * es), 1);
+  // An input that overlaps the output (other than exactly, in place) is
+  // copied aside: the output's blocks are written while the input is read.
+  const std::size_t total = block * static_cast<std::size_t>(n);
+  if (in != out && in < out + total && out < in + total) {
+    std::uint8_t* copy = c.scratch.get(total);
+    std::memcpy(copy, in, total);
+    in = copy;
+  }
   const Chunks chunks{d.count, piece};
   for (std::size_t k = 0; k < chunks.count(); ++k) {
     const std::size_t off = chunks.begin(k) * es, len = chunks.size(k) * es;

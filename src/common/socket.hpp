@@ -57,6 +57,9 @@ Io recv_all(int fd, void* data, std::size_t n, const Deadline& dl);
 
 // The host's name, for messages and same-host detection.
 std::string host_name();
+// This machine, uniquely: hostname and boot id (containers may share a
+// hostname; they do not share a boot).
+std::string machine_identity();
 // True if port is free to bind on host now (for launchers checking early).
 bool port_free(const std::string& host, int port);
 

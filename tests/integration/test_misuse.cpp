@@ -76,6 +76,12 @@ TEST(Misuse, UnknownAlgorithmIsAConfigError) {
   EXPECT_TRUE(has(o, "MCI_ALGO='fastest' is not an algorithm")) << o.out;
 }
 
+TEST(Misuse, WaitSettingsOutOfRangeAreAConfigError) {
+  auto o = run_case("wait-setting", 1, {{"MCI_SHM_YIELD_US", "-5"}});
+  EXPECT_EQ(o.codes[0], 13) << o.out;
+  EXPECT_TRUE(has(o, "MCI_SHM_YIELD_US=-5 is out of range: use 0 .. 1000000 (microseconds)")) << o.out;
+}
+
 TEST(Misuse, RootOutOfRangeFailsThereAndPeersHearWhy) {
   auto o = run_case("bad-root");
   EXPECT_EQ(o.codes[0], 13) << o.out;

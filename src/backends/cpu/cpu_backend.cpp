@@ -52,13 +52,17 @@ class CpuBackend final : public Backend {
     if (auto how = env_str("MCI_SHM_STREAMING")) {
       // A rank's own choice: readers do not care how the bytes were written.
       if (*how == "always") {
-        copier_ = coll::SharedCopier(1e300);
+        copier_ = coll::SharedCopier(coll::SharedCopier::kSlowRate, coll::SharedCopier::Mode::streaming);
       } else if (*how == "never") {
-        copier_ = coll::SharedCopier(0.0);
+        copier_ = coll::SharedCopier(coll::SharedCopier::kSlowRate, coll::SharedCopier::Mode::plain);
       } else if (*how != "auto" && !how->empty()) {
         throw ConfigError(fmt::format("MCI_SHM_STREAMING='{}': use auto, always or never", *how));
       }
     }
+    // Read again by the shared-memory waits; checked here so a bad value is
+    // an error at init, not a silent fallback to TCP.
+    microseconds_setting("MCI_SHM_SPIN_US", 50);
+    microseconds_setting("MCI_SHM_YIELD_US", 200);
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, mode, buffer, dl);
     transport_ = transport::connect_tcp_mesh(*ctx.store, ctx.rank, ctx.size, ctx.listen_host, ctx.session,
@@ -68,11 +72,10 @@ class CpuBackend final : public Backend {
     // have a core (with more ranks than cores a spinner steals the time of
     // the rank it waits for).
     const int local = std::max(setup.machine_ranks, 1);
-    const long long spin_us = env_int("MCI_TCP_SPIN_US", "MCI_TCP_SPIN_US").value_or(50);
-    if (spin_us < 0 || spin_us > 1'000'000) {
-      throw ConfigError(fmt::format("MCI_TCP_SPIN_US={} is out of range: use 0 .. 1000000", spin_us));
+    const long long spin_us = microseconds_setting("MCI_TCP_SPIN_US", 50);
+    if (local <= std::max(setup.machine_cpus, online_cpus())) {
+      transport_->set_spin(std::chrono::microseconds(spin_us));
     }
-    if (local <= online_cpus()) transport_->set_spin(std::chrono::microseconds(spin_us));
     shm_ = std::move(setup.world);
     leaders_ = std::move(setup.leaders);
     if (setup.one_host && shm_) {
@@ -85,6 +88,15 @@ class CpuBackend final : public Backend {
   }
 
   const char* name() const override { return "cpu"; }
+
+  // A wait-policy setting in microseconds, 0 .. 1 s.
+  static long long microseconds_setting(const char* name, long long fallback) {
+    const long long v = env_int(name, name).value_or(fallback);
+    if (v < 0 || v > 1'000'000) {
+      throw ConfigError(fmt::format("{}={} is out of range: use 0 .. 1000000 (microseconds)", name, v));
+    }
+    return v;
+  }
 
   // Settings that decide algorithms and layouts must be the same on every
   // rank; a difference would make ranks wait on different transports.

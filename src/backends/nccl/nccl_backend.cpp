@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -47,7 +48,7 @@ int pick_device(const BackendContext& ctx) {
                       "host memory");
   }
   const int device = ctx.device >= 0 ? ctx.device : ctx.local_rank;
-  if (device >= count) {
+  if (device < 0 || device >= count) {
     throw ConfigError(fmt::format("backend 'nccl': rank {} would use GPU {} ({}) but this process sees {} "
                                   "GPU(s); start one process per GPU (mcirun --nproc_per_node=gpu)",
                                   ctx.rank, device, ctx.device >= 0 ? "InitOptions::device" : "LOCAL_RANK",
@@ -56,11 +57,12 @@ int pick_device(const BackendContext& ctx) {
   return device;
 }
 
-// Names a GPU uniquely across the job: the host and the device's PCI address.
+// Names a GPU uniquely across the job: the machine (hostname and boot id:
+// identical nodes may share a hostname) and the device's PCI address.
 std::string gpu_identity(int device) {
   char bus[32] = {};
   cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
-  return fmt::format("PCI {} on {}", bus, host_name());
+  return fmt::format("PCI {} on {}", bus, machine_identity());
 }
 
 // A CUDA event recorded after one operation.
@@ -91,14 +93,18 @@ class NcclBackend final : public Backend {
     // in ncclCommInitRank until the timeout, and two ranks on one GPU get
     // mci's message rather than NCCL's.
     std::string mine;
+    std::exception_ptr failed;
     try {
       device_ = pick_device(ctx);
       mine = "ok " + gpu_identity(device_);
-    } catch (const ConfigError& e) {
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+    } catch (const std::exception& e) {
+      // Whatever stops this rank, the others must hear it before NCCL.
       mine = std::string("error: ") + e.what();
+      failed = std::current_exception();
     }
     ctx.store->set(fmt::format("nccl/gpu/{}", rank_), to_bytes(mine));
-    if (mine.rfind("error: ", 0) == 0) throw ConfigError(mine.substr(7));
+    if (failed) std::rethrow_exception(failed);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       const std::string theirs =
@@ -115,7 +121,6 @@ class NcclBackend final : public Backend {
             std::min(r, rank_), std::max(r, rank_), device_, mine.substr(3)));
       }
     }
-    cuda::check(cudaSetDevice(device_), "cudaSetDevice");
     // A blocking stream: NCCL work is ordered after what the caller queued on
     // the legacy default stream (its kernels and copies that filled the
     // buffers), and later default-stream work after it.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -15,13 +14,6 @@
 #include "mci/errors.hpp"
 
 namespace mci::transport {
-
-std::string machine_identity() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string boot;
-  std::getline(f, boot);
-  return host_name() + "/" + boot;
-}
 
 std::string host_identity() {
   if (const char* id = std::getenv("MCI_HOST_ID"); id && *id) return std::string("id:") + id;
@@ -69,6 +61,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
   const std::string machine = machine_identity();
   store.set(fmt::format("shm/host/{}", rank), to_bytes(me));
   store.set(fmt::format("shm/machine/{}", rank), to_bytes(machine));
+  store.set(fmt::format("shm/cpus/{}", rank), to_bytes(affinity_mask_text()));
   // Hosts in order of their lowest rank; every rank computes the same.
   std::vector<std::string> host_of(static_cast<std::size_t>(size));
   std::vector<std::string> hosts;
@@ -76,10 +69,15 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
     host_of[r] = to_string(store.get(fmt::format("shm/host/{}", r), wait));
     if (std::find(hosts.begin(), hosts.end(), host_of[r]) == hosts.end()) hosts.push_back(host_of[r]);
   }
+  std::vector<std::string> masks;
   for (int r = 0; r < size; ++r) {
     if (host_of[r] == me) out.members.push_back(r);
-    if (to_string(store.get(fmt::format("shm/machine/{}", r), wait)) == machine) ++out.machine_ranks;
+    if (to_string(store.get(fmt::format("shm/machine/{}", r), wait)) == machine) {
+      ++out.machine_ranks;
+      masks.push_back(to_string(store.get(fmt::format("shm/cpus/{}", r), wait)));
+    }
   }
+  out.machine_cpus = std::max(cpus_in_union(masks), 1);
   out.one_host = hosts.size() == 1;
   if (mode == ShmMode::off) {
     // members still says how many ranks share this host (for wait policies).
@@ -118,7 +116,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
   }
   if (out.world) {
     out.world->unlink_name();
-    out.world->set_oversubscribed(out.machine_ranks > online_cpus());
+    out.world->set_oversubscribed(out.machine_ranks > out.machine_cpus);
   }
   if (!failed.empty()) {
     out.why = "shared memory could not be set up (" + failed + ")";

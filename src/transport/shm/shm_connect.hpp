@@ -32,6 +32,9 @@ struct ShmSetup {
   // Ranks of the group on this machine (hostname and boot id, whatever
   // MCI_HOST_ID says): what wait policies must count against the cores.
   int machine_ranks = 0;
+  // The CPUs those ranks may run on together (the union of their affinity
+  // masks: ranks pinned one core each still have a core each).
+  int machine_cpus = 1;
   std::string why;  // why there is no world, or why not hierarchical
 };
 
@@ -43,7 +46,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
 // This host's identity for same-host detection: hostname and boot id, or
 // MCI_HOST_ID when set (tests: several "hosts" on one machine).
 std::string host_identity();
-// This machine's identity, hostname and boot id, whatever MCI_HOST_ID says.
-std::string machine_identity();
+// (This machine's own identity, whatever MCI_HOST_ID says, is
+// machine_identity() in common/socket.hpp.)
 
 }  // namespace mci::transport

@@ -197,7 +197,7 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   // Spin only while the peers have cores of their own, and not for longer
   // than a kernel sleep and wake-up would cost.
   if (!oversubscribed_ && spin_ns_ > 0) {
-    const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns_);
+    const auto spin_until = std::min(dl.at(), Clock::now() + std::chrono::nanoseconds(spin_ns_));
     for (int spins = 0;; ++spins) {
       MCI_CPU_RELAX();
       if (advance()) return;
@@ -207,7 +207,7 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
     // More ranks than cores: hand this core to a rank that can run (likely
     // the one we wait for) rather than spin; a futex sleep and wake-up costs
     // more than a few yields when the peer posts soon.
-    const auto yield_until = Clock::now() + std::chrono::nanoseconds(yield_ns_);
+    const auto yield_until = std::min(dl.at(), Clock::now() + std::chrono::nanoseconds(yield_ns_));
     while (Clock::now() < yield_until) {
       sched_yield();
       if (advance()) return;

@@ -375,9 +375,9 @@ void TcpTransport::step(int poll_ms) {
 }
 
 template <class Done>
-bool TcpTransport::spin(Done done) {
+bool TcpTransport::spin(Done done, const Deadline& dl) {
   if (spin_ns_ <= 0) return false;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+  const auto until = std::min(dl.at(), std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_));
   do {
     step(0);
     if (done()) return true;
@@ -391,7 +391,7 @@ void TcpTransport::progress_until(Done done, const Deadline& dl) {
   while (true) {
     step(0);
     if (done()) return;
-    if (spin(done)) return;
+    if (spin(done, dl)) return;
     if (dl.expired()) timeout(dl);
     step(dl.poll_ms());
     if (done()) return;

@@ -90,7 +90,7 @@ class TcpTransport final : public Transport {
   void progress_until(Done done, const Deadline& dl);
   // Polls without sleeping for up to spin_ns_, returns whether done().
   template <class Done>
-  bool spin(Done done);
+  bool spin(Done done, const Deadline& dl);
   bool pending() const;
   // Moves what can move without waiting; then, if `poll_ms` > 0 and work is
   // pending, waits that long for a socket to become ready.

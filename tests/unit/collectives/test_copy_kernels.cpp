@@ -32,6 +32,8 @@ TEST(CopyKernels, SharedCopierIsExactInBothModes) {
   SharedCopier plain(0.0), streaming(1e300);
   expect_exact([&](void* d, const void* s, std::size_t n) { plain.copy(d, s, n); });
   expect_exact([&](void* d, const void* s, std::size_t n) { streaming.copy(d, s, n); });
+  SharedCopier forced(0.0, SharedCopier::Mode::streaming);
+  expect_exact([&](void* d, const void* s, std::size_t n) { forced.copy(d, s, n); });
   EXPECT_FALSE(plain.streaming());
   EXPECT_TRUE(streaming.streaming());
 }
@@ -51,6 +53,14 @@ TEST(CopyKernels, SharedCopierStreamsOnlyWhilePlainCopiesAreSlow) {
   // While streaming, every kProbeEvery-th copy is plain and timed: still slow.
   for (std::uint32_t i = 0; i < 2 * SharedCopier::kProbeEvery; ++i) always.copy(dst.data(), src.data(), src.size());
   EXPECT_TRUE(always.streaming());
+  // Forced modes never switch.
+  SharedCopier forced_plain(1e300, SharedCopier::Mode::plain), forced_streaming(0.0, SharedCopier::Mode::streaming);
+  for (int i = 0; i < 100; ++i) {
+    forced_plain.copy(dst.data(), src.data(), src.size());
+    forced_streaming.copy(dst.data(), src.data(), src.size());
+  }
+  EXPECT_FALSE(forced_plain.streaming());
+  EXPECT_TRUE(forced_streaming.streaming());
   // Small copies are never timed, so they change nothing.
   SharedCopier small(1e300);
   small.copy(dst.data(), src.data(), kStreamingThreshold - 1);
