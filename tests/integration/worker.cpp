@@ -124,12 +124,13 @@ int peer_death() {
   auto pg = join();
   const std::size_t n = env_ll("MCI_TEST_COUNT", 16 << 20);
   std::vector<float> v(n, 1.0f);
-  pg->barrier();
   if (pg->rank() == pg->size() - 1) {
+    pg->barrier();
     // Dies right after handing its all_reduce to the progress thread: the
     // operation (64 MiB by default, several ms of memory traffic at best)
     // cannot have finished, so the others are inside it, waiting for this
-    // rank's data, whether it got to post some of it or not.
+    // rank's data, whether it got to post some of it or not — or still in
+    // the barrier, which this rank may leave before they do.
     auto w = pg->all_reduce(mci::view(v), mci::ReduceOp::sum, Exec::async);
     say(fmt::format("dying now (pid {})", ::getpid()));
     // SIGKILL, as `kill -9` from outside would: no destructor, no goodbye.
@@ -138,6 +139,7 @@ int peer_death() {
   }
   const auto t0 = std::chrono::steady_clock::now();
   try {
+    pg->barrier();
     pg->all_reduce(mci::view(v));
   } catch (...) {
     say(fmt::format("noticed_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
