@@ -1,5 +1,7 @@
 // mci's own engine on host memory: shared-memory algorithms when every rank
-// is on this host, the TCP algorithm suite otherwise (and for point-to-point).
+// is on this host; across hosts, hierarchical all-reduce (shared memory in
+// each host, TCP between leaders) and the TCP algorithm suite for the rest
+// (and for point-to-point).
 #include <map>
 #include <vector>
 
