@@ -12,12 +12,10 @@
 
 namespace mci::test {
 
-using perf::kPeriod;
 
 namespace {
 
 double input_value(DType t, int r, int c, std::size_t i, bool narrow) { return perf::input_value(t, r, c, i, narrow); }
-void put(DType t, void* base, std::size_t i, double v) { store_element(t, base, i, v); }
 
 }  // namespace
 
@@ -33,30 +31,16 @@ struct Runner {
 
 
 
-  // Writes f(i) for i < count at element `offset` of buf: one period is
-  // computed, the rest copied.
-  template <class F>
-  static void pattern(DType t, std::uint8_t* buf, std::size_t count, std::size_t offset, F f) {
-    const std::size_t es = dtype_size(t);
-    std::uint8_t* base = buf + offset * es;
-    const std::size_t head = std::min(count, kPeriod);
-    for (std::size_t i = 0; i < head; ++i) put(t, base, i, f(i));
-    for (std::size_t done = head; done < count;) {
-      const std::size_t n = std::min(done, count - done);
-      std::memcpy(base + done * es, base, n * es);
-      done += n;
-    }
-  }
-
   // Fills `count` elements of dtype t with rank r's input for collective c.
   void fill(DType t, std::vector<std::uint8_t>& buf, std::size_t count, int r, int c, bool narrow,
             std::size_t offset = 0) {
-    pattern(t, buf.data(), count, offset, [&](std::size_t i) { return input_value(t, r, c, i, narrow); });
+    perf::fill_values(t, buf.data() + offset * dtype_size(t), count,
+                      [&](std::size_t i) { return input_value(t, r, c, i, narrow); });
   }
   void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c,
                       bool narrow, std::size_t first = 0) {
-    pattern(t, buf.data(), count, 0,
-            [&](std::size_t i) { return perf::reduced_value(t, op, n, c, first + i, narrow); });
+    perf::fill_values(t, buf.data(), count,
+                      [&](std::size_t i) { return perf::reduced_value(t, op, n, c, first + i, narrow); });
   }
 
   bool expect(const char* what, DType t, const void* got, const void* want, std::size_t count) {
