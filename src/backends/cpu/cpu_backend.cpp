@@ -13,7 +13,6 @@
 #include "collectives/hierarchical.hpp"
 #include "collectives/select.hpp"
 #include "collectives/shm_algorithms.hpp"
-#include "common/cpus.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "mci/errors.hpp"
@@ -75,7 +74,7 @@ class CpuBackend final : public Backend {
     // the rank it waits for).
     const int local = std::max(setup.machine_ranks, 1);
     const long long spin_us = microseconds_setting("MCI_TCP_SPIN_US", 50);
-    if (local <= std::max(setup.machine_cpus, online_cpus())) {
+    if (local <= setup.machine_cpus) {
       transport_->set_spin(std::chrono::microseconds(spin_us));
     }
     shm_ = std::move(setup.world);
