@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (auto r = decode_request(in)) {
     // What decodes must re-encode to the same body.
-    mci::Bytes frame;
+    mci::StoreValue frame;
     encode(*r, frame);
     auto again = decode_request(std::span<const std::uint8_t>(frame.data() + kHeaderSize, frame.size() - kHeaderSize));
     if (!again || again->keys != r->keys || again->value != r->value) __builtin_trap();

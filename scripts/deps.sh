@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev libssl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev libhwloc-dev
+  libgloo-dev
   iproute2 procps
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
@@ -38,5 +39,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
 
 // Backends this build contains ("cpu" always; "gloo", "nccl" when found).
 bool backend_available(const std::string& name);
+
+struct BackendInfo {
+  std::string name;         // what InitOptions::backend takes
+  std::string description;  // one line
+  bool built = false;       // part of this build
+};
+// Every backend mci knows, built or not, in a stable order.
+std::vector<BackendInfo> list_backends();
 
 }  // namespace mci

@@ -11,36 +11,36 @@
 
 namespace mci {
 
-using Bytes = std::vector<std::uint8_t>;
-using Millis = std::chrono::milliseconds;
+// A value in the store: bytes, whatever they encode.
+using StoreValue = std::vector<std::uint8_t>;
 
-Bytes to_bytes(std::string_view s);
-std::string to_string(const Bytes& b);
+StoreValue to_bytes(std::string_view s);
+std::string to_string(const StoreValue& b);
 
 class Store {
  public:
   virtual ~Store() = default;
 
-  virtual void set(const std::string& key, const Bytes& value) = 0;
+  virtual void set(const std::string& key, const StoreValue& value) = 0;
   // Waits until the key exists, at most the timeout; throws TimeoutError.
-  virtual Bytes get(const std::string& key, Millis timeout) = 0;
-  Bytes get(const std::string& key) { return get(key, timeout()); }
+  virtual StoreValue get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  StoreValue get(const std::string& key) { return get(key, timeout()); }
   // Atomic counter: adds delta (missing key = 0) and returns the new value.
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   // Sets desired if the current value equals expected (a missing key equals
   // an empty expected); returns the value after the call.
-  virtual Bytes compare_set(const std::string& key, const Bytes& expected,
-                            const Bytes& desired) = 0;
+  virtual StoreValue compare_set(const std::string& key, const StoreValue& expected,
+                            const StoreValue& desired) = 0;
   // Waits until every key exists, at most the given timeout.
-  virtual void wait(const std::vector<std::string>& keys, Millis timeout) = 0;
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
   // True if every key exists now; never waits.
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual bool remove(const std::string& key) = 0;
   virtual std::int64_t num_keys() = 0;
 
-  Millis timeout() const { return timeout_; }
-  void set_timeout(Millis t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 
   // A second, independent connection to the same store (for a thread that
   // blocks on it), or nullptr if this store cannot make one.
@@ -49,7 +49,7 @@ class Store {
   virtual void interrupt() {}
 
  private:
-  Millis timeout_{std::chrono::minutes(5)};
+  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
 };
 
 struct StoreServerOptions {
@@ -80,8 +80,8 @@ class StoreServer {
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   int port = 0;
-  Millis timeout{std::chrono::minutes(5)};     // per operation
-  Millis connect_timeout{std::chrono::seconds(60)};
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};     // per operation
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   std::string token;                           // job token (empty: none)
 };
 
@@ -90,14 +90,14 @@ class TcpStore final : public Store {
   explicit TcpStore(const TcpStoreOptions& opts);
   ~TcpStore() override;
 
-  void set(const std::string& key, const Bytes& value) override;
+  void set(const std::string& key, const StoreValue& value) override;
   using Store::get;
-  Bytes get(const std::string& key, Millis timeout) override;
+  StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
-  Bytes compare_set(const std::string& key, const Bytes& expected,
-                    const Bytes& desired) override;
+  StoreValue compare_set(const std::string& key, const StoreValue& expected,
+                    const StoreValue& desired) override;
   using Store::wait;
-  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
@@ -120,14 +120,14 @@ class PrefixStore final : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> base);
 
-  void set(const std::string& key, const Bytes& value) override;
+  void set(const std::string& key, const StoreValue& value) override;
   using Store::get;
-  Bytes get(const std::string& key, Millis timeout) override;
+  StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
-  Bytes compare_set(const std::string& key, const Bytes& expected,
-                    const Bytes& desired) override;
+  StoreValue compare_set(const std::string& key, const StoreValue& expected,
+                    const StoreValue& desired) override;
   using Store::wait;
-  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;

@@ -45,6 +45,10 @@ class Work {
   std::uint64_t seq() const;
   // "all_reduce", "broadcast", ..., "send", "recv".
   std::string op() const;
+  // The algorithm that ran it: "ring", "shm_direct", "hierarchical", "p2p",
+  // ... ("library" when the backend's library chose: gloo, nccl). The names
+  // MCI_ALGO takes; docs/env.md lists them.
+  std::string algorithm() const;
 
  private:
   std::shared_ptr<State> state_;

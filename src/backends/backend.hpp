@@ -78,8 +78,5 @@ struct BackendContext {
   std::chrono::milliseconds timeout{};
 };
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);
-std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);  // throws if not built
-std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);  // throws if not built
 
 }  // namespace mci

@@ -20,9 +20,6 @@ struct Ctx {
   Scratch& scratch;
 };
 
-// Runs d.kind with d.algo (already selected).
-void run_collective(const Ctx& c);
-
 void all_reduce_ring(const Ctx& c);
 void all_reduce_recursive_doubling(const Ctx& c);
 void all_reduce_direct(const Ctx& c);

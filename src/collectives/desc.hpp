@@ -22,10 +22,11 @@ struct CollectiveDesc {
   std::size_t count = 0;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
-  int root = -1;  // root, or the peer of a send/recv
-  int tag = 0;
+  int root = -1;  // broadcast, reduce, gather, scatter
+  int peer = -1;  // send: the destination; recv: the source
+  int tag = 0;    // send, recv
   std::uint64_t seq = 0;  // collective sequence number (1-based)
-  Algo algo = Algo::none;
+  Algo algo = Algo::unset;
   Device device = Device::cpu();
 
   std::size_t bytes() const { return count * dtype_size(dtype); }

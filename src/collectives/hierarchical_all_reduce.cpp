@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/algorithm_table.hpp"
 #include "collectives/hierarchical.hpp"
 #include "collectives/reduce_kernels.hpp"
 #include "collectives/select.hpp"
@@ -23,8 +24,9 @@ void hierarchical_all_reduce(const HierCtx& c) {
     CollectiveDesc r = d;
     r.root = 0;
     r.op = op;
-    r.algo = d.bytes() <= kShmDirectBytes ? Algo::shm_direct : Algo::shm;
-    shm_reduce(ShmCtx{*c.local, r, c.dl, c.scratch, c.copier});
+    r.algo = host_reduce_algo(d.bytes());
+    const ShmCtx host{*c.local, r, c.dl, c.scratch, c.copier};
+    r.algo == Algo::shm_direct ? shm_reduce_direct(host) : shm_reduce_sliced(host);
   } else if (d.in != d.out && d.bytes()) {
     std::memcpy(d.out, d.in, d.bytes());
   }
@@ -35,8 +37,8 @@ void hierarchical_all_reduce(const HierCtx& c) {
     CollectiveDesc a = d;
     a.in = a.out;
     a.op = op;
-    a.algo = select_algo(OpKind::all_reduce, a.bytes(), between.size(), Algo::none);
-    run_collective(Ctx{between, a, c.dl, c.scratch});
+    a.algo = select_algo(OpKind::all_reduce, a.bytes(), between.size(), std::nullopt);
+    run_algorithm(Places{.mesh = &between}, a, c.dl, c.scratch);
   }
 
   // 3. Inside the host: the leader's result to every rank.
@@ -44,7 +46,7 @@ void hierarchical_all_reduce(const HierCtx& c) {
     CollectiveDesc b = d;
     b.root = 0;
     b.in = d.out;
-    b.algo = Algo::shm;
+    b.algo = Algo::shm_staged;
     shm_broadcast(ShmCtx{*c.local, b, c.dl, c.scratch, c.copier});
   }
   if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());

@@ -6,12 +6,12 @@
 namespace mci::coll {
 
 void send_p2p(const Ctx& c) {
-  c.t.post_send(c.d.root, c.d.fingerprint(), c.d.in, c.d.bytes());
+  c.t.post_send(c.d.peer, c.d.fingerprint(), c.d.in, c.d.bytes());
   c.t.wait_all(c.dl);
 }
 
 void recv_p2p(const Ctx& c) {
-  c.t.post_recv(c.d.root, c.d.fingerprint(), c.d.out, c.d.bytes());
+  c.t.post_recv(c.d.peer, c.d.fingerprint(), c.d.out, c.d.bytes());
   c.t.wait_all(c.dl);
 }
 

@@ -1,35 +1,62 @@
 #include "collectives/select.hpp"
 
+#include "collectives/algorithm_table.hpp"
+
 namespace mci::coll {
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, Layout layout) {
-  if (world == 1 || is_p2p(kind)) return Algo::none;
-  const bool tcp_forced = forced == Algo::ring || forced == Algo::recursive_doubling || forced == Algo::tree ||
-                          forced == Algo::direct;
-  if (layout == Layout::hierarchical && kind == OpKind::all_reduce && !tcp_forced) return Algo::hierarchical;
-  if (layout == Layout::one_host && (!tcp_forced || forced == Algo::direct)) {
-    if (kind == OpKind::all_reduce || kind == OpKind::reduce) {
-      return bytes <= kShmDirectBytes || forced == Algo::direct ? Algo::shm_direct : Algo::shm;
-    }
-    return Algo::shm;
+namespace {
+
+bool place_exists(Place p, Layout layout) {
+  switch (p) {
+    case Place::mesh: return true;
+    case Place::host: return layout == Layout::one_host;
+    case Place::hierarchical: return layout == Layout::hierarchical;
+    case Place::library: return false;
   }
+  return false;
+}
+
+Algo mesh_default(OpKind kind, std::size_t bytes) {
+  switch (kind) {
+    case OpKind::all_reduce: return bytes <= kSmallAllReduceBytes ? Algo::recursive_doubling : Algo::ring;
+    case OpKind::broadcast: return Algo::tree;
+    case OpKind::reduce: return Algo::tree;
+    case OpKind::all_gather: return Algo::ring;
+    case OpKind::reduce_scatter: return Algo::ring;
+    case OpKind::gather: return Algo::direct;
+    case OpKind::scatter: return Algo::direct;
+    case OpKind::all_to_all: return Algo::pairwise;
+    case OpKind::barrier: return Algo::dissemination;
+    case OpKind::send:
+    case OpKind::recv: return Algo::p2p;
+  }
+  return Algo::unset;
+}
+
+Algo host_default(OpKind kind, std::size_t bytes) {
   switch (kind) {
     case OpKind::all_reduce:
-      if (forced == Algo::ring || forced == Algo::recursive_doubling || forced == Algo::direct) {
-        return forced;
-      }
-      return bytes <= kSmallAllReduceBytes ? Algo::recursive_doubling : Algo::ring;
-    case OpKind::broadcast:
-      return forced == Algo::direct ? Algo::direct : Algo::tree;
-    case OpKind::all_gather:
-      return forced == Algo::direct ? Algo::direct : Algo::ring;
-    case OpKind::reduce_scatter:
-      return forced == Algo::direct ? Algo::direct : Algo::ring;
-    case OpKind::reduce:
-      return Algo::tree;
-    default:
-      return Algo::none;
+    case OpKind::reduce: return host_reduce_algo(bytes);
+    case OpKind::barrier: return Algo::shm_flags;
+    case OpKind::send:
+    case OpKind::recv: return Algo::p2p;
+    default: return Algo::shm_staged;
   }
+}
+
+}  // namespace
+
+Algo host_reduce_algo(std::size_t bytes) { return bytes <= kShmDirectBytes ? Algo::shm_direct : Algo::shm_sliced; }
+
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout) {
+  if (world == 1 || is_p2p(kind)) return mesh_default(kind, bytes);
+  if (forced) {
+    const AlgoRow* row = find_algorithm(*forced, kind);
+    if (row && row->forcible && place_exists(row->place, layout)) return *forced;
+  }
+  if (layout == Layout::hierarchical && kind == OpKind::all_reduce) return Algo::hierarchical;
+  if (layout == Layout::one_host) return host_default(kind, bytes);
+  return mesh_default(kind, bytes);
 }
 
 }  // namespace mci::coll

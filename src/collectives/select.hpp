@@ -1,10 +1,13 @@
 // The one place that chooses an algorithm: from the collective, its size, the
-// world size and, when set, the user's forced choice (MCI_ALGO). A forced
-// choice that does not apply to a collective falls back to the default.
+// world size, where the ranks are and, when set, the user's forced choice
+// (MCI_ALGO). A forced algorithm applies to the collectives it has a row for
+// in the algorithm table, where its place exists in this layout; the other
+// collectives keep the default.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "common/algo.hpp"
 #include "common/fingerprint.hpp"
@@ -21,16 +24,16 @@ inline constexpr std::size_t kShmDirectBytes = 16 * 1024;
 
 // Where the ranks are, as the transports found it.
 enum class Layout : std::uint8_t {
-  flat,          // TCP between every pair of ranks
-  one_host,      // every rank on this host, sharing a segment
-  hierarchical,  // several hosts, a segment on each host with several ranks
+  flat,          // a mesh (TCP) between every pair of ranks, no shared memory
+  one_host,      // every rank on this host, sharing a segment (and the mesh)
+  hierarchical,  // several hosts, a segment on each host with several ranks (and the mesh)
 };
 
-// one_host: a forced TCP algorithm (ring, recursive_doubling, tree) takes
-// that collective off shared memory; a forced `direct` means shm_direct
-// there. hierarchical: all-reduce goes through shared memory inside each host
-// and TCP between host leaders unless a TCP algorithm is forced; the other
-// collectives run over TCP.
-Algo select_algo(OpKind kind, std::size_t bytes, int world, Algo forced, Layout layout = Layout::flat);
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced,
+                 Layout layout = Layout::flat);
+
+// Reduction inside one host's segment (all-reduce, reduce, and the host
+// phase of hierarchical all-reduce): shm_direct or shm_sliced by size.
+Algo host_reduce_algo(std::size_t bytes);
 
 }  // namespace mci::coll

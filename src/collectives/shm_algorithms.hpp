@@ -1,6 +1,7 @@
 // Collectives over shared memory (ranks of one host). Each is a loop of
 // steps over chunks that fit the per-rank buffers: fill this rank's buffers,
-// publish, wait for everyone, read what this rank needs, mark consumed.
+// post ready, wait for everyone's ready, read what this rank needs (the next
+// ready of every rank says it has finished reading; see shm_world.hpp).
 #pragma once
 
 #include "collectives/algorithms.hpp"
@@ -17,10 +18,10 @@ struct ShmCtx {
   SharedCopier& copier;  // this rank's plain-or-streaming choice, kept across calls
 };
 
-void run_shm_collective(const ShmCtx& c);
-
-void shm_all_reduce(const ShmCtx& c);
-void shm_reduce(const ShmCtx& c);
+void shm_all_reduce_direct(const ShmCtx& c);
+void shm_all_reduce_sliced(const ShmCtx& c);
+void shm_reduce_direct(const ShmCtx& c);
+void shm_reduce_sliced(const ShmCtx& c);
 void shm_broadcast(const ShmCtx& c);
 void shm_all_gather(const ShmCtx& c);  // gather too
 void shm_scatter(const ShmCtx& c);

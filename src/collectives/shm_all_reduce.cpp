@@ -2,7 +2,7 @@
 //
 // shm_direct (small buffers), per chunk: every rank posts its chunk and
 // reduces all of them itself, in rank order, so every rank computes the same
-// bits. shm (large buffers), per chunk: every rank streams its chunk into its buffer;
+// bits. shm_sliced (large buffers), per chunk: every rank copies its chunk into its buffer;
 // rank r reduces slice r of the chunk across all buffers into its result
 // buffer; then every rank copies all result slices out. Each element is
 // reduced once, by one rank, so all ranks again hold the same bits.
@@ -41,7 +41,7 @@ void reduce_slice(const ShmCtx& c, const std::uint8_t* own, Base base, std::size
   if (d.op == ReduceOp::avg) finish_avg(dst, count, d.dtype, n);
 }
 
-void run(const ShmCtx& c, bool everyone_gets_result) {
+void run(const ShmCtx& c, bool everyone_gets_result, bool direct) {
   const auto& d = c.d;
   auto& w = c.w;
   const int n = w.size(), me = w.rank();
@@ -53,7 +53,7 @@ void run(const ShmCtx& c, bool everyone_gets_result) {
   const Chunks chunks{d.count, w.buffer_bytes() / es};
   for (std::size_t k = 0; k < chunks.count(); ++k) {
     const std::size_t off = chunks.begin(k), len = chunks.size(k);
-    if (d.algo == Algo::shm_direct) {
+    if (direct) {
       // Everyone needs everything: stage the whole chunk, reduce it all.
       shm_step(
           c, fp, [&](std::uint64_t s) { c.copier.copy(posted(c, me, s, len * es), in + off * es, len * es); },
@@ -66,7 +66,7 @@ void run(const ShmCtx& c, bool everyone_gets_result) {
       continue;
     }
     // Sliced: rank r reduces slice r of the chunk. Each rank stages only the
-    // slices the others reduce; shared writes use streaming stores.
+    // slices the others reduce; shared writes go through the copier.
     const Blocks slices{len, n};
     const std::size_t mine_at = slices.offset(me), mine = slices.size(me);
     std::uint8_t* scratch = want ? nullptr : c.scratch.get(mine * es);
@@ -97,7 +97,9 @@ void run(const ShmCtx& c, bool everyone_gets_result) {
 
 }  // namespace
 
-void shm_all_reduce(const ShmCtx& c) { run(c, true); }
-void shm_reduce(const ShmCtx& c) { run(c, false); }
+void shm_all_reduce_direct(const ShmCtx& c) { run(c, true, true); }
+void shm_all_reduce_sliced(const ShmCtx& c) { run(c, true, false); }
+void shm_reduce_direct(const ShmCtx& c) { run(c, false, true); }
+void shm_reduce_sliced(const ShmCtx& c) { run(c, false, false); }
 
 }  // namespace mci::coll

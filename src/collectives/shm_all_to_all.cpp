@@ -5,6 +5,7 @@
 
 #include "collectives/copy_kernels.hpp"
 #include "collectives/shm_algorithms.hpp"
+#include "common/byte_ranges.hpp"
 
 namespace mci::coll {
 
@@ -21,7 +22,7 @@ void shm_all_to_all(const ShmCtx& c) {
   // An input that overlaps the output (other than exactly, in place) is
   // copied aside: the output's blocks are written while the input is read.
   const std::size_t total = block * static_cast<std::size_t>(n);
-  if (in != out && in < out + total && out < in + total) {
+  if (in != out && ranges_overlap(in, total, out, total)) {
     std::uint8_t* copy = c.scratch.get(total);
     std::memcpy(copy, in, total);
     in = copy;

@@ -19,6 +19,10 @@ class Deadline {
   bool expired() const { return Clock::now() >= at_; }
   // Milliseconds left, rounded up, clamped to [0, INT_MAX] for poll().
   int poll_ms() const;
+  // What is left as a wait for a store or a connect, at least 1 ms: a wait
+  // of 0 means "do not wait at all" to some callees, and an expired deadline
+  // must still produce their timeout error rather than skip the wait.
+  std::chrono::milliseconds wait_left() const { return std::chrono::milliseconds(poll_ms() > 0 ? poll_ms() : 1); }
   std::chrono::milliseconds waited() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - (at_ - budget_));
   }

@@ -43,6 +43,14 @@ std::optional<long long> env_int(const char* name, const std::string& context) {
   return v;
 }
 
+std::optional<long long> env_int(const char* name) {
+  auto s = env_str(name);
+  if (!s) return std::nullopt;
+  auto v = parse_int(*s);
+  if (!v) throw ConfigError(fmt::format("{}='{}' is not an integer: set it to a whole number, or unset it", name, *s));
+  return v;
+}
+
 namespace {
 [[noreturn]] void missing(const char* name, const std::string& context) {
   throw ConfigError(fmt::format(

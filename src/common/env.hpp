@@ -10,6 +10,8 @@ std::optional<std::string> env_str(const char* name);
 // Parses a whole decimal integer; throws ConfigError naming the variable,
 // its value and `context` (e.g. "env://") when it is not one.
 std::optional<long long> env_int(const char* name, const std::string& context);
+// The same for a setting of mci's own: the message names the variable alone.
+std::optional<long long> env_int(const char* name);
 // Like env_int but a missing variable throws "environment variable NAME
 // expected, but not set" with the context.
 long long env_int_required(const char* name, const std::string& context);

@@ -1,5 +1,8 @@
 #include <cstdint>
 
+#include <algorithm>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "ddp/reducer.hpp"
@@ -29,6 +32,35 @@ std::vector<std::int64_t> signature(const std::vector<Parameter>& params) {
   return {static_cast<std::int64_t>(params.size()), total, static_cast<std::int64_t>(h)};
 }
 
+// Every rank's (count, dtype) per parameter, padded to `most` parameters;
+// names the first parameter of this rank that differs from another rank's.
+std::string first_difference(ProcessGroup& g, const std::vector<Parameter>& params, std::size_t most) {
+  std::vector<std::int64_t> mine(most * 2, -1);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    mine[2 * i] = static_cast<std::int64_t>(params[i].value.count);
+    mine[2 * i + 1] = static_cast<std::int64_t>(params[i].value.dtype);
+  }
+  std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(g.size()));
+  g.all_gather(view(mine), view(all));
+  auto describe = [](const std::int64_t* e) {
+    return e[0] < 0 ? std::string("no parameter")
+                    : fmt::format("{} {} values", e[0], dtype_name(static_cast<DType>(e[1])));
+  };
+  for (std::size_t i = 0; i < most; ++i) {
+    for (int r = 0; r < g.size(); ++r) {
+      const std::int64_t* theirs = all.data() + mine.size() * static_cast<std::size_t>(r) + 2 * i;
+      if (theirs[0] == mine[2 * i] && theirs[1] == mine[2 * i + 1]) continue;
+      const std::string name = i < params.size() ? "'" + params[i].name + "'" : "(none here)";
+      return fmt::format(
+          "DistributedDataParallel: the model differs between ranks at parameter {} {}: rank {} has {}, rank {} "
+          "has {}. Every rank must wrap the same model (same parameters, in the same order, with the same "
+          "shapes and dtypes).",
+          i, name, g.rank(), describe(mine.data() + 2 * i), r, describe(theirs));
+    }
+  }
+  return "DistributedDataParallel: the model differs between ranks (same sizes, different order)";
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> pg,
@@ -53,16 +85,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> p
   const auto mine = signature(impl_->params);
   std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(g.size()));
   g.all_gather(view(mine), view(all));
+  bool same = true;
+  std::int64_t most = 0;
   for (int r = 0; r < g.size(); ++r) {
     const std::int64_t* s = all.data() + mine.size() * static_cast<std::size_t>(r);
-    if (s[0] != mine[0] || s[1] != mine[1] || s[2] != mine[2]) {
-      throw MismatchError(fmt::format(
-          "DistributedDataParallel: the model differs between ranks: rank {} has {} parameters with "
-          "{} values in all, rank {} has {} parameters with {} values (or different shapes or "
-          "dtypes). Every rank must wrap the same model.",
-          g.rank(), mine[0], mine[1], r, s[0], s[1]));
-    }
+    same = same && s[0] == mine[0] && s[1] == mine[1] && s[2] == mine[2];
+    most = std::max(most, s[0]);
   }
+  // Every rank sees the same summaries, so all of them take this branch and
+  // its second all-gather together.
+  if (!same) throw MismatchError(first_difference(g, impl_->params, static_cast<std::size_t>(most)));
   if (opts.broadcast_parameters) {
     for (auto& p : impl_->params) g.broadcast(p.value, 0);
   }

@@ -42,7 +42,6 @@ Reducer::Reducer(ProcessGroup& pg, const std::vector<Parameter>& params, std::si
 void Reducer::reset() {
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
-    b.launched = false;
   }
   std::fill(ready_.begin(), ready_.end(), false);
   next_launch_ = 0;
@@ -72,7 +71,6 @@ void Reducer::launch_ready_in_order() {
 
 void Reducer::launch(Bucket& b) {
   const std::size_t es = dtype_size(b.dtype);
-  b.launched = true;
   if (b.flat.empty()) {  // one parameter: average its gradient in place
     b.work = pg_.all_reduce(params_[b.params[0]].grad, ReduceOp::avg, Exec::async);
     return;

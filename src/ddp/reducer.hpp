@@ -22,7 +22,6 @@ struct Bucket {
   Device device = Device::cpu();
   std::vector<std::uint8_t> flat;    // host staging; unused for single-parameter buckets
   std::size_t pending = 0;           // gradients not yet ready this step
-  bool launched = false;
   Work work;
 };
 

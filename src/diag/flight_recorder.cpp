@@ -99,7 +99,7 @@ OpRecord FlightRecorder::enqueue(const coll::CollectiveDesc& d, std::int64_t now
   r.dtype = d.dtype;
   r.op = d.op;
   r.algo = d.algo;
-  r.root = d.root;
+  r.root = is_p2p(d.kind) ? d.peer : d.root;
   r.tag = d.tag;
   r.state = started ? OpState::started : OpState::enqueued;
   if (started) running_.store(r.id, std::memory_order_release);

@@ -26,7 +26,7 @@ struct OpRecord {
   OpKind kind = OpKind::barrier;
   DType dtype = DType::u8;
   ReduceOp op = ReduceOp::sum;
-  Algo algo = Algo::none;
+  Algo algo = Algo::unset;
   OpState state = OpState::enqueued;
   std::int32_t root = -1;  // root, or the peer of a send/recv
   std::int32_t tag = 0;

@@ -17,45 +17,70 @@
 #include "collectives/desc.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
+#include "group/settings.hpp"
+#include "group/validate.hpp"
 #include "group/work_state.hpp"
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
 
 namespace mci {
 
-struct ProcessGroup::Impl {
+// Who this rank is in the group: fixed for the group's life.
+struct GroupIdentity {
   int rank = 0;
   int size = 1;
   int local_rank = 0;
   int local_size = 1;
   std::string backend_name;
   std::chrono::milliseconds timeout{};
-  // Declared in this order so the backend closes before the store client,
-  // and the store client before the server this rank may host.
-  std::unique_ptr<StoreServer> hosted_store;
-  std::shared_ptr<Store> store;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<diag::FlightRecorder> recorder;
-  std::unique_ptr<diag::HangResponder> responder;  // reads recorder: declared after it
-  std::chrono::milliseconds report_wait{3000};
-  bool debug_timing = false;  // MCI_DEBUG=timing: a line per collective, a summary at the end
+};
 
-  Work submit(OpKind kind, const BufferView& in, const BufferView& out, ReduceOp op, int root,
-              int tag, Exec e);
-  void abort(const std::string& reason);
-  void shutdown();
+struct ProcessGroup::Impl {
+  // `hosted_store` is the server this rank hosts (rank 0 without a
+  // launcher), or null; `store` is the group's (prefixed) store.
+  Impl(const GroupIdentity& id, const GroupSettings& settings, std::unique_ptr<StoreServer> hosted_store,
+       std::shared_ptr<Store> store, std::unique_ptr<Backend> backend);
   ~Impl();
 
+  const int rank;
+  const int size;
+  const int local_rank;
+  const int local_size;
+  const std::string backend_name;
+  const std::chrono::milliseconds timeout;
+
+  Work submit(const Call& call, Exec e);
+  void abort(const std::string& reason);
+  void shutdown();
+  std::uint64_t last_seq() const { return seq_; }
+  void* cuda_stream() const { return backend_->cuda_stream(); }
+
  private:
+  // Declared in this order so the backend closes before the store client,
+  // and the store client before the server this rank may host.
+  std::unique_ptr<StoreServer> hosted_store_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<diag::FlightRecorder> recorder_;
+  std::unique_ptr<diag::HangResponder> responder_;  // reads recorder_: declared after it
+  const std::chrono::milliseconds report_wait_;
+  const bool debug_timing_;  // MCI_DEBUG=timing: a line per collective, a summary at the end
+
   struct Task {
     coll::CollectiveDesc d;
     diag::OpRecord rec;  // its flight recorder entry
     std::shared_ptr<Work::State> st;
   };
-  // `shared`: the Work already exists for another thread (async calls), so
-  // completing it takes its lock.
+  // Who runs an operation decides how: the caller's thread (blocking calls)
+  // runs the backend's run() and completes a Work nobody else sees yet; the
+  // progress thread (async calls) runs run_async(), which may hand the Work a
+  // device fence early, and completes a Work other threads may be waiting on
+  // (under its lock).
+  enum class Runner { caller, progress_thread };
   void execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st, Clock::time_point t0,
-               bool shared);
+               Runner runner);
+  // The error for an operation submitted after the group broke.
+  [[noreturn]] void throw_broken(const coll::CollectiveDesc& d) const;
   void run_p2p_batch(std::deque<Task> batch);
   void take_queued_p2p(std::deque<Task>& into);
   void record_failure(const coll::CollectiveDesc& d, const std::exception& err);
@@ -91,9 +116,6 @@ struct ProcessGroup::Impl {
   // Held by whoever runs an operation (caller or progress thread).
   std::mutex exec_mu_;
   std::string broken_;  // the first failure; guarded by exec_mu_
-
- public:
-  std::uint64_t last_seq() const { return seq_; }
 };
 
 }  // namespace mci

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/registry.hpp"
 #include "common/auth.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -11,6 +12,7 @@
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
+#include "store/all_ranks.hpp"
 
 namespace mci {
 
@@ -98,7 +100,7 @@ void check_agreement(Store& s, const Coordinates& c) {
   // host:pid, plus a nonce so two groups in one process are told apart.
   const auto nonce = auth::random_nonce();
   const std::string me = fmt::format("{}:{} ({:02x}{:02x})", host_name(), ::getpid(), nonce[0], nonce[1]);
-  const Bytes claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
+  const StoreValue claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
   if (to_string(claimed) != me) {
     throw ConfigError(fmt::format(
         "RANK {} is used by two processes: this one ({}) and {}. Each process of a job needs its "
@@ -106,7 +108,7 @@ void check_agreement(Store& s, const Coordinates& c) {
         c.rank, me, to_string(claimed)));
   }
   const std::string w = std::to_string(c.world);
-  const Bytes world = s.compare_set("world_size", {}, to_bytes(w));
+  const StoreValue world = s.compare_set("world_size", {}, to_bytes(w));
   if (to_string(world) != w) {
     throw ConfigError(fmt::format("WORLD_SIZE disagrees between processes: rank {} has {}, an "
                                   "earlier rank has {}. Every process must get the same WORLD_SIZE.",
@@ -114,45 +116,32 @@ void check_agreement(Store& s, const Coordinates& c) {
   }
 }
 
-// Every rank checks in with "ok" or the error that stops it, so a rank whose
-// checks fail takes the others down at once instead of leaving them waiting
-// for it until the timeout.
-void check_in(Store& s, const Coordinates& c) {
-  std::string verdict = "ok";
-  std::exception_ptr mine;
-  try {
+// Every rank checks in with its verdict, so a rank whose checks fail takes
+// the others down at once instead of leaving them waiting for it until the
+// timeout.
+void check_in(Store& s, const Coordinates& c, const Deadline& dl) {
+  run_together(s, "checkin", c.rank, c.world, dl, "join the group", [&] {
     check_agreement(s, c);
-  } catch (const ConfigError& e) {
-    verdict = std::string("error: ") + e.what();
-    mine = std::current_exception();
-  }
-  s.compare_set(fmt::format("checkin/{}", c.rank), {}, to_bytes(verdict));
-  if (mine) std::rethrow_exception(mine);
-  for (int r = 0; r < c.world; ++r) {
-    const std::string v = to_string(s.get(fmt::format("checkin/{}", r)));
-    if (v.rfind("error: ", 0) == 0) {
-      throw ConfigError(fmt::format("rank {} could not join the group, so rank {} stops too: {}", r,
-                                    c.rank, v.substr(7)));
-    }
-  }
+    return std::string();
+  });
 }
 
 }  // namespace
 
 bool backend_available(const std::string& name) {
-  if (name == "cpu") return true;
-#ifdef MCI_HAVE_GLOO
-  if (name == "gloo") return true;
-#endif
-#ifdef MCI_HAVE_NCCL
-  if (name == "nccl") return true;
-#endif
-  return false;
+  const BackendEntry* b = find_backend(name);
+  return b && b->built;
+}
+
+std::vector<BackendInfo> list_backends() {
+  std::vector<BackendInfo> out;
+  for (const auto& b : backend_table()) out.push_back(BackendInfo{std::string(b.name), std::string(b.what), b.built});
+  return out;
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
-  if (opts.backend != "cpu" && opts.backend != "gloo" && opts.backend != "nccl") {
-    throw ConfigError(fmt::format("unknown backend '{}': use cpu (mci's engine), gloo or nccl", opts.backend));
+  if (!find_backend(opts.backend)) {
+    throw ConfigError(fmt::format("unknown backend '{}': use {}", opts.backend, backend_names()));
   }
   if (opts.timeout.count() <= 0) {
     throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
@@ -174,41 +163,28 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
                                   opts.init_method));
   }
 
-  if (!backend_available(opts.backend)) {
-    throw ConfigError(fmt::format(
-        "backend '{}' is not part of this build of mci ({} was not found when it was "
-        "configured); use backend 'cpu', mci's own engine, or rebuild with {}",
-        opts.backend, opts.backend == "nccl" ? "CUDA/NCCL" : "Gloo",
-        opts.backend == "nccl" ? "the CUDA toolkit and NCCL" : "libgloo-dev installed"));
-  }
-
-  auto impl = std::make_unique<ProcessGroup::Impl>();
-  impl->rank = c.rank;
-  impl->size = c.world;
-  impl->local_rank = c.local_rank;
-  impl->local_size = c.local_world;
-  impl->backend_name = opts.backend;
-  impl->timeout = opts.timeout;
-  const std::string token = auth::token_from_env();
+  const GroupSettings settings = GroupSettings::from(opts);
+  if (!backend_available(opts.backend)) make_backend(opts.backend, {});  // throws what this build lacks
 
   std::shared_ptr<Store> base = opts.store;
+  std::unique_ptr<StoreServer> hosted_store;
   std::string listen_host;
   if (!base) {
     // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
-    if (c.rank == 0 && !env_str("MCI_STORE_HOSTED")) {
-      impl->hosted_store = std::make_unique<StoreServer>(StoreServerOptions{c.host, c.port, token});
+    if (c.rank == 0 && !settings.launcher_hosts_store) {
+      hosted_store = std::make_unique<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
     }
     TcpStoreOptions so;
     so.host = c.host;
     so.port = c.port;
     so.timeout = opts.timeout;
     so.connect_timeout = opts.timeout;
-    so.token = token;
+    so.token = settings.token;
     auto tcp = std::make_shared<TcpStore>(so);
     listen_host = tcp->local_address();
     base = tcp;
   }
-  if (auto h = env_str("MCI_HOST_ADDR"); h && !h->empty()) listen_host = *h;
+  if (!settings.host_addr.empty()) listen_host = settings.host_addr;
   if (listen_host.empty()) listen_host = "127.0.0.1";
   base->set_timeout(opts.timeout);
 
@@ -220,7 +196,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   const std::int64_t generation = (arrival - 1) / c.world;
   const std::string session = fmt::format("mci/{}/{}", opts.group_name, generation);
   auto store = std::make_shared<PrefixStore>(session, base);
-  check_in(*store, c);
+  check_in(*store, c, Deadline(opts.timeout));
 
   BackendContext ctx;
   ctx.rank = c.rank;
@@ -230,25 +206,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.store = store;
   ctx.session = session;
   ctx.listen_host = listen_host;
-  ctx.token = token;
+  ctx.token = settings.token;
   ctx.timeout = opts.timeout;
-  if (opts.backend == "cpu") {
-    impl->backend = make_cpu_backend(ctx);
-  } else if (opts.backend == "gloo") {
-    impl->backend = make_gloo_backend(ctx);
-  } else {
-    impl->backend = make_nccl_backend(ctx);
-  }
-  impl->store = store;
-  impl->recorder = std::make_unique<diag::FlightRecorder>(
-      static_cast<std::size_t>(env_int("MCI_FLIGHT_RECORDER_ENTRIES", "MCI_FLIGHT_RECORDER_ENTRIES")
-                                   .value_or(static_cast<long long>(opts.flight_recorder_entries))));
-  impl->report_wait = std::chrono::milliseconds(
-      env_int("MCI_HANG_REPORT_WAIT_MS", "MCI_HANG_REPORT_WAIT_MS").value_or(3000));
-  if (auto dbg = env_str("MCI_DEBUG")) impl->debug_timing = dbg->find("timing") != std::string::npos;
-  if (auto own = store->clone()) {
-    impl->responder = std::make_unique<diag::HangResponder>(std::move(own), c.rank, *impl->recorder);
-  }
+  auto backend = make_backend(opts.backend, ctx);
+  auto impl = std::make_unique<ProcessGroup::Impl>(
+      GroupIdentity{c.rank, c.world, c.local_rank, c.local_world, opts.backend, opts.timeout}, settings,
+      std::move(hosted_store), store, std::move(backend));
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world,
             opts.group_name, opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));

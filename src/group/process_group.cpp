@@ -15,13 +15,13 @@ std::int64_t ns_of(Clock::time_point t) {
 }
 }  // namespace
 
-Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferView& out,
-                                ReduceOp op, int root, int tag, Exec e) {
+Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
+  const OpKind kind = call.kind;
   coll::CollectiveDesc d;
   try {
-    d = make_desc(kind, in, out, op, root, tag, rank, size);
+    d = make_desc(call, rank, size);
     if (!is_p2p(kind)) d.seq = seq_ + 1;
-    backend->prepare(d);  // may refuse, e.g. host memory on nccl
+    backend_->prepare(d);  // may refuse, e.g. host memory on nccl
   } catch (const ConfigError& err) {
     // Peers may already be inside this collective: tell them now rather
     // than letting them wait for the timeout.
@@ -42,20 +42,21 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
   }
   st->seq = d.seq;
   st->kind = kind;
+  st->algo = d.algo;
   const auto submitted = Clock::now();
   if (e == Exec::blocking) {
     // Enqueued and started at once: one record write, one clock read.
-    diag::OpRecord rec = recorder->enqueue(d, ns_of(submitted), /*started=*/true);
+    diag::OpRecord rec = recorder_->enqueue(d, ns_of(submitted), /*started=*/true);
     const bool queued_work = async_used_.load(std::memory_order_acquire);
     if (queued_work) drain();
     {
       std::lock_guard lk(exec_mu_);
-      execute(d, rec, *st, queued_work ? Clock::now() : submitted, /*shared=*/false);
+      execute(d, rec, *st, queued_work ? Clock::now() : submitted, Runner::caller);
     }
     if (st->error) std::rethrow_exception(st->error);
     return Work(st);
   }
-  diag::OpRecord rec = recorder->enqueue(d, ns_of(submitted));
+  diag::OpRecord rec = recorder_->enqueue(d, ns_of(submitted));
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw Error("mci: the process group is being destroyed; no new work is accepted");
@@ -70,22 +71,19 @@ Work ProcessGroup::Impl::submit(OpKind kind, const BufferView& in, const BufferV
 }
 
 void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st,
-                                 Clock::time_point t0, bool shared) {
-  if (rec.state != diag::OpState::started) recorder->start(rec, ns_of(t0));
-  backend->note_entry(ns_of(t0));
+                                 Clock::time_point t0, Runner runner) {
+  const bool shared = runner == Runner::progress_thread;
+  if (rec.state != diag::OpState::started) recorder_->start(rec, ns_of(t0));
+  backend_->note_entry(ns_of(t0));
   try {
-    if (!broken_.empty()) {
-      throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
-                              "earlier error ({}). Destroy the group and create a new one.",
-                              d.fingerprint().describe(), rank, broken_));
-    }
+    if (!broken_.empty()) throw_broken(d);
     try {
       if (shared) {
-        backend->run_async(d, Deadline(timeout), [&st](std::shared_ptr<const DeviceFence> f) {
+        backend_->run_async(d, Deadline(timeout), [&st](std::shared_ptr<const DeviceFence> f) {
           st.publish_fence(std::move(f));
         });
       } else {
-        backend->run(d, Deadline(timeout));
+        backend_->run(d, Deadline(timeout));
       }
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
@@ -94,9 +92,9 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     }
     const auto end = Clock::now();
     const auto took = end - t0;
-    const auto late = backend->last_arrival();
-    recorder->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0);
-    if (debug_timing) note_timing(d, took, late);
+    const auto late = backend_->last_arrival();
+    recorder_->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0);
+    if (debug_timing_) note_timing(d, took, late);
     if (shared) {
       st.finish(took, nullptr);
     } else {
@@ -104,7 +102,7 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     }
   } catch (const std::exception& err) {
     const auto end = Clock::now();
-    recorder->finish(rec, false, ns_of(end));
+    recorder_->finish(rec, false, ns_of(end));
     record_failure(d, err);
     if (shared) {
       st.finish(end - t0, std::current_exception());
@@ -114,10 +112,16 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
   }
 }
 
+void ProcessGroup::Impl::throw_broken(const coll::CollectiveDesc& d) const {
+  throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an earlier error ({}). "
+                          "Destroy the group and create a new one.",
+                          d.fingerprint().describe(), rank, broken_));
+}
+
 void ProcessGroup::Impl::record_failure(const coll::CollectiveDesc& d, const std::exception& err) {
   if (!broken_.empty()) return;
   broken_ = err.what();
-  backend->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
+  backend_->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
 }
 
 void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono::nanoseconds took,
@@ -140,7 +144,7 @@ void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono:
 }
 
 void ProcessGroup::Impl::print_timing_summary() {
-  if (!debug_timing || timed_ops_ == 0) return;
+  if (!debug_timing_ || timed_ops_ == 0) return;
   std::string out = fmt::format("timing summary on rank {}: {} collectives, {:.3f} ms inside them", rank,
                                 timed_ops_, static_cast<double>(timed_ns_) / 1e6);
   std::vector<int> order;
@@ -180,16 +184,12 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
   std::vector<Live> live;
   auto post = [&](Task& t) {
     const auto t0 = Clock::now();
-    recorder->start(t.rec, ns_of(t0));
+    recorder_->start(t.rec, ns_of(t0));
     try {
-      if (!broken_.empty()) {
-        throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an "
-                                "earlier error ({}).",
-                                t.d.fingerprint().describe(), rank, broken_));
-      }
-      live.push_back(Live{t, backend->post_p2p(t.d, Deadline(timeout)), t0});
+      if (!broken_.empty()) throw_broken(t.d);
+      live.push_back(Live{t, backend_->post_p2p(t.d, Deadline(timeout)), t0});
     } catch (const std::exception& err) {
-      recorder->finish(t.rec, false, diag::now_ns());
+      recorder_->finish(t.rec, false, diag::now_ns());
       record_failure(t.d, err);
       t.st->finish(Clock::now() - t0, std::current_exception());
     }
@@ -198,8 +198,8 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     for (auto& t : batch) post(t);
     batch.clear();
     for (auto it = live.begin(); it != live.end();) {
-      if (backend->p2p_done(it->ticket)) {
-        recorder->finish(it->t.rec, true, diag::now_ns());
+      if (backend_->p2p_done(it->ticket)) {
+        recorder_->finish(it->t.rec, true, diag::now_ns());
         it->t.st->finish(Clock::now() - it->t0, nullptr);
         it = live.erase(it);
       } else {
@@ -211,7 +211,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     if (live.empty()) continue;
     try {
       // Short rounds, so a send or recv queued meanwhile joins the batch.
-      backend->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout, timeout));
+      backend_->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout, timeout));
     } catch (const std::exception& err) {
       std::exception_ptr e = std::current_exception();
       if (dynamic_cast<const TimeoutError*>(&err)) {
@@ -225,7 +225,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
       }
       record_failure(live.front().t.d, err);
       for (auto& l : live) {
-        recorder->finish(l.t.rec, false, diag::now_ns());
+        recorder_->finish(l.t.rec, false, diag::now_ns());
         l.t.st->finish(Clock::now() - l.t0, e);
       }
       live.clear();
@@ -234,9 +234,9 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
 }
 
 std::string ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
-  if (!store || report_wait.count() <= 0) return {};
+  if (!store_ || report_wait_.count() <= 0) return {};
   try {
-    return diag::collect_hang_report(*store, rank, size, rec, waited, std::min(report_wait, timeout));
+    return diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout));
   } catch (const std::exception& e) {
     return fmt::format("(no hang report: {})", e.what());
   }
@@ -247,7 +247,7 @@ void ProcessGroup::Impl::fail_group(const std::string& reason) {
   std::lock_guard lk(exec_mu_);
   if (broken_.empty()) {
     broken_ = reason;
-    backend->abort(fmt::format("rank {}: {}", rank, reason));
+    backend_->abort(fmt::format("rank {}: {}", rank, reason));
   }
 }
 
@@ -276,7 +276,7 @@ void ProcessGroup::Impl::worker_loop() {
     } else {
       lk.unlock();
       std::lock_guard ex(exec_mu_);
-      execute(task.d, task.rec, *task.st, Clock::now(), /*shared=*/true);
+      execute(task.d, task.rec, *task.st, Clock::now(), Runner::progress_thread);
     }
     lk.lock();
     busy_ = false;
@@ -293,14 +293,32 @@ void ProcessGroup::Impl::shutdown() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  responder.reset();
+  responder_.reset();
   std::lock_guard lk(exec_mu_);
   print_timing_summary();
-  if (broken_.empty()) backend->close();
+  if (broken_.empty()) backend_->close();
+}
+
+ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
+                         std::unique_ptr<StoreServer> hosted_store, std::shared_ptr<Store> store,
+                         std::unique_ptr<Backend> backend)
+    : rank(id.rank),
+      size(id.size),
+      local_rank(id.local_rank),
+      local_size(id.local_size),
+      backend_name(id.backend_name),
+      timeout(id.timeout),
+      hosted_store_(std::move(hosted_store)),
+      store_(std::move(store)),
+      backend_(std::move(backend)),
+      recorder_(std::make_unique<diag::FlightRecorder>(settings.flight_recorder_entries)),
+      report_wait_(settings.hang_report_wait),
+      debug_timing_(settings.debug_timing) {
+  if (auto own = store_->clone()) responder_ = std::make_unique<diag::HangResponder>(std::move(own), rank, *recorder_);
 }
 
 ProcessGroup::Impl::~Impl() {
-  if (backend) shutdown();
+  if (backend_) shutdown();
 }
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -316,46 +334,46 @@ std::uint64_t ProcessGroup::last_seq() const { return impl_->last_seq(); }
 void ProcessGroup::abort(const std::string& reason) { impl_->abort(reason); }
 
 Work ProcessGroup::all_reduce(BufferView data, ReduceOp op, Exec e) {
-  return impl_->submit(OpKind::all_reduce, data, data, op, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::all_reduce, .in = data, .out = data, .op = op}, e);
 }
 Work ProcessGroup::all_reduce(BufferView in, BufferView out, ReduceOp op, Exec e) {
-  return impl_->submit(OpKind::all_reduce, in, out, op, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::all_reduce, .in = in, .out = out, .op = op}, e);
 }
 Work ProcessGroup::broadcast(BufferView data, int root, Exec e) {
-  return impl_->submit(OpKind::broadcast, data, data, ReduceOp::sum, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::broadcast, .in = data, .out = data, .root = root}, e);
 }
 Work ProcessGroup::broadcast(BufferView in, BufferView out, int root, Exec e) {
-  return impl_->submit(OpKind::broadcast, in, out, ReduceOp::sum, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::broadcast, .in = in, .out = out, .root = root}, e);
 }
 Work ProcessGroup::reduce(BufferView data, int root, ReduceOp op, Exec e) {
-  return impl_->submit(OpKind::reduce, data, data, op, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::reduce, .in = data, .out = data, .op = op, .root = root}, e);
 }
 Work ProcessGroup::reduce(BufferView in, BufferView out, int root, ReduceOp op, Exec e) {
-  return impl_->submit(OpKind::reduce, in, out, op, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::reduce, .in = in, .out = out, .op = op, .root = root}, e);
 }
 Work ProcessGroup::all_gather(BufferView in, BufferView out, Exec e) {
-  return impl_->submit(OpKind::all_gather, in, out, ReduceOp::sum, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::all_gather, .in = in, .out = out}, e);
 }
 Work ProcessGroup::gather(BufferView in, BufferView out, int root, Exec e) {
-  return impl_->submit(OpKind::gather, in, out, ReduceOp::sum, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::gather, .in = in, .out = out, .root = root}, e);
 }
 Work ProcessGroup::scatter(BufferView in, BufferView out, int root, Exec e) {
-  return impl_->submit(OpKind::scatter, in, out, ReduceOp::sum, root, 0, e);
+  return impl_->submit(Call{.kind = OpKind::scatter, .in = in, .out = out, .root = root}, e);
 }
 Work ProcessGroup::reduce_scatter(BufferView in, BufferView out, ReduceOp op, Exec e) {
-  return impl_->submit(OpKind::reduce_scatter, in, out, op, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::reduce_scatter, .in = in, .out = out, .op = op}, e);
 }
 Work ProcessGroup::all_to_all(BufferView in, BufferView out, Exec e) {
-  return impl_->submit(OpKind::all_to_all, in, out, ReduceOp::sum, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::all_to_all, .in = in, .out = out}, e);
 }
 Work ProcessGroup::barrier(Exec e) {
-  return impl_->submit(OpKind::barrier, {}, {}, ReduceOp::sum, -1, 0, e);
+  return impl_->submit(Call{.kind = OpKind::barrier}, e);
 }
 Work ProcessGroup::send(BufferView data, int dst, int tag, Exec e) {
-  return impl_->submit(OpKind::send, data, {}, ReduceOp::sum, dst, tag, e);
+  return impl_->submit(Call{.kind = OpKind::send, .in = data, .peer = dst, .tag = tag}, e);
 }
 Work ProcessGroup::recv(BufferView data, int src, int tag, Exec e) {
-  return impl_->submit(OpKind::recv, {}, data, ReduceOp::sum, src, tag, e);
+  return impl_->submit(Call{.kind = OpKind::recv, .out = data, .peer = src, .tag = tag}, e);
 }
 
 }  // namespace mci

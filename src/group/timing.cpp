@@ -25,7 +25,7 @@ CollectiveTimer::CollectiveTimer(ProcessGroup& pg, Device where) : impl_(std::ma
   if (!where.is_cuda()) return;
 #ifdef MCI_HAVE_CUDA
   impl_->device = true;
-  impl_->stream = static_cast<cudaStream_t>(pg.impl_->backend->cuda_stream());
+  impl_->stream = static_cast<cudaStream_t>(pg.impl_->cuda_stream());
   cuda::check(cudaSetDevice(where.index), "cudaSetDevice");
   impl_->start.emplace();
   impl_->end.emplace();

@@ -1,5 +1,7 @@
 #include "group/validate.hpp"
 
+#include "common/byte_ranges.hpp"
+
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -50,16 +52,16 @@ struct Check {
   }
 };
 
-bool overlaps(const BufferView& a, const BufferView& b) {
-  if (a.bytes() == 0 || b.bytes() == 0) return false;
-  auto pa = reinterpret_cast<std::uintptr_t>(a.data), pb = reinterpret_cast<std::uintptr_t>(b.data);
-  return pa < pb + b.bytes() && pb < pa + a.bytes();
-}
+bool overlaps(const BufferView& a, const BufferView& b) { return ranges_overlap(a.data, a.bytes(), b.data, b.bytes()); }
 
 }  // namespace
 
-coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferView& out,
-                               ReduceOp op, int root, int tag, int rank, int size) {
+coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
+  const OpKind kind = call.kind;
+  const BufferView& in = call.in;
+  const BufferView& out = call.out;
+  const ReduceOp op = call.op;
+  const int root = call.root, peer = call.peer, tag = call.tag;
   const Check c{kind, rank};
   if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::max)) {
     c.fail(fmt::format("unknown reduce op ({})", static_cast<unsigned>(op)));
@@ -68,6 +70,7 @@ coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferVi
   d.kind = kind;
   d.op = op;
   d.root = root;
+  d.peer = peer;
   d.tag = tag;
   d.dtype = in.dtype;
   d.device = in.device;
@@ -137,8 +140,8 @@ coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferVi
       break;
     case OpKind::send:
     case OpKind::recv: {
-      c.root(root, size, kind == OpKind::send ? "destination rank" : "source rank");
-      if (root == rank) {
+      c.root(peer, size, kind == OpKind::send ? "destination rank" : "source rank");
+      if (peer == rank) {
         c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank",
                            rank, kind == OpKind::send ? "send to" : "receive from"));
       }

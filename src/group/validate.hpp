@@ -7,8 +7,18 @@
 
 namespace mci {
 
+// One call as the user made it; each field means one thing.
+struct Call {
+  OpKind kind = OpKind::barrier;
+  BufferView in{};
+  BufferView out{};
+  ReduceOp op = ReduceOp::sum;  // reductions only
+  int root = -1;                // broadcast, reduce, gather, scatter
+  int peer = -1;                // send: the destination; recv: the source
+  int tag = 0;                  // send, recv
+};
+
 // Builds the descriptor for one call, or throws ConfigError.
-coll::CollectiveDesc make_desc(OpKind kind, const BufferView& in, const BufferView& out,
-                               ReduceOp op, int root, int tag, int rank, int size);
+coll::CollectiveDesc make_desc(const Call& call, int rank, int size);
 
 }  // namespace mci

@@ -64,5 +64,6 @@ double Work::duration_ms() const {
 
 std::uint64_t Work::seq() const { return state_->seq; }
 std::string Work::op() const { return std::string(op_name(state_->kind)); }
+std::string Work::algorithm() const { return std::string(algo_name(state_->algo)); }
 
 }  // namespace mci

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/device_fence.hpp"
+#include "common/algo.hpp"
 #include "common/fingerprint.hpp"
 #include "mci/work.hpp"
 
@@ -20,6 +21,7 @@ struct Work::State {
   std::chrono::nanoseconds duration{0};
   std::uint64_t seq = 0;
   OpKind kind = OpKind::barrier;
+  Algo algo = Algo::unset;
   // Set once a device backend has put the operation on the device queue.
   std::shared_ptr<const DeviceFence> fence;
 

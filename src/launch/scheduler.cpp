@@ -79,11 +79,21 @@ std::optional<SchedulerPlacement> from_open_mpi(const EnvLookup& env) {
   return p;
 }
 
+// Placement sources, asked in this order; the first that recognises its
+// environment wins. To add one: a reader above and a row here.
+struct PlacementSource {
+  const char* name;
+  std::optional<SchedulerPlacement> (*read)(const EnvLookup& env);
+};
+constexpr PlacementSource kSources[] = {{"slurm", &from_slurm}, {"open_mpi", &from_open_mpi}};
+
 }  // namespace
 
 std::optional<SchedulerPlacement> scheduler_placement(const EnvLookup& env) {
-  if (auto p = from_slurm(env)) return p;
-  return from_open_mpi(env);
+  for (const auto& source : kSources) {
+    if (auto p = source.read(env)) return p;
+  }
+  return std::nullopt;
 }
 
 }  // namespace mci::launch

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <limits>
 
+#include "mci/init.hpp"
 #include "perf/usage_error.hpp"
 
 #ifndef MCI_PERF_VERSION
@@ -143,12 +144,18 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
                  "time of an iteration across ranks, nccl-tests numbering: 0 rank 0, 1 avg, 2 min, "
                  "3 max (default 3 = the slowest rank; names also work)")
       ->type_name("0-3");
-  app.add_option("--backend", backend, "cpu (mci's engine), gloo or nccl (default cpu)")->type_name("NAME");
+  std::string backends;
+  for (const auto& b : mci::list_backends()) {
+    backends += (backends.empty() ? "" : "; ") + b.name + ": " + b.description + (b.built ? "" : " (not in this build)");
+  }
+  app.add_option("--backend", backend, backends + " (default cpu)")->type_name("NAME");
   app.add_option("--device", device, "cpu or cuda: where the buffers live (default cpu; cuda with --backend nccl)")
       ->type_name("cpu|cuda");
   app.add_option("--transport", transport, "auto, shm or tcp: exported as MCI_TRANSPORT (cpu backend)")
       ->type_name("NAME");
-  app.add_option("--algo", algo, "force an algorithm: exported as MCI_ALGO (ring, rd, direct, tree, auto)")
+  app.add_option("--algo", algo,
+                 "force an algorithm: exported as MCI_ALGO (auto, ring, rd, direct, tree, ...; an unknown name "
+                 "lists them all with the collectives they serve)")
       ->type_name("NAME");
   app.add_option("--timeout", timeout, "group timeout in seconds: a hung collective fails after it (default 300)")
       ->type_name("SECONDS");
@@ -229,8 +236,11 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   o.timeout = std::chrono::seconds(parse_int(timeout, "--timeout", 1, 7 * 24 * 3600));
 
   o.backend = lower(backend);
-  if (o.backend != "cpu" && o.backend != "gloo" && o.backend != "nccl") {
-    throw UsageError("--backend " + backend + ": use cpu, gloo or nccl");
+  const auto known = mci::list_backends();
+  if (std::none_of(known.begin(), known.end(), [&](const mci::BackendInfo& b) { return b.name == o.backend; })) {
+    std::string names;
+    for (const auto& b : known) names += (names.empty() ? "" : ", ") + b.name;
+    throw UsageError("--backend " + backend + ": use " + names);
   }
   const std::string dev = device.empty() ? (o.backend == "nccl" ? "cuda" : "cpu") : lower(device);
   if (dev != "cpu" && dev != "cuda") throw UsageError("--device " + device + ": use cpu or cuda");

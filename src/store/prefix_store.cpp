@@ -20,13 +20,13 @@ std::vector<std::string> PrefixStore::k(const std::vector<std::string>& keys) co
   return out;
 }
 
-void PrefixStore::set(const std::string& key, const Bytes& value) { base_->set(k(key), value); }
-Bytes PrefixStore::get(const std::string& key, Millis t) { return base_->get(k(key), t); }
+void PrefixStore::set(const std::string& key, const StoreValue& value) { base_->set(k(key), value); }
+StoreValue PrefixStore::get(const std::string& key, std::chrono::milliseconds t) { return base_->get(k(key), t); }
 std::int64_t PrefixStore::add(const std::string& key, std::int64_t d) { return base_->add(k(key), d); }
-Bytes PrefixStore::compare_set(const std::string& key, const Bytes& e, const Bytes& d) {
+StoreValue PrefixStore::compare_set(const std::string& key, const StoreValue& e, const StoreValue& d) {
   return base_->compare_set(k(key), e, d);
 }
-void PrefixStore::wait(const std::vector<std::string>& keys, Millis t) { base_->wait(k(keys), t); }
+void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { base_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(k(keys)); }
 bool PrefixStore::remove(const std::string& key) { return base_->remove(k(key)); }
 std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }

@@ -32,8 +32,8 @@ constexpr std::size_t kMaxPendingOut = 256u << 20;  // a client that stops readi
 
 struct Client {
   Fd fd;
-  Bytes in;
-  Bytes out;
+  StoreValue in;
+  StoreValue out;
   std::size_t out_off = 0;
   bool authed = false;
   bool parked = false;
@@ -62,7 +62,7 @@ struct StoreServer::Impl {
 
   // Owned by the server thread only.
   std::map<std::uint64_t, Client> clients;
-  std::unordered_map<std::string, Bytes> data;
+  std::unordered_map<std::string, StoreValue> data;
   std::list<Waiter> waiters;
   std::uint64_t next_id = 1;
 
@@ -283,7 +283,7 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
         wake_waiters();
         return;
       }
-      resp.value = it == data.end() ? Bytes{} : it->second;
+      resp.value = it == data.end() ? StoreValue{} : it->second;
       resp.status = it == data.end() ? store::Status::missing : store::Status::ok;
       break;
     }

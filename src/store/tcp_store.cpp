@@ -20,8 +20,8 @@ namespace {
 constexpr auto kServerSlack = std::chrono::seconds(10);
 }  // namespace
 
-Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
-std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
+StoreValue to_bytes(std::string_view s) { return StoreValue(s.begin(), s.end()); }
+std::string to_string(const StoreValue& b) { return std::string(b.begin(), b.end()); }
 
 struct TcpStore::Impl {
   TcpStoreOptions opts;
@@ -55,7 +55,7 @@ store::Response TcpStore::Impl::read_response(const Deadline& dl) {
   if (Io io = recv_all(fd.get(), hdr, sizeof hdr, dl); io != Io::ok) fail(io, dl, "reading a reply");
   auto len = store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(hdr, sizeof hdr));
   if (!len) throw PeerError(fmt::format("the store at {} sent a malformed reply", where()), -1);
-  Bytes body(*len);
+  StoreValue body(*len);
   if (Io io = recv_all(fd.get(), body.data(), body.size(), dl); io != Io::ok) fail(io, dl, "reading a reply");
   auto resp = store::decode_response(body);
   if (!resp) throw PeerError(fmt::format("the store at {} sent a malformed reply", where()), -1);
@@ -65,7 +65,7 @@ store::Response TcpStore::Impl::read_response(const Deadline& dl) {
 store::Response TcpStore::Impl::call(const store::Request& req, std::chrono::milliseconds budget) {
   std::lock_guard lk(mu);
   if (broken) throw PeerError(fmt::format("the connection to the store at {} is closed", where()), -1);
-  Bytes frame;
+  StoreValue frame;
   store::encode(req, frame);
   Deadline dl(budget + kServerSlack);
   if (Io io = send_all(fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
@@ -108,7 +108,7 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
     a.value.assign(p.begin(), p.end());
     a.value2.assign(my_nonce.begin(), my_nonce.end());
   }
-  Bytes frame;
+  StoreValue frame;
   store::encode(a, frame);
   if (Io io = send_all(impl_->fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
     impl_->fail(io, dl, "authenticating");
@@ -157,7 +157,7 @@ void TcpStore::interrupt() {
 
 std::string TcpStore::local_address() const { return mci::local_address(impl_->fd.get()); }
 
-void TcpStore::set(const std::string& key, const Bytes& value) {
+void TcpStore::set(const std::string& key, const StoreValue& value) {
   store::Request r;
   r.op = store::Op::set;
   r.keys = {key};
@@ -165,7 +165,7 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   impl_->call(r, timeout());
 }
 
-Bytes TcpStore::get(const std::string& key, Millis t) {
+StoreValue TcpStore::get(const std::string& key, std::chrono::milliseconds t) {
   store::Request r;
   r.op = store::Op::get;
   r.keys = {key};
@@ -186,7 +186,7 @@ std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
   return impl_->call(r, timeout()).num;
 }
 
-Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+StoreValue TcpStore::compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) {
   store::Request r;
   r.op = store::Op::compare_set;
   r.keys = {key};
@@ -195,7 +195,7 @@ Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const
   return std::move(impl_->call(r, timeout()).value);
 }
 
-void TcpStore::wait(const std::vector<std::string>& keys, Millis t) {
+void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) {
   store::Request r;
   r.op = store::Op::wait;
   r.keys = keys;

@@ -8,7 +8,7 @@ namespace {
 
 class Writer {
  public:
-  explicit Writer(Bytes& out) : out_(out), start_(out.size()) {
+  explicit Writer(StoreValue& out) : out_(out), start_(out.size()) {
     put_u32(kMagic);
     put_u32(0);  // patched in finish()
   }
@@ -33,7 +33,7 @@ class Writer {
   }
 
  private:
-  Bytes& out_;
+  StoreValue& out_;
   std::size_t start_;
 };
 
@@ -60,7 +60,7 @@ class Reader {
     v = static_cast<std::int64_t>(u);
     return true;
   }
-  bool bytes(Bytes& v, std::size_t limit) {
+  bool bytes(StoreValue& v, std::size_t limit) {
     std::uint32_t n = 0;
     if (!u32(n) || n > limit || n > left()) return false;
     v.assign(in_.begin() + static_cast<std::ptrdiff_t>(pos_),
@@ -90,7 +90,7 @@ bool takes_one_key(Op op) {
 
 }  // namespace
 
-void encode(const Request& r, Bytes& out) {
+void encode(const Request& r, StoreValue& out) {
   Writer w(out);
   w.put_u8(static_cast<std::uint8_t>(r.op));
   switch (r.op) {
@@ -132,7 +132,7 @@ void encode(const Request& r, Bytes& out) {
   w.finish();
 }
 
-void encode(const Response& r, Bytes& out) {
+void encode(const Response& r, StoreValue& out) {
   Writer w(out);
   w.put_u8(static_cast<std::uint8_t>(r.status));
   w.put_bytes(r.value.data(), r.value.size());

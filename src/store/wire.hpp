@@ -32,20 +32,20 @@ enum class Status : std::uint8_t { ok = 0, timeout = 1, missing = 2 };
 struct Request {
   Op op{};
   std::vector<std::string> keys;  // one key for set/get/add/cas/remove
-  Bytes value;                    // set: value; cas: expected; auth: proof
-  Bytes value2;                   // cas: desired; auth: client nonce
+  StoreValue value;                    // set: value; cas: expected; auth: proof
+  StoreValue value2;                   // cas: desired; auth: client nonce
   std::int64_t num = 0;           // add: delta; get/wait: timeout ms
 };
 
 struct Response {
   Status status = Status::ok;
-  Bytes value;
+  StoreValue value;
   std::int64_t num = 0;
 };
 
 // Encoding appends a whole frame (header included).
-void encode(const Request& r, Bytes& out);
-void encode(const Response& r, Bytes& out);
+void encode(const Request& r, StoreValue& out);
+void encode(const Response& r, StoreValue& out);
 
 // Parses a frame header: the body length, or nullopt if the magic is wrong or
 // the body is larger than kMaxBody.

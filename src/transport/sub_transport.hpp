@@ -33,8 +33,6 @@ class SubTransport final : public Transport {
   bool done(const OpHandle& op) const override { return base_.done(op); }
   void progress(std::chrono::milliseconds max_wait, const Deadline& dl) override { base_.progress(max_wait, dl); }
   void reap() override { base_.reap(); }
-  void begin_op(std::int64_t arrival_ns) override { base_.begin_op(arrival_ns); }
-  Arrival latest() const override { return base_.latest(); }
   void abort(const std::string&) noexcept override {}
   void close() noexcept override {}
 

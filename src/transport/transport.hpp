@@ -1,5 +1,8 @@
 // What algorithms see of the network: post sends and receives to peers, then
-// wait for all of them under a deadline. Nothing moves a byte before
+// wait for all of them under a deadline. TcpTransport implements it between
+// processes, SubTransport over some ranks of another, LoopbackTransport
+// between threads of one process (tests). Shared memory is not one of these:
+// its algorithms read the peers' buffers in place (see shm/shm_world.hpp). Nothing moves a byte before
 // wait_all(); everything posted moves concurrently inside it, so a ring step
 // that sends to one neighbour while receiving from the other cannot deadlock.
 #pragma once
@@ -50,20 +53,25 @@ class Transport {
   virtual void progress(std::chrono::milliseconds max_wait, const Deadline& dl) = 0;
   virtual void reap() = 0;
 
-  // Arrival bookkeeping for the straggler report: begin_op() marks this
-  // rank's entry into an operation (wall clock ns); frames carry the latest
-  // entry each sender knows of; latest() is the latest seen so far.
-  struct Arrival {
-    int rank = -1;
-    std::int64_t ns = 0;
-  };
-  virtual void begin_op(std::int64_t arrival_ns) = 0;
-  virtual Arrival latest() const = 0;
-
   // Tell every peer why we stop (best effort, never blocks), then close.
   virtual void abort(const std::string& reason) noexcept = 0;
   // Orderly goodbye: peers learn we left on purpose.
   virtual void close() noexcept = 0;
+};
+
+// Arrival bookkeeping for the straggler report, beside a transport that
+// learns it for free: begin_op() marks this rank's entry into an operation
+// (wall clock ns); frames carry the latest entry each sender knows of;
+// latest() is the latest seen so far.
+class ArrivalLog {
+ public:
+  struct Arrival {
+    int rank = -1;
+    std::int64_t ns = 0;
+  };
+  virtual ~ArrivalLog() = default;
+  virtual void begin_op(std::int64_t arrival_ns) = 0;
+  virtual Arrival latest() const = 0;
 };
 
 }  // namespace mci::transport

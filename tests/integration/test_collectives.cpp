@@ -2,10 +2,20 @@
 // in real processes over real sockets; each forced algorithm too.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "../support/job.hpp"
+#include "collectives/algorithm_table.hpp"
 
 namespace mci::test {
 namespace {
+
+// The worker's "algorithms:" line: which algorithms each collective ran with.
+std::string algorithms_of(const std::string& kind, const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("algorithms:.* " + kind + "=([a-z_+]+)"))) return "(not run)";
+  return m[1];
+}
 
 struct Case {
   int world;
@@ -40,9 +50,26 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
     EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig
                                            << "\n" << job.all_output();
     EXPECT_NE(job.output(r).find("matrix done: 0 failures"), std::string::npos) << job.output(r);
-    // Several pretend hosts: all-reduce took the hierarchical path.
-    if (!c.hosts.empty() && c.algo.empty()) {
-      EXPECT_NE(job.output(r).find("all_reduce is hierarchical"), std::string::npos) << job.output(r);
+    // The algorithms that ran are the ones chosen or forced.
+    const std::string& out = job.output(r);
+    if (!c.algo.empty() && c.world > 1) {
+      const Algo forced = *algo_from_name(c.algo);
+      for (const auto& row : coll::algorithm_table()) {
+        if (row.algo == forced && row.place == coll::Place::mesh) {
+          EXPECT_EQ(algorithms_of(std::string(op_name(row.kind)), out), c.algo) << out;
+        }
+      }
+    } else if (!c.hosts.empty()) {
+      EXPECT_NE(out.find("all_reduce is hierarchical"), std::string::npos) << out;
+      EXPECT_EQ(algorithms_of("all_reduce", out), "hierarchical") << out;
+      EXPECT_EQ(algorithms_of("broadcast", out), "tree") << out;
+    } else if (c.transport == "tcp" || c.world == 1) {
+      EXPECT_EQ(algorithms_of("all_reduce", out), "recursive_doubling+ring") << out;
+      EXPECT_EQ(algorithms_of("all_to_all", out), "pairwise") << out;
+    } else {
+      EXPECT_EQ(algorithms_of("all_reduce", out), "shm_direct+shm_sliced") << out;
+      EXPECT_EQ(algorithms_of("barrier", out), "shm_flags") << out;
+      EXPECT_EQ(algorithms_of("gather", out), "shm_staged") << out;
     }
   }
 }

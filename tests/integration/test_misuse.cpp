@@ -67,7 +67,7 @@ TEST(Misuse, DifferentSettingsOnTheRanksAreRefusedAtInit) {
   EXPECT_EQ(o.codes[0], 13) << o.out;
   EXPECT_EQ(o.codes[1], 13) << o.out;
   EXPECT_TRUE(has(o, "the ranks disagree on mci's settings")) << o.out;
-  EXPECT_TRUE(has(o, "MCI_ALGO=ring") && has(o, "MCI_ALGO=default")) << o.out;
+  EXPECT_TRUE(has(o, "MCI_ALGO=ring") && has(o, "MCI_ALGO=auto")) << o.out;
 }
 
 TEST(Misuse, UnknownAlgorithmIsAConfigError) {

@@ -1,8 +1,10 @@
 #include "matrix.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -28,6 +30,13 @@ struct Runner {
   int coll = 0;  // collective number, seeds the inputs
   int rank = pg.rank();
   int n = pg.size();
+  // Which algorithms each collective ran with, in order of first use.
+  std::map<std::string, std::vector<std::string>> algorithms{};
+
+  void ran(const Work& w) {
+    auto& seen = algorithms[w.op()];
+    if (std::find(seen.begin(), seen.end(), w.algorithm()) == seen.end()) seen.push_back(w.algorithm());
+  }
 
 
 
@@ -68,10 +77,10 @@ struct Runner {
     fill_reference(t, want, count, op, c, narrow);
     const std::string what = fmt::format("all_reduce({}{})", reduce_op_name(op), in_place ? ", in place" : "");
     if (in_place) {
-      pg.all_reduce(BufferView{in.data(), count, t}, op);
+      ran(pg.all_reduce(BufferView{in.data(), count, t}, op));
       expect(what.c_str(), t, in.data(), want.data(), count);
     } else {
-      pg.all_reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, op);
+      ran(pg.all_reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, op));
       expect(what.c_str(), t, out.data(), want.data(), count);
       expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count);
     }
@@ -84,10 +93,10 @@ struct Runner {
     fill(t, in, count, rank, c, false);
     fill(t, want, count, root, c, false);
     if (in_place) {
-      pg.broadcast(BufferView{in.data(), count, t}, root);
+      ran(pg.broadcast(BufferView{in.data(), count, t}, root));
       expect("broadcast(in place)", t, in.data(), want.data(), count);
     } else {
-      pg.broadcast(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root);
+      ran(pg.broadcast(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root));
       expect("broadcast", t, out.data(), want.data(), count);
     }
   }
@@ -100,7 +109,7 @@ struct Runner {
     fill(t, in, count, rank, c, narrow);
     keep = in;
     sentinel = out;
-    pg.reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root, op);
+    ran(pg.reduce(BufferView{in.data(), count, t}, BufferView{out.data(), count, t}, root, op));
     const std::string what = fmt::format("reduce({}, root {})", reduce_op_name(op), root);
     if (rank == root) {
       fill_reference(t, want, count, op, c, narrow);
@@ -119,7 +128,7 @@ struct Runner {
     std::vector<std::uint8_t> in(count * es), want(count * es), keep;
     fill(t, in, count, rank, c, narrow);
     keep = in;
-    pg.reduce(BufferView{in.data(), count, t}, root, op);
+    ran(pg.reduce(BufferView{in.data(), count, t}, root, op));
     if (rank == root) {
       fill_reference(t, want, count, op, c, narrow);
       expect("reduce(in place) at root", t, in.data(), want.data(), count);
@@ -137,11 +146,11 @@ struct Runner {
     for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
     if (rank == root) {
       fill(t, out, count, rank, c, false, count * rank);
-      pg.gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t}, root);
+      ran(pg.gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t}, root));
       expect("gather(in place) at root", t, out.data(), want.data(), count * n);
     } else {
       fill(t, in, count, rank, c, false);
-      pg.gather(BufferView{in.data(), count, t}, BufferView{}, root);
+      ran(pg.gather(BufferView{in.data(), count, t}, BufferView{}, root));
     }
   }
 
@@ -152,10 +161,10 @@ struct Runner {
     fill(t, want, count, root * 1000 + rank, c, false);
     if (rank == root) {
       for (int r = 0; r < n; ++r) fill(t, in, count, root * 1000 + r, c, false, count * r);
-      pg.scatter(BufferView{in.data(), count * n, t}, BufferView{in.data() + count * es * rank, count, t}, root);
+      ran(pg.scatter(BufferView{in.data(), count * n, t}, BufferView{in.data() + count * es * rank, count, t}, root));
       expect("scatter(in place) at root", t, in.data() + count * es * rank, want.data(), count);
     } else {
-      pg.scatter(BufferView{}, BufferView{out.data(), count, t}, root);
+      ran(pg.scatter(BufferView{}, BufferView{out.data(), count, t}, root));
       expect("scatter", t, out.data(), want.data(), count);
     }
   }
@@ -167,10 +176,10 @@ struct Runner {
     for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
     if (in_place) {
       fill(t, out, count, rank, c, false, count * rank);
-      pg.all_gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t});
+      ran(pg.all_gather(BufferView{out.data() + count * es * rank, count, t}, BufferView{out.data(), count * n, t}));
     } else {
       fill(t, in, count, rank, c, false);
-      pg.all_gather(BufferView{in.data(), count, t}, BufferView{out.data(), count * n, t});
+      ran(pg.all_gather(BufferView{in.data(), count, t}, BufferView{out.data(), count * n, t}));
     }
     expect(in_place ? "all_gather(in place)" : "all_gather", t, out.data(), want.data(), count * n);
   }
@@ -181,7 +190,7 @@ struct Runner {
     std::vector<std::uint8_t> in(count * es), out(count * es * n, 0x22), want(count * es * n);
     fill(t, in, count, rank, c, false);
     for (int r = 0; r < n; ++r) fill(t, want, count, r, c, false, count * r);
-    pg.gather(BufferView{in.data(), count, t}, BufferView{out.data(), rank == root ? count * n : 0, t}, root);
+    ran(pg.gather(BufferView{in.data(), count, t}, BufferView{out.data(), rank == root ? count * n : 0, t}, root));
     if (rank == root) expect("gather", t, out.data(), want.data(), count * n);
   }
 
@@ -191,7 +200,7 @@ struct Runner {
     std::vector<std::uint8_t> in(count * es * n), out(count * es, 0x33), want(count * es);
     for (int r = 0; r < n; ++r) fill(t, in, count, root * 1000 + r, c, false, count * r);
     fill(t, want, count, root * 1000 + rank, c, false);
-    pg.scatter(BufferView{in.data(), rank == root ? count * n : 0, t}, BufferView{out.data(), count, t}, root);
+    ran(pg.scatter(BufferView{in.data(), rank == root ? count * n : 0, t}, BufferView{out.data(), count, t}, root));
     expect("scatter", t, out.data(), want.data(), count);
   }
 
@@ -206,11 +215,11 @@ struct Runner {
     fill_reference(t, want, count, op, c, narrow, count * rank);
     const std::string what = fmt::format("reduce_scatter({}{})", reduce_op_name(op), in_place ? ", in place" : "");
     if (in_place) {
-      pg.reduce_scatter(BufferView{in.data(), count * n, t},
-                        BufferView{in.data() + count * es * rank, count, t}, op);
+      ran(pg.reduce_scatter(BufferView{in.data(), count * n, t},
+                        BufferView{in.data() + count * es * rank, count, t}, op));
       expect(what.c_str(), t, in.data() + count * es * rank, want.data(), count);
     } else {
-      pg.reduce_scatter(BufferView{in.data(), count * n, t}, BufferView{out.data(), count, t}, op);
+      ran(pg.reduce_scatter(BufferView{in.data(), count * n, t}, BufferView{out.data(), count, t}, op));
       expect(what.c_str(), t, out.data(), want.data(), count);
       expect((what + " input untouched").c_str(), t, in.data(), keep.data(), count * n);
     }
@@ -224,10 +233,10 @@ struct Runner {
     for (int j = 0; j < n; ++j) fill(t, in, count, rank * 100 + j, c, false, count * j);
     for (int i = 0; i < n; ++i) fill(t, want, count, i * 100 + rank, c, false, count * i);
     if (in_place) {
-      pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{in.data(), count * n, t});
+      ran(pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{in.data(), count * n, t}));
       expect("all_to_all(in place)", t, in.data(), want.data(), count * n);
     } else {
-      pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{out.data(), count * n, t});
+      ran(pg.all_to_all(BufferView{in.data(), count * n, t}, BufferView{out.data(), count * n, t}));
       expect("all_to_all", t, out.data(), want.data(), count * n);
     }
   }
@@ -242,11 +251,11 @@ struct Runner {
     fill(t, in, count, rank, c, false);
     fill(t, want, count, from, c, false);
     if (rank % 2 == 0) {
-      pg.send(BufferView{in.data(), count, t}, to, c);
-      pg.recv(BufferView{out.data(), count, t}, from, c);
+      ran(pg.send(BufferView{in.data(), count, t}, to, c));
+      ran(pg.recv(BufferView{out.data(), count, t}, from, c));
     } else {
-      pg.recv(BufferView{out.data(), count, t}, from, c);
-      pg.send(BufferView{in.data(), count, t}, to, c);
+      ran(pg.recv(BufferView{out.data(), count, t}, from, c));
+      ran(pg.send(BufferView{in.data(), count, t}, to, c));
     }
     expect("send/recv", t, out.data(), want.data(), count);
   }
@@ -255,7 +264,7 @@ struct Runner {
 }  // namespace
 
 int run_matrix(ProcessGroup& pg, const MatrixConfig& cfg, std::ostream& err) {
-  Runner run{pg, err};
+  Runner run{pg, err, 0, 0, pg.rank(), pg.size(), {}};
   const int n = pg.size();
   for (DType t : cfg.dtypes) {
     std::vector<std::size_t> counts = cfg.elements;
@@ -282,9 +291,14 @@ int run_matrix(ProcessGroup& pg, const MatrixConfig& cfg, std::ostream& err) {
       run.all_to_all(t, count, false);
       run.all_to_all(t, count, true);
       run.send_recv(t, count);
-      pg.barrier();
+      run.ran(pg.barrier());
     }
   }
+  // One line the multi-process tests read: "algorithms: all_reduce=ring
+  // broadcast=tree ..." (several, joined by '+', when sizes chose differently).
+  std::string line = fmt::format("rank {} algorithms:", pg.rank());
+  for (const auto& [op, names] : run.algorithms) line += fmt::format(" {}={}", op, fmt::join(names, "+"));
+  err << line << "\n";
   return run.failures;
 }
 

@@ -48,11 +48,12 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include "backends/backend.hpp"
+#include "backends/registry.hpp"
 #include "backends/gloo/gloo_sends.hpp"
 #include "backends/gloo/gloo_store.hpp"
 #include "backends/gloo/sigpipe_guard.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "common/byte_ranges.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "mci/errors.hpp"
@@ -76,7 +77,7 @@ constexpr std::size_t kMaxPendingSendBytes = std::size_t{256} << 20;
 constexpr const char* kRendezvousPrefix = "gloo";
 constexpr const char* kAbortKey = "gloo-abort";
 
-Millis op_timeout(const Deadline& dl) { return Millis(std::max(1, dl.poll_ms())); }
+std::chrono::milliseconds op_timeout(const Deadline& dl) { return std::chrono::milliseconds(std::max(1, dl.poll_ms())); }
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   // splitmix64's finalizer: every input bit moves every output bit.
@@ -113,7 +114,7 @@ std::uint64_t p2p_slot(const coll::CollectiveDesc& d) {
 std::string describe(const coll::CollectiveDesc& d) {
   if (is_p2p(d.kind)) {
     return fmt::format("{} tag {} ({} x {}) {} rank {}", op_name(d.kind), d.tag, dtype_name(d.dtype),
-                       d.count, d.kind == OpKind::send ? "to" : "from", d.root);
+                       d.count, d.kind == OpKind::send ? "to" : "from", d.peer);
   }
   return d.fingerprint().describe();
 }
@@ -184,12 +185,6 @@ T* mut(const void* p) {
 
 std::uint8_t* bytes_at(const void* p, std::size_t offset) { return mut<std::uint8_t>(p) + offset; }
 
-bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
-  if (an == 0 || bn == 0) return false;
-  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return pa < pb + bn && pb < pa + an;
-}
-
 // ---- the backend -------------------------------------------------------------
 
 // Gloo's rendezvous context, with access to how it slices the addresses each
@@ -213,6 +208,7 @@ class GlooBackend final : public Backend {
                                     "backend 'nccl' for GPU memory, or 'cpu', which stages device buffers",
                                     op_name(d.kind), d.device.str()));
     }
+    d.algo = Algo::library;
   }
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override;
   void abort(const std::string& reason) noexcept override;
@@ -222,7 +218,7 @@ class GlooBackend final : public Backend {
   struct Op {
     const coll::CollectiveDesc& d;
     std::uint32_t tag;
-    Millis timeout;
+    std::chrono::milliseconds timeout;
   };
 
   void dispatch(const coll::CollectiveDesc& d, const Deadline& dl);
@@ -243,7 +239,7 @@ class GlooBackend final : public Backend {
 
   // Rethrows the Gloo exception being handled as TimeoutError, PeerError or
   // Error, naming the operation (`kind`, `what`), this rank and the budget.
-  [[noreturn]] void rethrow_translated(OpKind kind, const std::string& what, Millis budget, const Deadline* dl);
+  [[noreturn]] void rethrow_translated(OpKind kind, const std::string& what, std::chrono::milliseconds budget, const Deadline* dl);
   void name_peers(const GlooStore& store) noexcept;
   // The rank Gloo's message names by address, or -1.
   int peer_from_message(const std::string& msg) const;
@@ -256,7 +252,7 @@ class GlooBackend final : public Backend {
 
   int rank_;
   int size_;
-  Millis timeout_;
+  std::chrono::milliseconds timeout_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<RendezvousContext> context_;
@@ -460,7 +456,7 @@ void GlooBackend::gather(const Op& o) {
   if (rank_ == d.root) {
     // Gloo copies the root's input into its block of out with memcpy, which
     // must not be handed the same memory twice: stage an in-place block.
-    if (overlap(in, block, d.out, block * size_)) {
+    if (ranges_overlap(in, block, d.out, block * size_)) {
       in = std::memcpy(scratch_.get(block), in, block);
     }
     opts.setOutput(static_cast<std::uint8_t*>(d.out), block * size_);
@@ -483,7 +479,7 @@ void GlooBackend::scatter(const Op& o) {
     opts.setInputs(blocks, block);
     // In place (out is the root's block of in): the data is already there,
     // and Gloo's local memcpy must not copy a block onto itself.
-    if (overlap(d.in, block * size_, out, block)) out = scratch_.get(block);
+    if (ranges_overlap(d.in, block * size_, out, block)) out = scratch_.get(block);
   }
   opts.setOutput(static_cast<std::uint8_t*>(out), block);
   opts.setRoot(d.root);
@@ -519,7 +515,7 @@ void GlooBackend::all_to_all(const Op& o) {
   const void* in = d.in;
   // Gloo sends from in while it receives into out: overlapping buffers (in
   // place) would be overwritten before they are sent.
-  if (overlap(in, total, d.out, total)) in = std::memcpy(scratch_.get(total), in, total);
+  if (ranges_overlap(in, total, d.out, total)) in = std::memcpy(scratch_.get(total), in, total);
   ::gloo::AlltoallOptions opts(context_);
   opts.setInput(mut<std::uint8_t>(in), total);
   opts.setOutput(static_cast<std::uint8_t*>(d.out), total);
@@ -537,7 +533,7 @@ void GlooBackend::barrier(const Op& o) {
 
 void GlooBackend::send(const Op& o, const Deadline& dl) {
   const auto& d = o.d;
-  sends_->post(d.root, p2p_slot(d), d.in, d.bytes(), dl.budget(), dl, describe(d));
+  sends_->post(d.peer, p2p_slot(d), d.in, d.bytes(), dl.budget(), dl, describe(d));
 }
 
 void GlooBackend::recv(const Op& o) {
@@ -545,13 +541,13 @@ void GlooBackend::recv(const Op& o) {
   // Straight into the caller's memory; Gloo matches sends to recvs per slot
   // in posting order, so tags may be received in any order.
   auto buf = context_->createUnboundBuffer(d.out, d.bytes());
-  buf->recv(d.root, p2p_slot(d));
+  buf->recv(d.peer, p2p_slot(d));
   buf->waitRecv(o.timeout);
 }
 
 // ---- errors --------------------------------------------------------------------
 
-void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, Millis budget,
+void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, std::chrono::milliseconds budget,
                                      const Deadline* dl) {
   const bool p2p = is_p2p(kind);
   std::string msg;
@@ -664,7 +660,7 @@ int GlooBackend::peer_from_message(const std::string& msg) const {
 std::optional<GlooBackend::AbortNote> GlooBackend::abort_note() {
   try {
     if (!store_->check({kAbortKey})) return std::nullopt;
-    const std::string v = to_string(store_->get(kAbortKey, Millis(1000)));
+    const std::string v = to_string(store_->get(kAbortKey, std::chrono::milliseconds(1000)));
     const auto nl = v.find('\n');
     if (nl == std::string::npos) return std::nullopt;
     const auto r = parse_int(v.substr(0, nl));
@@ -703,7 +699,7 @@ void GlooBackend::close() noexcept {
   // them within the group timeout, like any other wait, and say so when the
   // receivers are slow, since the caller only asked to close.
   const Deadline dl(timeout_);
-  if (sends_->pending() > 0 && !sends_->flush(Deadline(std::min(timeout_, Millis(1000))))) {
+  if (sends_->pending() > 0 && !sends_->flush(Deadline(std::min(timeout_, std::chrono::milliseconds(1000))))) {
     log::warn("gloo backend: rank {} is closing; waiting up to {}ms for {} sends to be received", rank_,
               timeout_.count(), sends_->pending());
     if (!sends_->flush(dl)) {

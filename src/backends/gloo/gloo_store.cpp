@@ -7,20 +7,20 @@ namespace mci::gloo_backend {
 GlooStore::GlooStore(std::shared_ptr<mci::Store> base, std::string prefix, Deadline deadline)
     : base_(std::move(base)), prefix_(std::move(prefix)), deadline_(deadline) {}
 
-Millis GlooStore::budget(Millis asked) const {
+std::chrono::milliseconds GlooStore::budget(std::chrono::milliseconds asked) const {
   // At least 1ms: a zero timeout means "no wait at all" to some stores, and
   // an expired budget must still end in a TimeoutError, not a hang.
-  const Millis left{deadline_.poll_ms()};
-  const Millis t = asked.count() > 0 ? std::min(asked, left) : left;
-  return std::max(t, Millis(1));
+  const std::chrono::milliseconds left{deadline_.poll_ms()};
+  const std::chrono::milliseconds t = asked.count() > 0 ? std::min(asked, left) : left;
+  return std::max(t, std::chrono::milliseconds(1));
 }
 
 void GlooStore::set(const std::string& key, const std::vector<char>& data) {
-  base_->set(k(key), Bytes(data.begin(), data.end()));
+  base_->set(k(key), StoreValue(data.begin(), data.end()));
 }
 
 std::vector<char> GlooStore::get(const std::string& key) {
-  const Bytes b = base_->get(k(key), budget(Millis(0)));
+  const StoreValue b = base_->get(k(key), budget(std::chrono::milliseconds(0)));
   std::vector<char> v(b.begin(), b.end());
   fetched_[key] = v;
   return v;
@@ -32,7 +32,7 @@ std::optional<std::vector<char>> GlooStore::fetched(const std::string& key) cons
   return it->second;
 }
 
-void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, Millis(0)); }
+void GlooStore::wait(const std::vector<std::string>& keys) { wait(keys, std::chrono::milliseconds(0)); }
 
 void GlooStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   std::vector<std::string> full;

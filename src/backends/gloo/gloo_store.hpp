@@ -37,7 +37,7 @@ class GlooStore final : public ::gloo::rendezvous::Store {
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }
   // The shorter of Gloo's own timeout and what is left of the init budget.
-  Millis budget(Millis asked) const;
+  std::chrono::milliseconds budget(std::chrono::milliseconds asked) const;
 
   std::shared_ptr<mci::Store> base_;
   std::string prefix_;

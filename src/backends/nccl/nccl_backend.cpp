@@ -14,12 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.hpp"
+#include "backends/registry.hpp"
 #include "backends/cuda_util.hpp"
-#include "collectives/algorithms.hpp"
+#include "collectives/desc.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
+#include "store/all_ranks.hpp"
 
 namespace mci {
 
@@ -92,33 +93,18 @@ class NcclBackend final : public Backend {
     // rank that cannot join stops the others at once instead of leaving them
     // in ncclCommInitRank until the timeout, and two ranks on one GPU get
     // mci's message rather than NCCL's.
-    std::string mine;
-    std::exception_ptr failed;
-    try {
+    const auto gpus = run_together(*ctx.store, "nccl/gpu", rank_, size_, dl, "join the nccl group", [&] {
       device_ = pick_device(ctx);
-      mine = "ok " + gpu_identity(device_);
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
-    } catch (const std::exception& e) {
-      // Whatever stops this rank, the others must hear it before NCCL.
-      mine = std::string("error: ") + e.what();
-      failed = std::current_exception();
-    }
-    ctx.store->set(fmt::format("nccl/gpu/{}", rank_), to_bytes(mine));
-    if (failed) std::rethrow_exception(failed);
+      return gpu_identity(device_);
+    });
     for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      const std::string theirs =
-          to_string(ctx.store->get(fmt::format("nccl/gpu/{}", r), std::chrono::milliseconds(std::max(dl.poll_ms(), 1))));
-      if (theirs.rfind("error: ", 0) == 0) {
-        throw ConfigError(fmt::format("rank {} could not join the nccl group, so rank {} stops too: {}", r, rank_,
-                                      theirs.substr(7)));
-      }
-      if (theirs == mine) {
+      if (r != rank_ && gpus[static_cast<std::size_t>(r)] == gpus[static_cast<std::size_t>(rank_)]) {
         throw ConfigError(fmt::format(
             "ranks {} and {} both use GPU {} ({}) : NCCL needs one GPU per rank. Start one process per GPU "
             "(mcirun --nproc_per_node=gpu sets LOCAL_RANK), set InitOptions::device, or use backend 'cpu' "
             "to share one GPU between ranks",
-            std::min(r, rank_), std::max(r, rank_), device_, mine.substr(3)));
+            std::min(r, rank_), std::max(r, rank_), device_, gpus[static_cast<std::size_t>(rank_)]));
       }
     }
     // A blocking stream: NCCL work is ordered after what the caller queued on
@@ -129,11 +115,11 @@ class NcclBackend final : public Backend {
     ncclUniqueId id{};
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      Bytes b(sizeof id);
+      StoreValue b(sizeof id);
       std::memcpy(b.data(), &id, sizeof id);
       ctx.store->set("nccl/id", b);
     } else {
-      const Bytes b = ctx.store->get("nccl/id", std::chrono::milliseconds(std::max(dl.poll_ms(), 1)));
+      const StoreValue b = ctx.store->get("nccl/id", dl.wait_left());
       if (b.size() != sizeof id) throw Error("mci nccl: the NCCL id in the store has the wrong size");
       std::memcpy(&id, b.data(), sizeof id);
     }
@@ -159,7 +145,7 @@ class NcclBackend final : public Backend {
                                     "host memory",
                                     op_name(d.kind)));
     }
-    d.algo = Algo::none;
+    d.algo = Algo::library;
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override { run_async(d, dl, nullptr); }
@@ -277,10 +263,10 @@ class NcclBackend final : public Backend {
         return;
       }
       case OpKind::send:
-        ok(ncclSend(in, d.count, t, d.root, comm_, stream_), "ncclSend");
+        ok(ncclSend(in, d.count, t, d.peer, comm_, stream_), "ncclSend");
         return;
       case OpKind::recv:
-        ok(ncclRecv(out, d.count, t, d.root, comm_, stream_), "ncclRecv");
+        ok(ncclRecv(out, d.count, t, d.peer, comm_, stream_), "ncclRecv");
         return;
       case OpKind::gather:
       case OpKind::scatter:

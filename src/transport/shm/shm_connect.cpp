@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -12,21 +11,21 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
+#include "store/all_ranks.hpp"
 
 namespace mci::transport {
 
-std::string host_identity() {
-  if (const char* id = std::getenv("MCI_HOST_ID"); id && *id) return std::string("id:") + id;
-  return machine_identity();
-}
-
 namespace {
+
+std::string host_identity(const std::string& host_id) {
+  return host_id.empty() ? machine_identity() : "id:" + host_id;
+}
 
 // Maps a segment for `members` (ranks of one host, ascending): the first
 // creates it, the others open it. Returns the error text instead of throwing,
 // so that every rank can still publish its verdict.
-std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<int>& members,
-                                      std::size_t buffer_bytes, std::chrono::milliseconds wait, std::string& error) {
+std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<int>& members, const ShmOptions& o,
+                                      std::chrono::milliseconds wait, std::string& error) {
   const int me = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
   const int n = static_cast<int>(members.size());
   const std::string key = fmt::format("shm/name/{}", members.front());
@@ -35,12 +34,12 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
       const auto nonce = auth::random_nonce();
       const std::string name = fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1],
                                            nonce[2], nonce[3]);
-      auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, buffer_bytes), me, n, members);
+      auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, o.buffer_bytes), me, n, members, o.wait);
       store.set(key, to_bytes(name));
       return world;
     }
     const std::string name = to_string(store.get(key, wait));
-    return std::make_unique<ShmWorld>(ShmSegment::open(name, n, buffer_bytes), me, n, members);
+    return std::make_unique<ShmWorld>(ShmSegment::open(name, n, o.buffer_bytes), me, n, members, o.wait);
   } catch (const Error& e) {
     error = e.what();
     if (me == 0) store.set(key, to_bytes("/nonexistent"));
@@ -50,31 +49,37 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
 
 }  // namespace
 
-ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t buffer_bytes, const Deadline& dl) {
+ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, const Deadline& dl) {
+  const ShmMode mode = o.mode;
   ShmSetup out;
   if (size < 2) {
     out.why = "a group of one rank";
     return out;
   }
-  const auto wait = std::chrono::milliseconds(std::max(dl.poll_ms(), 1));
-  const std::string me = host_identity();
+  const auto wait = dl.wait_left();
+  const std::string me = host_identity(o.host_id);
   const std::string machine = machine_identity();
-  store.set(fmt::format("shm/host/{}", rank), to_bytes(me));
-  store.set(fmt::format("shm/machine/{}", rank), to_bytes(machine));
-  store.set(fmt::format("shm/cpus/{}", rank), to_bytes(affinity_mask_text()));
+  // One value per rank: host, machine and CPU mask, one per line (none of
+  // them holds a newline).
+  const RankVerdicts where =
+      exchange_verdicts(store, "shm/where", rank, size,
+                        Verdict::value(fmt::format("{}\n{}\n{}", me, machine, affinity_mask_text())), dl);
   // Hosts in order of their lowest rank; every rank computes the same.
   std::vector<std::string> host_of(static_cast<std::size_t>(size));
   std::vector<std::string> hosts;
-  for (int r = 0; r < size; ++r) {
-    host_of[r] = to_string(store.get(fmt::format("shm/host/{}", r), wait));
-    if (std::find(hosts.begin(), hosts.end(), host_of[r]) == hosts.end()) hosts.push_back(host_of[r]);
-  }
   std::vector<std::string> masks;
   for (int r = 0; r < size; ++r) {
+    const std::string& v = where.of_rank[static_cast<std::size_t>(r)].text;
+    const auto nl1 = v.find('\n'), nl2 = v.find('\n', nl1 + 1);
+    if (nl1 == std::string::npos || nl2 == std::string::npos) {
+      throw Error(fmt::format("mci: rank {} published a malformed host description '{}'", r, v));
+    }
+    host_of[r] = v.substr(0, nl1);
+    if (std::find(hosts.begin(), hosts.end(), host_of[r]) == hosts.end()) hosts.push_back(host_of[r]);
     if (host_of[r] == me) out.members.push_back(r);
-    if (to_string(store.get(fmt::format("shm/machine/{}", r), wait)) == machine) {
+    if (v.substr(nl1 + 1, nl2 - nl1 - 1) == machine) {
       ++out.machine_ranks;
-      masks.push_back(to_string(store.get(fmt::format("shm/cpus/{}", r), wait)));
+      masks.push_back(v.substr(nl2 + 1));
     }
   }
   out.machine_cpus = std::max(cpus_in_union(masks), 1);
@@ -107,13 +112,10 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t
   // and says whether it could; once all have answered (on every host, so
   // that all ranks agree on the layout), the names are removed.
   std::string error;
-  if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, buffer_bytes, wait, error);
-  store.set(fmt::format("shm/mapped/{}", rank), to_bytes(error.empty() ? "ok" : "error: " + error));
-  std::string failed;
-  for (int r = 0; r < size; ++r) {
-    const std::string v = to_string(store.get(fmt::format("shm/mapped/{}", r), wait));
-    if (v != "ok") failed += fmt::format("{}rank {}: {}", failed.empty() ? "" : "; ", r, v.substr(7));
-  }
+  if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, o, wait, error);
+  const std::string failed =
+      exchange_verdicts(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl)
+          .failures();
   if (out.world) {
     out.world->unlink_name();
     out.world->set_oversubscribed(out.machine_ranks > out.machine_cpus);

@@ -38,15 +38,18 @@ struct ShmSetup {
   std::string why;  // why there is no world, or why not hierarchical
 };
 
+struct ShmOptions {
+  ShmMode mode = ShmMode::automatic;
+  std::size_t buffer_bytes = 512 * 1024;
+  ShmWait wait;
+  // Names this host for same-host detection; empty: the machine's identity
+  // (hostname and boot id). Tests pretend several hosts on one machine.
+  std::string host_id;
+};
+
 // Every rank of the group calls it; all get the same verdict on one_host and
 // leaders. Throws ConfigError if shared memory was required (one host) and is
 // not possible.
-ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, std::size_t buffer_bytes, const Deadline& dl);
-
-// This host's identity for same-host detection: hostname and boot id, or
-// MCI_HOST_ID when set (tests: several "hosts" on one machine).
-std::string host_identity();
-// (This machine's own identity, whatever MCI_HOST_ID says, is
-// machine_identity() in common/socket.hpp.)
+ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, const Deadline& dl);
 
 }  // namespace mci::transport

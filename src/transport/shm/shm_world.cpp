@@ -29,9 +29,8 @@ namespace mci::transport {
 
 namespace {
 
-// Spinning pays off only while the peer runs on another core; beyond that,
-// sleep in the kernel until the flag changes, so a wait for a slow rank
-// burns no CPU the slow rank may need, and wakes as soon as it posts.
+// A sleeping wait still wakes this often to check the deadline and whether
+// the peers' processes are alive (a dead peer never posts its flag).
 constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
 
 void pack(const Fingerprint& fp, std::uint64_t step, std::uint64_t out[kShmFingerprintWords]) {
@@ -74,14 +73,14 @@ bool process_running(pid_t pid) {
 
 }  // namespace
 
-ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks)
+ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks, ShmWait wait)
     : seg_(std::move(seg)),
       rank_(rank),
       size_(size),
       oversubscribed_(size > online_cpus()),
+      spin_ns_(std::chrono::nanoseconds(wait.spin).count()),
+      yield_ns_(std::chrono::nanoseconds(wait.yield).count()),
       group_ranks_(std::move(group_ranks)) {
-  if (const char* v = std::getenv("MCI_SHM_SPIN_US")) spin_ns_ = std::atoll(v) * 1000;
-  if (const char* v = std::getenv("MCI_SHM_YIELD_US")) yield_ns_ = std::atoll(v) * 1000;
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
 

@@ -12,6 +12,7 @@
 // by any rank, and whether the peers' processes still exist.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,16 +23,22 @@
 
 namespace mci::transport {
 
+// How long a wait spins before it sleeps, and (ranks outnumbering cores)
+// how long it yields its core first.
+struct ShmWait {
+  std::chrono::microseconds spin{50};
+  std::chrono::microseconds yield{200};
+};
+
 class ShmWorld {
  public:
   // group_ranks[i]: the group rank of world rank i, for messages (empty:
   // the same numbers; a host's world in a several-host group differs).
-  ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks = {});
+  ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks = {}, ShmWait wait = {});
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t buffer_bytes() const { return seg_.buffer_bytes(); }
-  bool oversubscribed() const { return oversubscribed_; }
   // When more of the group's ranks share this machine than the segment has
   // (several pretend hosts on one machine, MCI_HOST_ID).
   void set_oversubscribed(bool v) { oversubscribed_ = v; }
@@ -85,8 +92,8 @@ class ShmWorld {
   int rank_;
   int size_;
   bool oversubscribed_;
-  std::int64_t spin_ns_ = 50'000;  // MCI_SHM_SPIN_US
-  std::int64_t yield_ns_ = 200'000;  // MCI_SHM_YIELD_US: oversubscribed, yield this long before sleeping
+  std::int64_t spin_ns_;
+  std::int64_t yield_ns_;  // oversubscribed: yield this long before sleeping
   std::uint64_t step_ = 0;
   std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;

@@ -141,9 +141,10 @@ int greet(Fd& fd, int me, int size, const std::string& session, const std::strin
 std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
                                                const std::string& listen_host,
                                                const std::string& session,
-                                               const std::string& token, const Deadline& dl) {
+                                               const std::string& token, const Deadline& dl,
+                                               std::chrono::nanoseconds spin) {
   std::vector<Fd> peers(static_cast<std::size_t>(size));
-  if (size == 1) return std::make_unique<TcpTransport>(rank, size, std::move(peers));
+  if (size == 1) return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin);
 
   Fd listener = listen_tcp(listen_host, 0);
   set_nonblocking(listener.get());
@@ -151,8 +152,7 @@ std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
   store.set(fmt::format("tcp/addr/{}", rank), to_bytes(me));
 
   for (int j = 0; j < rank; ++j) {
-    const std::string addr = to_string(store.get(fmt::format("tcp/addr/{}", j),
-                                                 std::chrono::milliseconds(std::max(dl.poll_ms(), 1))));
+    const std::string addr = to_string(store.get(fmt::format("tcp/addr/{}", j), dl.wait_left()));
     peers[j] = connect_to(rank, j, addr, session, token, dl);
   }
   int missing = size - 1 - rank;
@@ -182,7 +182,7 @@ std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
     peers[who] = std::move(fd);
     --missing;
   }
-  return std::make_unique<TcpTransport>(rank, size, std::move(peers));
+  return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin);
 }
 
 }  // namespace mci::transport

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "common/algo.hpp"
 #include "common/log.hpp"
 #include "mci/errors.hpp"
 
@@ -39,8 +38,8 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers)
-    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)) {
+TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin)
+    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)), spin_ns_(spin.count()) {
   for (int i = 0; i < size; ++i) {
     peers_[i].fd = std::move(peers[i]);
     if (peers_[i].fd.valid()) {
@@ -254,7 +253,7 @@ void TcpTransport::on_frame_complete(int peer) {
   }
   p.partial.resize(h.payload);
   p.stash.push_back(Stashed{h, std::move(p.partial)});
-  p.partial = Bytes();
+  p.partial = std::vector<std::uint8_t>();
   // A recv posted while this frame was arriving may be waiting for it.
   for (auto& op : p.recvs) {
     if (!op.done && !op.active && same_slot(op.fp, h)) {

@@ -20,10 +20,13 @@
 
 namespace mci::transport {
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public Transport, public ArrivalLog {
  public:
   // peers[i] is the connected socket to rank i (invalid for this rank).
-  TcpTransport(int rank, int size, std::vector<Fd> peers);
+  // Before sleeping in poll(), a wait keeps polling without sleeping for
+  // `spin`: a sleeping process wakes several microseconds after its data
+  // arrives. Only worth it while every rank of this host has a core.
+  TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin = {});
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -38,10 +41,6 @@ class TcpTransport final : public Transport {
   void progress(std::chrono::milliseconds max_wait, const Deadline& dl) override;
   void reap() override;
   void begin_op(std::int64_t arrival_ns) override { latest_ = Arrival{rank_, arrival_ns}; }
-  // Before sleeping in poll(), keep polling without sleeping this long: a
-  // sleeping process wakes several microseconds after its data arrives. Only
-  // worth it while every rank of this host has a core of its own.
-  void set_spin(std::chrono::nanoseconds spin) { spin_ns_ = spin.count(); }
   Arrival latest() const override { return latest_; }
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
@@ -63,7 +62,7 @@ class TcpTransport final : public Transport {
   };
   struct Stashed {
     FrameHeader h;
-    Bytes payload;
+    std::vector<std::uint8_t> payload;
   };
   struct Peer {
     Fd fd;
@@ -78,7 +77,7 @@ class TcpTransport final : public Transport {
     std::size_t hdr_got = 0;
     std::optional<FrameHeader> cur;
     RecvOp* target = nullptr;  // null: payload goes to `partial`
-    Bytes partial;
+    std::vector<std::uint8_t> partial;
     std::size_t got = 0;
     std::deque<Stashed> stash;  // complete frames nobody asked for yet
     bool bye = false;
@@ -121,6 +120,7 @@ class TcpTransport final : public Transport {
 std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
                                                const std::string& listen_host,
                                                const std::string& session,
-                                               const std::string& token, const Deadline& dl);
+                                               const std::string& token, const Deadline& dl,
+                                               std::chrono::nanoseconds spin = {});
 
 }  // namespace mci::transport

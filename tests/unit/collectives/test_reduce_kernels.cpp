@@ -88,36 +88,6 @@ TEST(Chunks, EmptyRangeIsOneEmptyChunk) {
   EXPECT_EQ(d.size(2), 5u);
 }
 
-TEST(Select, SizeDecidesAndForcedChoicesAreHonouredWhereTheyApply) {
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::none), Algo::recursive_doubling);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 64 << 20, 4, Algo::none), Algo::ring);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::ring), Algo::ring);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 64 << 20, 4, Algo::direct), Algo::direct);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 1, Algo::ring), Algo::none);
-  EXPECT_EQ(select_algo(OpKind::all_gather, 8, 4, Algo::direct), Algo::direct);
-  EXPECT_EQ(select_algo(OpKind::gather, 8, 4, Algo::ring), Algo::none);
-  EXPECT_EQ(parse_algo("rd"), Algo::recursive_doubling);
-  EXPECT_FALSE(parse_algo("bogus"));
-}
-
-TEST(Select, WhereTheRanksAreDecidesTheTransport) {
-  using enum Layout;
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::none, one_host), Algo::shm_direct);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 1 << 20, 4, Algo::none, one_host), Algo::shm);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::direct, one_host), Algo::shm_direct);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::ring, one_host), Algo::ring);
-  EXPECT_EQ(select_algo(OpKind::all_gather, 8, 4, Algo::none, one_host), Algo::shm);
-  // Several hosts: all-reduce is hierarchical at every size, unless a TCP
-  // algorithm is forced; the other collectives run over TCP.
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::none, hierarchical), Algo::hierarchical);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 64 << 20, 4, Algo::hierarchical, hierarchical), Algo::hierarchical);
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 64 << 20, 4, Algo::ring, hierarchical), Algo::ring);
-  EXPECT_EQ(select_algo(OpKind::broadcast, 8, 4, Algo::none, hierarchical), Algo::tree);
-  // Forced where it cannot apply: the default.
-  EXPECT_EQ(select_algo(OpKind::all_reduce, 8, 4, Algo::hierarchical, flat), Algo::recursive_doubling);
-  EXPECT_EQ(parse_algo("hier"), Algo::hierarchical);
-}
-
 }  // namespace
 }  // namespace mci::coll
 

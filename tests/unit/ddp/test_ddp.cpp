@@ -54,6 +54,24 @@ TEST(Ddp, DifferentModelsOnDifferentRanksAreRefused) {
     DistributedDataParallel ddp(pg, {{"w", view(w), view(g)}});
   });
   for (const auto& e : errors) EXPECT_NE(e.find("the model differs between ranks"), std::string::npos) << e;
+  EXPECT_NE(errors[0].find("at parameter 0 'w': rank 0 has 4 f32 values, rank 1 has 5 f32 values"), std::string::npos)
+      << errors[0];
+}
+
+TEST(Ddp, TheFirstParameterThatDiffersIsNamed) {
+  auto errors = test::run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+    std::vector<float> a(3), ga(3), b(2), gb(2);
+    std::vector<double> c(4), gc(4);
+    std::vector<Parameter> params{{"embed", view(a), view(ga)}, {"bias", view(b), view(gb)}};
+    if (pg->rank() == 1) params.push_back({"extra", view(c), view(gc)});
+    DistributedDataParallel ddp(pg, params);
+  });
+  EXPECT_NE(errors[0].find("at parameter 2 (none here): rank 0 has no parameter, rank 1 has 4 f64 values"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("at parameter 2 'extra': rank 1 has 4 f64 values, rank 0 has no parameter"),
+            std::string::npos)
+      << errors[1];
 }
 
 TEST(Ddp, MisuseIsExplained) {

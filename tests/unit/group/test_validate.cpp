@@ -9,7 +9,10 @@ namespace {
 std::string why(OpKind k, BufferView in, BufferView out, int root = 0, int rank = 0, int size = 2,
                 ReduceOp op = ReduceOp::sum) {
   try {
-    make_desc(k, in, out, op, root, 0, rank, size);
+    // The last argument is the root, or the peer of a send or recv.
+    const bool p2p = k == OpKind::send || k == OpKind::recv;
+    make_desc(Call{.kind = k, .in = in, .out = out, .op = op, .root = p2p ? -1 : root, .peer = p2p ? root : -1}, rank,
+              size);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -62,11 +65,11 @@ TEST(Validate, OverlappingBuffersOnlyInTheInPlaceLayouts) {
 
 TEST(Validate, DescriptorCountsArePerRank) {
   std::vector<float> a(3), b(9);
-  EXPECT_EQ(make_desc(OpKind::all_gather, view(a), view(b), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
-  EXPECT_EQ(make_desc(OpKind::reduce_scatter, view(b), view(a), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
-  EXPECT_EQ(make_desc(OpKind::all_to_all, view(b), view(b), ReduceOp::sum, -1, 0, 0, 3).count, 3u);
-  EXPECT_EQ(make_desc(OpKind::scatter, view(b), view(a), ReduceOp::sum, 0, 0, 0, 3).count, 3u);
-  EXPECT_EQ(make_desc(OpKind::scatter, BufferView{}, view(a), ReduceOp::sum, 0, 0, 1, 3).count, 3u);
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::all_gather, .in = view(a), .out = view(b), .root = -1}, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::reduce_scatter, .in = view(b), .out = view(a), .root = -1}, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::all_to_all, .in = view(b), .out = view(b), .root = -1}, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::scatter, .in = view(b), .out = view(a), .root = 0}, 0, 3).count, 3u);
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::scatter, .in = BufferView{}, .out = view(a), .root = 0}, 1, 3).count, 3u);
 }
 
 }  // namespace

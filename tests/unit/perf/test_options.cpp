@@ -167,7 +167,7 @@ TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   e = error_of({"all_reduce", "-a", "9"});
   EXPECT_TRUE(has(e, "-a 9")) << e;
   e = error_of({"all_reduce", "--backend", "mpi"});
-  EXPECT_TRUE(has(e, "--backend mpi: use cpu, gloo or nccl")) << e;
+  EXPECT_TRUE(has(e, "--backend mpi: use cpu, gloo, nccl")) << e;
   e = error_of({"all_reduce", "--transport", "ib"});
   EXPECT_TRUE(has(e, "--transport ib: use auto, shm or tcp")) << e;
   e = error_of({"all_reduce", "--frobnicate"});

@@ -7,7 +7,7 @@
 namespace mci::store {
 namespace {
 
-std::span<const std::uint8_t, kHeaderSize> header(const Bytes& f) {
+std::span<const std::uint8_t, kHeaderSize> header(const StoreValue& f) {
   return std::span<const std::uint8_t, kHeaderSize>(f.data(), kHeaderSize);
 }
 
@@ -17,7 +17,7 @@ TEST(Wire, RequestsRoundTrip) {
   r.keys = {"key/1"};
   r.value = to_bytes("old");
   r.value2 = to_bytes("new");
-  Bytes f;
+  StoreValue f;
   encode(r, f);
   auto len = body_length(header(f));
   ASSERT_TRUE(len);
@@ -33,7 +33,7 @@ TEST(Wire, RequestsRoundTrip) {
   w.op = Op::wait;
   w.keys = {"a", "b", "c"};
   w.num = 1234;
-  Bytes g;
+  StoreValue g;
   encode(w, g);
   auto wb = decode_request(std::span<const std::uint8_t>(g.data() + kHeaderSize, g.size() - kHeaderSize));
   ASSERT_TRUE(wb);
@@ -42,11 +42,11 @@ TEST(Wire, RequestsRoundTrip) {
 }
 
 TEST(Wire, BadMagicOversizedAndEmptyBodiesAreRejected) {
-  Bytes f = {'X', 'X', 'X', 'X', 1, 0, 0, 0};
+  StoreValue f = {'X', 'X', 'X', 'X', 1, 0, 0, 0};
   EXPECT_FALSE(body_length(header(f)));
   Request r;
   r.op = Op::num_keys;
-  Bytes g;
+  StoreValue g;
   encode(r, g);
   g[4] = 0xff;
   g[5] = 0xff;
@@ -62,19 +62,19 @@ TEST(Wire, TruncatedTrailingAndForgedLengthsAreRejected) {
   r.op = Op::set;
   r.keys = {"k"};
   r.value = to_bytes("value");
-  Bytes f;
+  StoreValue f;
   encode(r, f);
   std::span<const std::uint8_t> body(f.data() + kHeaderSize, f.size() - kHeaderSize);
   for (std::size_t cut = 0; cut < body.size(); ++cut) {
     EXPECT_FALSE(decode_request(body.first(cut))) << "cut " << cut;
   }
-  Bytes longer(body.begin(), body.end());
+  StoreValue longer(body.begin(), body.end());
   longer.push_back(0);
   EXPECT_FALSE(decode_request(longer));
-  Bytes forged(body.begin(), body.end());
+  StoreValue forged(body.begin(), body.end());
   forged[1] = 0xff;  // key length 255 with 1 byte present
   EXPECT_FALSE(decode_request(forged));
-  Bytes bad_op(body.begin(), body.end());
+  StoreValue bad_op(body.begin(), body.end());
   bad_op[0] = 200;
   EXPECT_FALSE(decode_request(bad_op));
 }
@@ -82,7 +82,7 @@ TEST(Wire, TruncatedTrailingAndForgedLengthsAreRejected) {
 TEST(Wire, RandomBytesNeverCrashTheDecoder) {
   std::mt19937 rng(7);
   for (int i = 0; i < 20000; ++i) {
-    Bytes b(rng() % 64);
+    StoreValue b(rng() % 64);
     for (auto& x : b) x = static_cast<std::uint8_t>(rng());
     if (!b.empty() && i % 2) b[0] = static_cast<std::uint8_t>(rng() % 12);
     (void)decode_request(b);

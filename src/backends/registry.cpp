@@ -1,0 +1,67 @@
+#include "backends/registry.hpp"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "mci/errors.hpp"
+
+namespace mci {
+
+namespace {
+
+using Factory = std::unique_ptr<Backend> (*)(const BackendContext&);
+#ifdef MCI_HAVE_GLOO
+constexpr Factory kGloo = &make_gloo_backend;
+constexpr bool kHaveGloo = true;
+#else
+constexpr Factory kGloo = nullptr;
+constexpr bool kHaveGloo = false;
+#endif
+#ifdef MCI_HAVE_NCCL
+constexpr Factory kNccl = &make_nccl_backend;
+constexpr bool kHaveNccl = true;
+#else
+constexpr Factory kNccl = nullptr;
+constexpr bool kHaveNccl = false;
+#endif
+
+const std::array kBackends{
+    BackendEntry{"cpu", "mci's own engine on host memory (shared memory on one host, TCP across hosts)", "", true,
+                 &make_cpu_backend},
+    BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo},
+    BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL",
+                 kHaveNccl, kNccl},
+};
+
+}  // namespace
+
+std::span<const BackendEntry> backend_table() noexcept { return kBackends; }
+
+const BackendEntry* find_backend(std::string_view name) noexcept {
+  for (const auto& b : kBackends) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+std::string backend_names() {
+  std::string out;
+  for (const auto& b : kBackends) {
+    out += fmt::format("{}{} ({}{})", out.empty() ? "" : ", ", b.name, b.what, b.built ? "" : "; not in this build");
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx) {
+  const BackendEntry* b = find_backend(name);
+  if (!b) throw ConfigError(fmt::format("unknown backend '{}': use {}", name, backend_names()));
+  if (!b->built) {
+    throw ConfigError(fmt::format("backend '{}' is not part of this build of mci ({} was not found when it was "
+                                  "configured); use backend 'cpu', mci's own engine, or rebuild with {} installed",
+                                  name, b->needs, b->needs));
+  }
+  return b->make(ctx);
+}
+
+}  // namespace mci

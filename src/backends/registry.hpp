@@ -1,0 +1,44 @@
+// The backend table: every backend mci knows, whether this build contains
+// it, and how to make one. init_process_group, the "unknown backend" and
+// "not built" messages, mci-perf's --backend help and list_backends() read
+// it.
+//
+// To add a backend: a class behind the Backend interface in backends/NAME/,
+// its factory declared below and listed in registry.cpp, and (when it needs
+// an optional library) a find in cmake/optional_backends.cmake.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "backends/backend.hpp"
+
+namespace mci {
+
+struct BackendEntry {
+  std::string_view name;
+  std::string_view what;     // one line for help texts
+  std::string_view needs;    // what must be installed for the build to contain it ("" for none)
+  bool built;
+  std::unique_ptr<Backend> (*make)(const BackendContext&);  // nullptr when not built
+};
+
+std::span<const BackendEntry> backend_table() noexcept;
+const BackendEntry* find_backend(std::string_view name) noexcept;
+// "cpu (mci's engine on host memory), gloo (...), nccl (...)".
+std::string backend_names();
+
+// Throws ConfigError for an unknown backend or one this build lacks.
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx);
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);
+#ifdef MCI_HAVE_GLOO
+std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);
+#endif
+#ifdef MCI_HAVE_NCCL
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);
+#endif
+
+}  // namespace mci

@@ -1,0 +1,45 @@
+// "Publish mine, read everyone's, fail together": the rendezvous steps where
+// every rank of a group must reach the same verdict. Each rank publishes its
+// value, or the error that stops it, under `topic/RANK`, then reads every
+// rank's. A rank that fails tells the others before it stops, so nobody
+// waits for it until the timeout.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+
+struct Verdict {
+  bool ok = true;
+  std::string text;  // the value, or the error
+  static Verdict value(std::string v) { return {true, std::move(v)}; }
+  static Verdict error(std::string e) { return {false, std::move(e)}; }
+};
+
+struct RankVerdicts {
+  std::vector<Verdict> of_rank;  // indexed by rank
+  // "rank 1: TEXT; rank 3: TEXT", empty when every rank is ok.
+  std::string failures() const;
+  int first_failed() const;  // -1 when none
+};
+
+// Publishes `mine` (once: a second publication under the same rank keeps the
+// first) and reads every rank's verdict, waiting at most until `dl`.
+RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
+                               const Deadline& dl);
+
+// Runs `step` on this rank (its value, or it throws), publishes the outcome
+// and reads every rank's. Throws this rank's own exception when its step
+// failed; else ConfigError "rank R could not WHAT, so rank M stops too: ..."
+// when another rank's did. Returns every rank's value.
+std::vector<std::string> run_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
+                                      std::string_view what, const std::function<std::string()>& step);
+
+}  // namespace mci

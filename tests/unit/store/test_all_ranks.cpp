@@ -1,0 +1,95 @@
+// "Publish mine, read everyone's, fail together" over a real store, with
+// threads as ranks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+#include "store/all_ranks.hpp"
+
+namespace mci {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Ranks {
+  StoreServer server{StoreServerOptions{"127.0.0.1", 0, ""}};
+  // Runs body(store, rank) on n threads; returns each rank's error text.
+  std::vector<std::string> run(int n, const std::function<void(Store&, int)>& body) {
+    std::vector<std::string> errors(static_cast<std::size_t>(n));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r) {
+      ts.emplace_back([&, r] {
+        TcpStoreOptions o;
+        o.port = server.port();
+        TcpStore s(o);
+        try {
+          body(s, r);
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    return errors;
+  }
+};
+
+TEST(AllRanks, EveryRankReadsEveryValue) {
+  Ranks job;
+  std::vector<std::vector<std::string>> seen(3);
+  auto errors = job.run(3, [&](Store& s, int r) {
+    seen[static_cast<std::size_t>(r)] =
+        run_together(s, "t", r, 3, Deadline(5000ms), "say hello", [&] { return "v" + std::to_string(r); });
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    EXPECT_EQ(seen[static_cast<std::size_t>(r)], (std::vector<std::string>{"v0", "v1", "v2"}));
+  }
+}
+
+TEST(AllRanks, OneRanksFailureStopsEveryRankAtOnceWithItsText) {
+  Ranks job;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = job.run(3, [&](Store& s, int r) {
+    run_together(s, "t", r, 3, Deadline(30000ms), "open its GPU", [&]() -> std::string {
+      if (r == 1) throw ConfigError("no GPU here");
+      return "ok";
+    });
+  });
+  // Well before the 30 s deadline: nobody waited for rank 1.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(errors[1], "no GPU here");
+  EXPECT_EQ(errors[0], "rank 1 could not open its GPU, so rank 0 stops too: no GPU here");
+  EXPECT_EQ(errors[2], "rank 1 could not open its GPU, so rank 2 stops too: no GPU here");
+}
+
+TEST(AllRanks, VerdictsListEveryFailureWithoutThrowing) {
+  Ranks job;
+  std::vector<RankVerdicts> got(3);
+  auto errors = job.run(3, [&](Store& s, int r) {
+    const Verdict v = r == 0 ? Verdict::value("fine") : Verdict::error("broken " + std::to_string(r));
+    got[static_cast<std::size_t>(r)] = exchange_verdicts(s, "v", r, 3, v, Deadline(5000ms));
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].failures(), "rank 1: broken 1; rank 2: broken 2");
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].first_failed(), 1);
+  }
+}
+
+TEST(AllRanks, AMissingRankIsATimeoutNamingItsKey) {
+  Ranks job;
+  auto errors = job.run(1, [&](Store& s, int r) {
+    run_together(s, "t", r, 2, Deadline(300ms), "join", [] { return std::string("ok"); });
+  });
+  EXPECT_NE(errors[0].find("t/1"), std::string::npos) << errors[0];
+}
+
+}  // namespace
+}  // namespace mci
