@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/scenario.hpp"
 #include "support/spawn.hpp"
 
 namespace mci::test {

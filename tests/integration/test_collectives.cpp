@@ -4,11 +4,125 @@
 
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "../support/job.hpp"
+#include "../support/matrix.hpp"
+#include "../support/rank.hpp"
 #include "collectives/algorithm_table.hpp"
 
 namespace mci::test {
 namespace {
+
+int run_matrix_scenario(bool quick) {
+  auto pg = join();
+  mci::test::MatrixConfig cfg;
+  if (quick) {
+    cfg.bytes = {(3u << 20) + 12};  // several pipeline chunks, blocks of odd sizes
+    cfg.dtypes = {DType::f32, DType::bf16, DType::i32};
+  }
+  int failures = mci::test::run_matrix(*pg, cfg, std::cout);
+  std::cout << fmt::format("rank {} matrix done: {} failures, {} collectives\n", pg->rank(), failures,
+                           pg->last_seq())
+            << std::flush;
+  return failures == 0 ? 0 : 1;
+}
+
+MCI_SCENARIO(matrix) { return run_matrix_scenario(false); }
+MCI_SCENARIO(matrix_quick) { return run_matrix_scenario(true); }
+
+// Async calls run in order while the caller computes; each Work has a time.
+MCI_SCENARIO(async) {
+  auto pg = join();
+  const int n = pg->size();
+  std::vector<std::vector<float>> bufs(6, std::vector<float>(100000));
+  std::vector<mci::Work> works;
+  for (std::size_t k = 0; k < bufs.size(); ++k) {
+    for (auto& x : bufs[k]) x = static_cast<float>(pg->rank() + k);
+    works.push_back(pg->all_reduce(mci::view(bufs[k]), mci::ReduceOp::sum, Exec::async));
+  }
+  // Compute while the collectives run.
+  double acc = 0;
+  for (int i = 0; i < 2000000; ++i) acc += i * 1e-9;
+  for (std::size_t k = 0; k < works.size(); ++k) {
+    works[k].wait();
+    if (!works[k].is_completed() || !works[k].is_success()) return 1;
+    if (works[k].seq() != k + 1) {
+      say(fmt::format("work {} has seq {}", k, works[k].seq()));
+      return 1;
+    }
+    const float want = static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(k));
+    for (float x : bufs[k]) {
+      if (x != want) {
+        say(fmt::format("async all_reduce {} gave {} instead of {}", k, x, want));
+        return 1;
+      }
+    }
+  }
+  // A blocking call after async ones waits for them and keeps the order.
+  std::vector<float> last{1.0f};
+  auto w1 = pg->all_reduce(mci::view(last), mci::ReduceOp::sum, Exec::async);
+  pg->barrier();
+  if (!w1.is_completed() || last[0] != static_cast<float>(n)) return 1;
+  say(fmt::format("async ok ({:.0f})", acc));
+  return 0;
+}
+
+// Receives match sends by tag, not by arrival order.
+MCI_SCENARIO(p2p_tags) {
+  auto pg = join();
+  if (pg->size() < 2) return 1;
+  if (pg->rank() == 0) {
+    for (int tag : {1, 2, 3}) {
+      std::vector<std::int32_t> v(5, tag * 10);
+      pg->send(mci::view(v), 1, tag);
+    }
+  } else if (pg->rank() == 1) {
+    for (int tag : {3, 1, 2}) {
+      std::vector<std::int32_t> v(5, -1);
+      pg->recv(mci::view(v), 0, tag);
+      for (auto x : v) {
+        if (x != tag * 10) {
+          say(fmt::format("recv tag {} got {}", tag, x));
+          return 1;
+        }
+      }
+    }
+  }
+  pg->barrier();
+  say("p2p ok");
+  return 0;
+}
+
+// Every rank sends a large buffer to its right neighbour and receives one
+// from its left with async calls: they must progress together, whatever the
+// order and size (a serial queue would deadlock once socket buffers fill).
+MCI_SCENARIO(p2p_exchange) {
+  auto pg = join();
+  const int n = pg->size(), r = pg->rank();
+  const std::size_t count = 8u << 20;  // 32 MiB of floats each way
+  std::vector<float> out(count, static_cast<float>(r)), in(count, -1.0f);
+  auto ws = pg->send(mci::view(out), (r + 1) % n, 5, Exec::async);
+  auto wr = pg->recv(mci::view(in), (r + n - 1) % n, 5, Exec::async);
+  wr.wait();
+  ws.wait();
+  for (float x : in) {
+    if (x != static_cast<float>((r + n - 1) % n)) {
+      say(fmt::format("rank {} received {}", r, x));
+      return 1;
+    }
+  }
+  // A collective queued after point-to-point work runs after it.
+  std::vector<float> one{1.0f};
+  auto w2 = pg->send(mci::view(out), (r + 1) % n, 6, Exec::async);
+  auto w3 = pg->recv(mci::view(in), (r + n - 1) % n, 6, Exec::async);
+  auto w4 = pg->all_reduce(mci::view(one), mci::ReduceOp::sum, Exec::async);
+  w4.wait();
+  if (!w2.is_completed() || !w3.is_completed() || one[0] != static_cast<float>(n)) return 1;
+  say("exchange ok");
+  return 0;
+}
+
 
 // The worker's "algorithms:" line: which algorithms each collective ran with.
 std::string algorithms_of(const std::string& kind, const std::string& out) {
@@ -43,7 +157,7 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
     env["MCI_LOG_LEVEL"] = "info";
   }
   const bool full = c.algo.empty() && c.world <= 4;
-  Job job(c.world, {"mci_test_worker", full ? "matrix" : "matrix-quick"}, env);
+  Job job(c.world, Scenario{full ? "matrix" : "matrix_quick"}, env);
   job.wait(std::chrono::seconds(240));
   for (int r = 0; r < c.world; ++r) {
     const auto st = job.status(r);
@@ -101,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, Matrix,
 
 TEST(Async, CallsOverlapComputeAndCompleteInOrder) {
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "async"});
+    Job job(world, Scenario{"async"});
     job.wait();
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(job.status(r).code, 0) << job.all_output();
@@ -111,14 +225,14 @@ TEST(Async, CallsOverlapComputeAndCompleteInOrder) {
 }
 
 TEST(PointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
-  Job job(3, {"mci_test_worker", "p2p-tags"});
+  Job job(3, Scenario{"p2p_tags"});
   job.wait();
   for (int r = 0; r < 3; ++r) EXPECT_EQ(job.status(r).code, 0) << job.all_output();
 }
 
 TEST(PointToPoint, AsyncSendAndRecvOfLargeBuffersProgressTogether) {
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "p2p-exchange"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});
+    Job job(world, Scenario{"p2p_exchange"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}});
     job.wait(std::chrono::seconds(90));
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(job.status(r).code, 0) << job.all_output();

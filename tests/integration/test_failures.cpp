@@ -4,17 +4,115 @@
 #include <csignal>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "../support/job.hpp"
+#include "../support/rank.hpp"
 
 namespace mci::test {
 namespace {
 
+// Rank 1 never enters the all-reduce; rank 0 must time out and say so.
+MCI_SCENARIO(timeout) {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  if (pg->rank() == 1) {
+    say("rank 1 skips");
+    std::this_thread::sleep_for(std::chrono::milliseconds(env_ll("MCI_TEST_SLEEP_MS", 3000)));
+    return 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg->all_reduce(mci::view(v));
+  } catch (...) {
+    say(fmt::format("waited_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - t0).count()));
+    throw;
+  }
+  return 1;
+}
+
+// Rank 1 is slow (sleeps before each all-reduce) but well within the
+// timeout: a slow step, which MCI_DEBUG=timing attributes to rank 1.
+MCI_SCENARIO(slow) {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  pg->barrier();
+  for (int step = 0; step < 3; ++step) {
+    if (pg->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(env_ll("MCI_TEST_SLEEP_MS", 400)));
+    pg->all_reduce(mci::view(v));
+  }
+  say("slow steps done");
+  return 0;
+}
+
+// Rank 1 stops itself (SIGSTOP) before the all-reduce: a frozen rank is a
+// hang (timeout + report), not a crash.
+MCI_SCENARIO(stopped) {
+  auto pg = join();
+  std::vector<float> v{1, 2};
+  pg->barrier();
+  if (pg->rank() == 1) {
+    say("rank 1 stops");
+    ::kill(::getpid(), SIGSTOP);
+    return 0;
+  }
+  pg->all_reduce(mci::view(v));
+  return 1;
+}
+
+// The last rank dies in the middle of a large all-reduce.
+MCI_SCENARIO(peer_death) {
+  auto pg = join();
+  const std::size_t n = env_ll("MCI_TEST_COUNT", 16 << 20);
+  std::vector<float> v(n, 1.0f);
+  if (pg->rank() == pg->size() - 1) {
+    pg->barrier();
+    // Dies right after handing its all_reduce to the progress thread: the
+    // operation (64 MiB by default, several ms of memory traffic at best)
+    // cannot have finished, so the others are inside it, waiting for this
+    // rank's data, whether it got to post some of it or not — or still in
+    // the barrier, which this rank may leave before they do.
+    auto w = pg->all_reduce(mci::view(v), mci::ReduceOp::sum, Exec::async);
+    say(fmt::format("dying now (pid {})", ::getpid()));
+    // SIGKILL, as `kill -9` from outside would: no destructor, no goodbye.
+    if (std::getenv("MCI_TEST_SIGKILL")) ::kill(::getpid(), SIGKILL);
+    std::_Exit(9);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg->barrier();
+    pg->all_reduce(mci::view(v));
+  } catch (...) {
+    say(fmt::format("noticed_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - t0).count()));
+    throw;
+  }
+  return 1;
+}
+
+// Rank 0 calls all_reduce while the others call broadcast.
+MCI_SCENARIO(mismatch) {
+  auto pg = join();
+  std::vector<float> v(8, 1.0f);
+  if (pg->rank() == 0) {
+    pg->all_reduce(mci::view(v));
+  } else {
+    pg->broadcast(mci::view(v), 0);
+  }
+  return 1;
+}
+
+
 TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
-  Job job(2, {"mci_test_worker", "timeout"},
+  Job job(2, Scenario{"timeout"},
           {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}});
   job.wait(std::chrono::seconds(60));
   const std::string out = job.output(0);
-  EXPECT_EQ(job.status(0).code, 10) << job.all_output();
+  EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
   EXPECT_NE(out.find("Timed out waiting 1500ms"), std::string::npos) << out;
   EXPECT_NE(out.find("all_reduce #1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
@@ -28,19 +126,19 @@ TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
 }
 
 TEST(Timeout, StoppedRankIsReportedAsFrozenNotDead) {
-  Job job(3, {"mci_test_worker", "stopped"},
+  Job job(3, Scenario{"stopped"},
           {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_HANG_REPORT_WAIT_MS", "1000"}});
   job.wait_rank(0, std::chrono::seconds(30));
   job.wait_rank(2, std::chrono::seconds(30));
   const std::string out = job.output(0) + job.output(2);
-  EXPECT_EQ(job.status(0).code, 10) << job.all_output();
+  EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
   EXPECT_NE(out.find("rank 1: did not answer within 1.0 s: process " + std::to_string(job.pid(1)) + " is stopped"),
             std::string::npos) << out;
   EXPECT_NE(out.find("Ranks that did not answer: 1"), std::string::npos) << out;
 }
 
 TEST(SlowStep, TheLateRankIsNamedAsSlowNotHung) {
-  Job job(3, {"mci_test_worker", "slow"},
+  Job job(3, Scenario{"slow"},
           {{"MCI_DEBUG", "timing"}, {"MCI_TEST_TIMEOUT_MS", "20000"}, {"MCI_TEST_SLEEP_MS", "400"}});
   job.wait(std::chrono::seconds(60));
   for (int r = 0; r < 3; ++r) {
@@ -95,12 +193,12 @@ TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDev
     } else {
       env["MCI_TRANSPORT"] = GetParam();
     }
-    Job job(world, {"mci_test_worker", "peer-death"}, env);
+    Job job(world, Scenario{"peer_death"}, env);
     job.wait(std::chrono::seconds(50));
     EXPECT_EQ(job.status(world - 1).sig, SIGKILL) << job.all_output();
     for (int r = 0; r < world - 1; ++r) {
       const std::string out = job.output(r);
-      EXPECT_EQ(job.status(r).code, 11) << job.all_output();
+      EXPECT_EQ(job.status(r).code, exit_code::peer) << job.all_output();
       EXPECT_FALSE(job.status(r).timed_out);
       // Naming the dead rank directly, or the rank that relayed its death.
       EXPECT_NE(out.find("rank " + std::to_string(world - 1)), std::string::npos) << out;
@@ -115,14 +213,14 @@ TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDev
 }
 
 TEST(Mismatch, DifferentCollectivesAtTheSameSequenceNumberAreCaught) {
-  Job job(2, {"mci_test_worker", "mismatch"}, {{"MCI_TEST_TIMEOUT_MS", "30000"}});
+  Job job(2, Scenario{"mismatch"}, {{"MCI_TEST_TIMEOUT_MS", "30000"}});
   job.wait(std::chrono::seconds(25));
   int mismatches = 0;
   for (int r = 0; r < 2; ++r) {
     const auto st = job.status(r);
     EXPECT_FALSE(st.timed_out) << job.all_output();
-    EXPECT_TRUE(st.code == 12 || st.code == 11) << job.all_output();
-    if (st.code == 12) {
+    EXPECT_TRUE(st.code == exit_code::mismatch || st.code == exit_code::peer) << job.all_output();
+    if (st.code == exit_code::mismatch) {
       ++mismatches;
       const std::string out = job.output(r);
       EXPECT_NE(out.find("all_reduce #1"), std::string::npos) << out;

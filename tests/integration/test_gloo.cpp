@@ -34,7 +34,7 @@ class GlooMatrix : public ::testing::TestWithParam<int> {};
 TEST_P(GlooMatrix, EveryCollectiveEveryDtypeMatchesReference) {
   MCI_REQUIRE_GLOO();
   const int world = GetParam();
-  Job job(world, {"mci_test_worker", "matrix"}, gloo_env());
+  Job job(world, Scenario{"matrix"}, gloo_env());
   job.wait(std::chrono::seconds(120));
   for (int r = 0; r < world; ++r) {
     const auto st = job.status(r);
@@ -50,7 +50,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, GlooMatrix, ::testing::Values(1, 2, 3, 4),
 TEST(GlooAsync, CallsOverlapComputeAndCompleteInOrder) {
   MCI_REQUIRE_GLOO();
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "async"}, gloo_env());
+    Job job(world, Scenario{"async"}, gloo_env());
     job.wait(std::chrono::seconds(60));
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(job.status(r).code, 0) << job.all_output();
@@ -63,7 +63,7 @@ TEST(GlooAsync, CallsOverlapComputeAndCompleteInOrder) {
 // receiver may take tags in any order without deadlocking the sender.
 TEST(GlooPointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
   MCI_REQUIRE_GLOO();
-  Job job(3, {"mci_test_worker", "p2p-tags"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "20000"}}));
+  Job job(3, Scenario{"p2p_tags"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "20000"}}));
   job.wait(std::chrono::seconds(30));
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(job.status(r).code, 0) << job.all_output();
@@ -73,11 +73,11 @@ TEST(GlooPointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
 
 TEST(GlooTimeout, RankThatNeverArrivesGivesTimeoutError) {
   MCI_REQUIRE_GLOO();
-  Job job(2, {"mci_test_worker", "timeout"},
+  Job job(2, Scenario{"timeout"},
           gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}}));
   job.wait(std::chrono::seconds(60));
   const std::string out = job.output(0);
-  EXPECT_EQ(job.status(0).code, 10) << job.all_output();
+  EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
   EXPECT_NE(out.find("Timed out waiting 1500ms"), std::string::npos) << out;
   EXPECT_NE(out.find("all_reduce #1 (f32 x 2, sum)"), std::string::npos) << out;
   EXPECT_NE(out.find("on rank 0"), std::string::npos) << out;
@@ -96,13 +96,13 @@ TEST(GlooTimeout, RankThatNeverArrivesGivesTimeoutError) {
 TEST(GlooPeerDeath, SurvivorsGetPeerErrorNamingTheDeadRankLongBeforeTheTimeout) {
   MCI_REQUIRE_GLOO();
   for (int world : {2, 3}) {
-    Job job(world, {"mci_test_worker", "peer-death"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "60000"}}));
+    Job job(world, Scenario{"peer_death"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "60000"}}));
     job.wait(std::chrono::seconds(50));
     EXPECT_EQ(job.status(world - 1).code, 9) << job.all_output();
     for (int r = 0; r < world - 1; ++r) {
       const std::string out = job.output(r);
       EXPECT_FALSE(job.status(r).timed_out) << job.all_output();
-      EXPECT_EQ(job.status(r).code, 11) << job.all_output();
+      EXPECT_EQ(job.status(r).code, exit_code::peer) << job.all_output();
       EXPECT_NE(out.find("exited, crashed or aborted"), std::string::npos) << out;
       // Named: the dead rank itself, or the survivor that relayed its death
       // (whose reason, quoted, names the dead rank).
@@ -120,13 +120,13 @@ TEST(GlooPeerDeath, SurvivorsGetPeerErrorNamingTheDeadRankLongBeforeTheTimeout) 
 // raising MismatchError.
 TEST(GlooMismatch, DifferentCollectivesEndInTimeoutNotWrongData) {
   MCI_REQUIRE_GLOO();
-  Job job(2, {"mci_test_worker", "mismatch"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}}));
+  Job job(2, Scenario{"mismatch"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}}));
   job.wait(std::chrono::seconds(30));
   const auto a = job.status(0), b = job.status(1);
   EXPECT_FALSE(a.timed_out || b.timed_out) << job.all_output();
   // One rank times out; the other times out too or hears that it aborted.
-  EXPECT_TRUE(a.code == 10 || b.code == 10) << job.all_output();
-  EXPECT_TRUE((a.code == 10 || a.code == 11) && (b.code == 10 || b.code == 11)) << job.all_output();
+  EXPECT_TRUE(a.code == exit_code::timeout || b.code == exit_code::timeout) << job.all_output();
+  EXPECT_TRUE((a.code == exit_code::timeout || a.code == exit_code::peer) && (b.code == exit_code::timeout || b.code == exit_code::peer)) << job.all_output();
   EXPECT_NE(job.all_output().find("all_reduce #1"), std::string::npos) << job.all_output();
   EXPECT_NE(job.all_output().find("broadcast #1"), std::string::npos) << job.all_output();
   // Without fingerprints on the wire, the hang report is the diagnosis.

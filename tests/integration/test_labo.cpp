@@ -133,7 +133,7 @@ TEST_P(LaboHang, TheSkippingRankIsNamedTheOtherTimesOutAndMcirunStopsTheJob) {
 // without the job token. Both are refused; the job finishes normally.
 TEST(JobToken, StrangersAreRefusedAndTheJobIsUnaffected) {
   const int port = free_port();
-  Mcirun m({"--nproc_per_node=2", "--master_port=" + std::to_string(port), built("mci_test_worker"), "slow"},
+  Mcirun m({"--nproc_per_node=2", "--master_port=" + std::to_string(port), self_program(), "--scenario=slow"},
            {{"MCI_TEST_SLEEP_MS", "300"}, {"MCI_TEST_TIMEOUT_MS", "30000"}});
   // Wait for the launcher's store to listen.
   ASSERT_TRUE(eventually([&] { return !port_free("127.0.0.1", port); })) << m.all();
@@ -183,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, KilledRank, ::testing::Values("shm", "tcp")
 // mcirun names it, stops the job and exits 1, and nothing is left behind.
 TEST_P(KilledRank, McirunNamesItStopsTheJobAndNothingIsLeft) {
   const auto before = mci_segments();
-  Mcirun m({"--standalone", "--nproc_per_node=3", built("mci_test_worker"), "peer-death"},
+  Mcirun m({"--standalone", "--nproc_per_node=3", self_program(), "--scenario=peer_death"},
            {{"MCI_TEST_SIGKILL", "1"}, {"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", GetParam()}});
   EXPECT_EQ(m.code(std::chrono::seconds(60)), 1) << m.all();
   const std::string all = m.all();

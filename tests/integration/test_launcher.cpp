@@ -17,9 +17,18 @@
 #include "launcher_run.hpp"
 #include "mci/store.hpp"
 #include "support/ports.hpp"
+#include "support/rank.hpp"
 
 namespace mci::test {
 namespace {
+
+MCI_SCENARIO(init) {
+  auto pg = join();
+  pg->barrier();
+  say(fmt::format("joined rank {} size {} local_rank {}", pg->rank(), pg->size(), pg->local_rank()));
+  return 0;
+}
+
 
 using namespace std::chrono_literals;
 using Strings = std::vector<std::string>;
@@ -93,7 +102,7 @@ TEST(Launcher, TheUsersTokenAndThreadCountAreKept) {
 TEST(Launcher, RanksFormARealGroupOnTheLaunchersStore) {
   // The workers connect to the store mcirun hosts (MCI_STORE_HOSTED), with
   // the token it made, and run a barrier.
-  Mcirun m({"--standalone", "--nproc_per_node=3", built("mci_test_worker"), "init"},
+  Mcirun m({"--standalone", "--nproc_per_node=3", self_program(), "--scenario=init"},
            {{"MCI_TEST_TIMEOUT_MS", "20000"}});
   ASSERT_EQ(m.code(60s), 0) << m.all();
   for (int r = 0; r < 3; ++r) {

@@ -51,7 +51,7 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
 
 TEST(MultiNode, AGroupSpansBothLaunchersThroughNode0sStore) {
   const int port = free_port();
-  const Strings program{built("mci_test_worker"), "init"};
+  const Strings program{self_program(), "--scenario=init"};
   auto env = kEnv;
   env["MCI_TEST_TIMEOUT_MS"] = "20000";
   Mcirun n0(node(0, port, program), env);

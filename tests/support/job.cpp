@@ -5,7 +5,7 @@ namespace mci::test {
 Job::Job(int world, const std::vector<std::string>& argv, std::map<std::string, std::string> env) {
   server_ = std::make_unique<StoreServer>(StoreServerOptions{"127.0.0.1", 0, ""});
   std::vector<std::string> args = argv;
-  args[0] = built(args[0]);
+  if (args[0].find('/') == std::string::npos) args[0] = built(args[0]);
   for (int r = 0; r < world; ++r) {
     std::map<std::string, std::string> e = env;
     e.emplace("RANK", std::to_string(r));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mci/store.hpp"
+#include "scenario.hpp"
 #include "spawn.hpp"
 
 namespace mci::test {
@@ -17,6 +18,9 @@ class Job {
  public:
   // Starts `world` ranks of `argv` (argv[0] resolved with built()).
   Job(int world, const std::vector<std::string>& argv, std::map<std::string, std::string> env = {});
+  // Starts `world` ranks of a scenario of this program.
+  Job(int world, const Scenario& s, std::map<std::string, std::string> env = {})
+      : Job(world, scenario_command(s.name), std::move(env)) {}
   // Waits for every rank (SIGKILL after `limit`).
   void wait(std::chrono::milliseconds limit = std::chrono::seconds(120));
   ExitStatus wait_rank(int rank, std::chrono::milliseconds limit) { return spawner_.wait(rank, limit); }
