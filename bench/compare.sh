@@ -12,6 +12,8 @@
 #   bench/compare.sh                  all_reduce float sum, 2 and 4 ranks
 #   bench/compare.sh --setup          first install Open MPI (apt-get)
 #   bench/compare.sh -c all_gather --ranks "2 3" --rounds 3 -e 4M
+#   bench/compare.sh --baseline /tmp/old-build --tools "mci-auto base-auto"
+#                                     before/after a change, in the same run
 #
 # Open MPI is used only when mpicc/mpirun are installed (--setup installs
 # them); Gloo only when this build of mci has the gloo backend. Extra
@@ -37,11 +39,13 @@ Options:
   --no-build         use DIR as it is
   --out DIR          keep raw results there (default a new /tmp/mci-compare.XXXXXX)
   --stat best|median what the busbw and ratio columns use (default best: the fast state)
+  --baseline DIR     another mci build (e.g. of the previous commit): adds the tools
+                     base-auto and base-tcp, its mci-perf with --transport auto and tcp
 USAGE
 }
 
 collective=all_reduce ranks="2 4" rounds=5 minb=8 maxb=16M factor=4 iters=20 warmup=5
-dtype=float op=sum tools="" build=build do_build=1 out="" setup=0 stat=best
+dtype=float op=sum tools="" build=build do_build=1 out="" setup=0 stat=best baseline=""
 while [ $# -gt 0 ]; do
   case $1 in
     --setup) setup=1 ;;
@@ -60,6 +64,7 @@ while [ $# -gt 0 ]; do
     --no-build) do_build=0 ;;
     --out) out=$2; shift ;;
     --stat) stat=$2; shift ;;
+    --baseline) baseline=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -116,6 +121,15 @@ done
 
 # Which tools this machine can run.
 available=(mci-auto mci-tcp)
+if [ -n "$baseline" ]; then
+  case $baseline in /*) ;; *) baseline=$root/$baseline ;; esac
+  if [ -x "$baseline/bin/mci-perf" ] && [ -x "$baseline/bin/mcirun" ]; then
+    available+=(base-auto base-tcp)
+  else
+    echo "compare.sh: --baseline $baseline has no bin/mci-perf and bin/mcirun" >&2
+    exit 1
+  fi
+fi
 if "$mcirun" --nproc_per_node=1 --standalone "$perf" barrier -b 0 -e 0 -n 1 -w 0 --backend gloo >/dev/null 2>&1; then
   available+=(gloo)
 else
@@ -154,6 +168,11 @@ run_tool() {
                    --backend cpu --transport auto --csv "$csv") ;;
     mci-tcp) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
                   --backend cpu --transport tcp --csv "$csv") ;;
+    base-auto|base-tcp)
+      # Its own library first: the baseline's binaries may point at this build's.
+      cmd=(env "LD_LIBRARY_PATH=$baseline/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$baseline/bin/mcirun"
+           --nproc_per_node="$n" --standalone "$baseline/bin/mci-perf" "$collective" "${common[@]}" -c 1
+           --backend cpu --transport "${tool#base-}" --csv "$csv") ;;
     gloo) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
                --backend gloo --csv "$csv") ;;
     ompi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n" "$out/mpi-perf" "$collective"

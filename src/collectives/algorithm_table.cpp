@@ -21,7 +21,7 @@ constexpr AlgoRow hier(Algo a, OpKind k, void (*f)(const HierCtx&)) {
 }
 
 using K = OpKind;
-const std::array kTable{
+constexpr std::array kTable{
     mesh(Algo::direct, K::all_reduce, all_reduce_direct),
     mesh(Algo::direct, K::broadcast, broadcast_direct),
     mesh(Algo::direct, K::all_gather, all_gather_direct),
@@ -52,6 +52,25 @@ const std::array kTable{
     hier(Algo::hierarchical, K::all_reduce, hierarchical_all_reduce),
 };
 
+// Dispatch runs on every call: an index by (algorithm, collective) instead
+// of a search of the table.
+constexpr std::size_t kAlgos = static_cast<std::size_t>(Algo::library) + 1;
+constexpr std::size_t kKinds = static_cast<std::size_t>(OpKind::recv) + 1;
+struct Index {
+  std::array<std::array<const AlgoRow*, kKinds>, kAlgos> row{};
+  std::array<Place, kAlgos> place{};
+};
+constexpr Index make_index() {
+  Index ix;
+  for (auto& p : ix.place) p = Place::library;
+  for (const auto& r : kTable) {
+    ix.row[static_cast<std::size_t>(r.algo)][static_cast<std::size_t>(r.kind)] = &r;
+    ix.place[static_cast<std::size_t>(r.algo)] = r.place;
+  }
+  return ix;
+}
+constexpr Index kIndex = make_index();
+
 }  // namespace
 
 std::string_view place_name(Place p) noexcept {
@@ -67,17 +86,13 @@ std::string_view place_name(Place p) noexcept {
 std::span<const AlgoRow> algorithm_table() noexcept { return kTable; }
 
 const AlgoRow* find_algorithm(Algo algo, OpKind kind) noexcept {
-  for (const auto& r : kTable) {
-    if (r.algo == algo && r.kind == kind) return &r;
-  }
-  return nullptr;
+  const auto a = static_cast<std::size_t>(algo), k = static_cast<std::size_t>(kind);
+  return a < kAlgos && k < kKinds ? kIndex.row[a][k] : nullptr;
 }
 
 Place place_of(Algo algo) noexcept {
-  for (const auto& r : kTable) {
-    if (r.algo == algo) return r.place;
-  }
-  return Place::library;
+  const auto a = static_cast<std::size_t>(algo);
+  return a < kAlgos ? kIndex.place[a] : Place::library;
 }
 
 std::string forcible_algorithms_help() {
