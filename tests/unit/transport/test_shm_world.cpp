@@ -1,0 +1,160 @@
+// The shared-memory step protocol with one thread per rank in this process:
+// each thread maps the segment on its own, as a process would.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <latch>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "mci/errors.hpp"
+#include "transport/shm/shm_world.hpp"
+
+namespace mci::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::size_t kBufferBytes = 64 * 1024;
+
+std::string unique_name() {
+  static std::atomic<int> counter{0};
+  return fmt::format("/mci-test-shm-world-{}-{}", ::getpid(), counter++);
+}
+
+// Runs body(world) on n threads: rank 0's segment is created here, the
+// others open it by name in their own thread, and the name is removed once
+// everyone has mapped it. group_ranks as ShmWorld takes them.
+void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<int> group_ranks = {}) {
+  const std::string name = unique_name();
+  std::optional<ShmSegment> created(ShmSegment::create(name, n, kBufferBytes));
+  std::latch mapped(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      bool arrived = false;
+      try {
+        ShmWorld w(r == 0 ? std::move(*created) : ShmSegment::open(name, n, kBufferBytes), r, n, group_ranks);
+        arrived = true;
+        mapped.arrive_and_wait();
+        if (r == 0) w.unlink_name();
+        body(w);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (!arrived) mapped.count_down();  // a failed open must not strand the others
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
+  Fingerprint f;
+  f.kind = OpKind::all_gather;
+  f.seq = seq;
+  f.count = count;
+  f.dtype = DType::i32;
+  return f;
+}
+
+TEST(ShmWorld, EveryRankReadsWhatEveryRankStagedAtEachStep) {
+  constexpr int kSteps = 6;  // several of each parity: buffers are reused
+  constexpr std::size_t kInts = 1000;
+  with_world(3, [](ShmWorld& w) {
+    const Deadline dl(10000ms);
+    for (int i = 0; i < kSteps; ++i) {
+      const std::uint64_t s = w.next_step();
+      const Fingerprint fp = coll(1, kInts);
+      auto* mine = reinterpret_cast<int*>(w.staging(w.rank(), s));
+      for (std::size_t k = 0; k < kInts; ++k) mine[k] = w.rank() * 1000000 + i * 1000 + static_cast<int>(k);
+      std::memcpy(w.small(w.rank(), s), &i, sizeof i);
+      w.post_ready(s, fp);
+      w.wait_ready(s, fp, dl);
+      for (int r = 0; r < w.size(); ++r) {
+        const auto* theirs = reinterpret_cast<const int*>(w.staging(r, s));
+        for (std::size_t k = 0; k < kInts; ++k) {
+          ASSERT_EQ(theirs[k], r * 1000000 + i * 1000 + static_cast<int>(k)) << "rank " << r << " step " << s;
+        }
+        int small = -1;
+        std::memcpy(&small, w.small(r, s), sizeof small);
+        EXPECT_EQ(small, i);
+      }
+    }
+    // The reduced flag: every rank publishes a result for the last step.
+    const std::uint64_t s = kSteps;
+    w.post_reduced(s);
+    w.wait_reduced(s, coll(1, kInts), dl);
+  });
+}
+
+TEST(ShmWorld, FingerprintDisagreementIsAMismatch) {
+  with_world(2, [](ShmWorld& w) {
+    const std::uint64_t s = w.next_step();
+    const Fingerprint fp = coll(4, w.rank() == 0 ? 1 : 2);
+    w.post_ready(s, fp);
+    try {
+      w.wait_ready(s, fp, Deadline(5000ms));
+      ADD_FAILURE() << "no mismatch";
+    } catch (const MismatchError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("all_gather #4 (i32 x 1)"), std::string::npos) << m;
+      EXPECT_NE(m.find("all_gather #4 (i32 x 2)"), std::string::npos) << m;
+    }
+  });
+}
+
+TEST(ShmWorld, TimeoutNamesTheRankThatNeverPosted) {
+  with_world(3, [](ShmWorld& w) {
+    if (w.rank() == 2) return;  // never enters the step
+    const std::uint64_t s = w.next_step();
+    const Fingerprint fp = coll(7, 1);
+    w.post_ready(s, fp);
+    const auto start = Clock::now();
+    try {
+      w.wait_ready(s, fp, Deadline(200ms));
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("Timed out waiting 200ms for all_gather #7"), std::string::npos) << m;
+      EXPECT_NE(m.find("no answer from rank 2 ("), std::string::npos) << m;
+    }
+    EXPECT_GE(Clock::now() - start, 200ms);
+  });
+}
+
+TEST(ShmWorld, AbortIsSeenByAWaitingPeerUnderItsGroupRank) {
+  // World ranks 0 and 1 are group ranks 4 and 6 (a host of a larger group).
+  with_world(
+      2,
+      [](ShmWorld& w) {
+        if (w.rank() == 1) {
+          w.abort("rank 6 gave up: testing");
+          return;
+        }
+        const std::uint64_t s = w.next_step();
+        w.post_ready(s, coll(1, 1));
+        const auto start = Clock::now();
+        try {
+          w.wait_ready(s, coll(1, 1), Deadline(10000ms));
+          ADD_FAILURE() << "no error";
+        } catch (const PeerError& e) {
+          EXPECT_EQ(e.peer(), 6);
+          EXPECT_NE(std::string(e.what()).find("rank 6 aborted the group: rank 6 gave up: testing"),
+                    std::string::npos)
+              << e.what();
+        }
+        EXPECT_LT(Clock::now() - start, 5000ms) << "the abort must end the wait, not its deadline";
+      },
+      {4, 6});
+}
+
+}  // namespace
+}  // namespace mci::transport
