@@ -43,6 +43,7 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
   all.of_rank.reserve(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
     all.of_rank.push_back(decode(to_string(store.get(fmt::format("{}/{}", topic, r), dl.wait_left()))));
+    if (!all.of_rank.back().ok) break;
   }
   return all;
 }

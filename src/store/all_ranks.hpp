@@ -24,14 +24,19 @@ struct Verdict {
 };
 
 struct RankVerdicts {
-  std::vector<Verdict> of_rank;  // indexed by rank
+  // Indexed by rank, in rank order up to the first failure: a failure
+  // decides for everyone, and a rank that disagrees on the world size would
+  // otherwise wait for ranks that do not exist.
+  std::vector<Verdict> of_rank;
   // "rank 1: TEXT; rank 3: TEXT", empty when every rank is ok.
   std::string failures() const;
   int first_failed() const;  // -1 when none
 };
 
 // Publishes `mine` (once: a second publication under the same rank keeps the
-// first) and reads every rank's verdict, waiting at most until `dl`.
+// first) and reads the ranks' verdicts in rank order until every one is read
+// or one failed, waiting at most until `dl`. Every rank reads the same
+// verdicts, so all of them decide alike.
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl);
 

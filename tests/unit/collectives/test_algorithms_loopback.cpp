@@ -8,13 +8,14 @@
 
 #include <cstring>
 #include <map>
-#include <thread>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "collectives/algorithm_table.hpp"
 #include "mci/errors.hpp"
 #include "perf/check.hpp"
+#include "support/loopback_ranks.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
 namespace mci::coll {
@@ -280,30 +281,24 @@ class RankCase {
 
 // Runs every case on n threads; returns what went wrong, rank by rank.
 std::vector<std::string> run_world(int n, const std::vector<Case>& cases) {
-  auto hub = std::make_shared<transport::LoopbackHub>(n);
   std::vector<std::vector<std::string>> failures(static_cast<std::size_t>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      transport::LoopbackTransport t(hub, r);
-      Scratch scratch;  // reused across calls, as a group reuses it
-      const Case* current = nullptr;
-      try {
-        for (const Case& c : cases) {
-          current = &c;
-          std::string err = RankCase(c, r, n).run(t, scratch);
-          if (!err.empty()) failures[r].push_back(fmt::format("rank {} of {}, {}: {}", r, n, c.str(), err));
-        }
-      } catch (const std::exception& e) {
-        failures[r].push_back(fmt::format("rank {} of {}, {}: threw {}", r, n, current ? current->str() : "?", e.what()));
-        t.abort(e.what());  // the others fail at once instead of at their deadline
+  const std::vector<std::string> errors = test::run_loopback(n, [&](transport::LoopbackTransport& t) {
+    const int r = t.rank();
+    Scratch scratch;  // reused across calls, as a group reuses it
+    const Case* current = nullptr;
+    try {
+      for (const Case& c : cases) {
+        current = &c;
+        std::string err = RankCase(c, r, n).run(t, scratch);
+        if (!err.empty()) failures[r].push_back(fmt::format("rank {} of {}, {}: {}", r, n, c.str(), err));
       }
-    });
-  }
-  for (auto& t : ts) t.join();
-  std::vector<std::string> all;
-  for (auto& f : failures) all.insert(all.end(), f.begin(), f.end());
-  return all;
+    } catch (const std::exception& e) {
+      t.abort(e.what());  // the others fail at once instead of at their deadline
+      throw std::runtime_error(
+          fmt::format("rank {} of {}, {}: threw {}", r, n, current ? current->str() : "?", e.what()));
+    }
+  });
+  return test::flatten(failures, errors);
 }
 
 TEST(MeshAlgorithmsOverLoopback, EveryMeshRowMatchesTheLocalReference) {
@@ -328,31 +323,24 @@ TEST(MeshAlgorithmsOverLoopback, EveryMeshRowMatchesTheLocalReference) {
 // Ranks that chose different algorithms (e.g. MCI_ALGO set on one) must fail
 // loudly, not exchange frames that mean different things.
 TEST(MeshAlgorithmsOverLoopback, RanksThatChoseDifferentAlgorithmsGetAMismatch) {
-  auto hub = std::make_shared<transport::LoopbackHub>(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r) {
-    ts.emplace_back([&, r] {
-      transport::LoopbackTransport t(hub, r);
-      Scratch scratch;
-      std::vector<float> buf(16, 1.0f);
-      CollectiveDesc d;
-      d.kind = OpKind::all_reduce;
-      d.algo = r == 0 ? Algo::ring : Algo::direct;
-      d.count = buf.size();
-      d.in = d.out = buf.data();
-      d.seq = 1;
-      try {
-        run_algorithm(Places{.mesh = &t}, d, Deadline(10s), scratch);
-      } catch (const MismatchError& e) {
-        errors[r] = e.what();
-        t.abort(e.what());
-      } catch (const PeerError& e) {
-        errors[r] = e.what();  // the other rank saw it first and aborted
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
+  // Each rank's text: the mismatch it saw, or the PeerError of the other
+  // rank, which saw it first and aborted.
+  const std::vector<std::string> errors = test::run_loopback(2, [](transport::LoopbackTransport& t) {
+    Scratch scratch;
+    std::vector<float> buf(16, 1.0f);
+    CollectiveDesc d;
+    d.kind = OpKind::all_reduce;
+    d.algo = t.rank() == 0 ? Algo::ring : Algo::direct;
+    d.count = buf.size();
+    d.in = d.out = buf.data();
+    d.seq = 1;
+    try {
+      run_algorithm(Places{.mesh = &t}, d, Deadline(10s), scratch);
+    } catch (const MismatchError& e) {
+      t.abort(e.what());
+      throw;
+    }
+  });
   const std::string both = errors[0] + " | " + errors[1];
   EXPECT_NE(both.find("chose the"), std::string::npos) << both;
   EXPECT_NE(both.find("ring"), std::string::npos) << both;

@@ -12,13 +12,14 @@
 #include <cstring>
 #include <latch>
 #include <optional>
-#include <thread>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "collectives/algorithm_table.hpp"
 #include "collectives/select.hpp"
 #include "perf/check.hpp"
+#include "support/loopback_ranks.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 #include "transport/shm/shm_world.hpp"
 
@@ -77,77 +78,70 @@ std::vector<std::string> run_hosts(const std::string& hosts) {
                                                           kShmBufferBytes));
   }
 
-  auto hub = std::make_shared<transport::LoopbackHub>(n);
   std::latch mapped(n);
   std::vector<std::vector<std::string>> failures(static_cast<std::size_t>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      transport::LoopbackTransport mesh(hub, r);
-      const std::vector<int>& mine = members[r];
-      const int size = static_cast<int>(mine.size());
-      const int local = static_cast<int>(std::find(mine.begin(), mine.end(), r) - mine.begin());
-      std::optional<transport::ShmWorld> host;
-      bool arrived = false;
-      std::string where = "setup";
-      try {
-        if (size > 1) {
-          const std::string& name = names[mine.front()];
-          host.emplace(local == 0 ? std::move(*created[r]) : transport::ShmSegment::open(name, size, kShmBufferBytes),
-                       local, size, mine);
-        }
-        arrived = true;
-        mapped.arrive_and_wait();
-        if (host && local == 0) host->unlink_name();
-
-        SharedCopier copier;
-        Scratch scratch;
-        const Places places{.mesh = &mesh, .host = host ? &*host : nullptr, .leaders = &leaders, .copier = &copier};
-        int round = 0;
-        for (const Case& c : cases()) {
-          ++round;
-          where = fmt::format("all_reduce f32 x {} {}{}", c.count, reduce_op_name(c.op), c.in_place ? " in place" : "");
-          const std::size_t bytes = c.count * 4;
-          Bytes in(bytes), out(bytes, 0xA5), want(bytes);
-          perf::fill_values(DType::f32, in.data(), c.count,
-                            [&](std::size_t i) { return perf::input_value(DType::f32, r, round, i, false); });
-          perf::fill_values(DType::f32, want.data(), c.count,
-                            [&](std::size_t i) { return perf::reduced_value(DType::f32, c.op, n, round, i, false); });
-          const Bytes keep = in;
-          CollectiveDesc d;
-          d.kind = OpKind::all_reduce;
-          d.dtype = DType::f32;
-          d.count = c.count;
-          d.op = c.op;
-          d.in = in.data();
-          d.out = c.in_place ? in.data() : out.data();
-          d.seq = static_cast<std::uint64_t>(round);
-          d.algo = select_algo(OpKind::all_reduce, bytes, n, std::nullopt, Layout::hierarchical);
-          ASSERT_EQ(d.algo, Algo::hierarchical);
-          run_algorithm(places, d, Deadline(60s), scratch);
-          const auto* got = static_cast<const std::uint8_t*>(d.out);
-          if (bytes && std::memcmp(got, want.data(), bytes) != 0) {
-            std::size_t i = 0;
-            while (std::memcmp(got + 4 * i, want.data() + 4 * i, 4) == 0) ++i;
-            failures[r].push_back(fmt::format("rank {} of {}: {}: element {} is {} but must be {}", r, hosts, where, i,
-                                              perf::get_value(DType::f32, got, i),
-                                              perf::get_value(DType::f32, want.data(), i)));
-          }
-          if (!c.in_place && in != keep) failures[r].push_back(fmt::format("rank {} of {}: {}: input changed", r, hosts, where));
-        }
-      } catch (const std::exception& e) {
-        failures[r].push_back(fmt::format("rank {} of {}: {}: threw {}", r, hosts, where, e.what()));
-        if (!arrived) mapped.count_down();
-        // The others fail at once instead of at their deadline.
-        mesh.abort(e.what());
-        if (host) host->abort(e.what());
+  const std::vector<std::string> errors = test::run_loopback(n, [&](transport::LoopbackTransport& mesh) {
+    const int r = mesh.rank();
+    const std::vector<int>& mine = members[r];
+    const int size = static_cast<int>(mine.size());
+    const int local = static_cast<int>(std::find(mine.begin(), mine.end(), r) - mine.begin());
+    std::optional<transport::ShmWorld> host;
+    bool arrived = false;
+    std::string where = "setup";
+    try {
+      if (size > 1) {
+        const std::string& name = names[mine.front()];
+        host.emplace(local == 0 ? std::move(*created[r]) : transport::ShmSegment::open(name, size, kShmBufferBytes),
+                     local, size, mine);
       }
-    });
-  }
-  for (auto& t : ts) t.join();
-  std::vector<std::string> all;
-  for (auto& f : failures) all.insert(all.end(), f.begin(), f.end());
-  return all;
+      arrived = true;
+      mapped.arrive_and_wait();
+      if (host && local == 0) host->unlink_name();
+
+      SharedCopier copier;
+      Scratch scratch;
+      const Places places{.mesh = &mesh, .host = host ? &*host : nullptr, .leaders = &leaders, .copier = &copier};
+      int round = 0;
+      for (const Case& c : cases()) {
+        ++round;
+        where = fmt::format("all_reduce f32 x {} {}{}", c.count, reduce_op_name(c.op), c.in_place ? " in place" : "");
+        const std::size_t bytes = c.count * 4;
+        Bytes in(bytes), out(bytes, 0xA5), want(bytes);
+        perf::fill_values(DType::f32, in.data(), c.count,
+                          [&](std::size_t i) { return perf::input_value(DType::f32, r, round, i, false); });
+        perf::fill_values(DType::f32, want.data(), c.count,
+                          [&](std::size_t i) { return perf::reduced_value(DType::f32, c.op, n, round, i, false); });
+        const Bytes keep = in;
+        CollectiveDesc d;
+        d.kind = OpKind::all_reduce;
+        d.dtype = DType::f32;
+        d.count = c.count;
+        d.op = c.op;
+        d.in = in.data();
+        d.out = c.in_place ? in.data() : out.data();
+        d.seq = static_cast<std::uint64_t>(round);
+        d.algo = select_algo(OpKind::all_reduce, bytes, n, std::nullopt, Layout::hierarchical);
+        ASSERT_EQ(d.algo, Algo::hierarchical);
+        run_algorithm(places, d, Deadline(60s), scratch);
+        const auto* got = static_cast<const std::uint8_t*>(d.out);
+        if (bytes && std::memcmp(got, want.data(), bytes) != 0) {
+          std::size_t i = 0;
+          while (std::memcmp(got + 4 * i, want.data() + 4 * i, 4) == 0) ++i;
+          failures[r].push_back(fmt::format("rank {} of {}: {}: element {} is {} but must be {}", r, hosts, where, i,
+                                            perf::get_value(DType::f32, got, i),
+                                            perf::get_value(DType::f32, want.data(), i)));
+        }
+        if (!c.in_place && in != keep) failures[r].push_back(fmt::format("rank {} of {}: {}: input changed", r, hosts, where));
+      }
+    } catch (const std::exception& e) {
+      if (!arrived) mapped.count_down();
+      // The others fail at once instead of at their deadline.
+      mesh.abort(e.what());
+      if (host) host->abort(e.what());
+      throw std::runtime_error(fmt::format("rank {} of {}: {}: threw {}", r, hosts, where, e.what()));
+    }
+  });
+  return test::flatten(failures, errors);
 }
 
 void expect_clean(const std::string& hosts) {

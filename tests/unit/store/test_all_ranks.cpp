@@ -3,14 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 #include "store/all_ranks.hpp"
+#include "support/thread_ranks.hpp"
 
 namespace mci {
 namespace {
@@ -21,22 +22,12 @@ struct Ranks {
   StoreServer server{StoreServerOptions{"127.0.0.1", 0, ""}};
   // Runs body(store, rank) on n threads; returns each rank's error text.
   std::vector<std::string> run(int n, const std::function<void(Store&, int)>& body) {
-    std::vector<std::string> errors(static_cast<std::size_t>(n));
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; ++r) {
-      ts.emplace_back([&, r] {
-        TcpStoreOptions o;
-        o.port = server.port();
-        TcpStore s(o);
-        try {
-          body(s, r);
-        } catch (const std::exception& e) {
-          errors[static_cast<std::size_t>(r)] = e.what();
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    return errors;
+    return test::run_threads(n, [&](int r) {
+      TcpStoreOptions o;
+      o.port = server.port();
+      TcpStore s(o);
+      body(s, r);
+    });
   }
 };
 
@@ -69,7 +60,7 @@ TEST(AllRanks, OneRanksFailureStopsEveryRankAtOnceWithItsText) {
   EXPECT_EQ(errors[2], "rank 1 could not open its GPU, so rank 2 stops too: no GPU here");
 }
 
-TEST(AllRanks, VerdictsListEveryFailureWithoutThrowing) {
+TEST(AllRanks, VerdictsStopAtTheFirstFailureWithoutThrowing) {
   Ranks job;
   std::vector<RankVerdicts> got(3);
   auto errors = job.run(3, [&](Store& s, int r) {
@@ -78,9 +69,25 @@ TEST(AllRanks, VerdictsListEveryFailureWithoutThrowing) {
   });
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
-    EXPECT_EQ(got[static_cast<std::size_t>(r)].failures(), "rank 1: broken 1; rank 2: broken 2");
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].failures(), "rank 1: broken 1");
     EXPECT_EQ(got[static_cast<std::size_t>(r)].first_failed(), 1);
   }
+}
+
+// A rank that believes the world is larger than it is stops at the first
+// failure instead of waiting for ranks that will never come.
+TEST(AllRanks, AFailureBeforeAMissingRankEndsTheWaitAtOnce) {
+  Ranks job;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = job.run(2, [&](Store& s, int r) {
+    run_together(s, "t", r, r == 1 ? 3 : 2, Deadline(30000ms), "agree on the world size", [&]() -> std::string {
+      if (r == 0) throw ConfigError("WORLD_SIZE differs");
+      return "ok";
+    });
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(errors[0], "WORLD_SIZE differs");
+  EXPECT_EQ(errors[1], "rank 0 could not agree on the world size, so rank 1 stops too: WORLD_SIZE differs");
 }
 
 TEST(AllRanks, AMissingRankIsATimeoutNamingItsKey) {

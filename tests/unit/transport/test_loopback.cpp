@@ -4,12 +4,11 @@
 
 #include <time.h>
 
-#include <functional>
 #include <future>
 #include <mutex>
-#include <thread>
 
 #include "mci/errors.hpp"
+#include "support/loopback_ranks.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 
 namespace mci::transport {
@@ -17,24 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Runs body(transport) on n threads sharing one hub; expects no rank to throw.
-void with_loopback(int n, const std::function<void(LoopbackTransport&)>& body) {
-  auto hub = std::make_shared<LoopbackHub>(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      try {
-        LoopbackTransport t(hub, r);
-        body(t);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using test::with_loopback;
 
 Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
   Fingerprint f;

@@ -9,11 +9,11 @@
 #include <functional>
 #include <latch>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "mci/errors.hpp"
+#include "support/thread_ranks.hpp"
 #include "transport/shm/shm_world.hpp"
 
 namespace mci::transport {
@@ -35,24 +35,19 @@ void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<i
   const std::string name = unique_name();
   std::optional<ShmSegment> created(ShmSegment::create(name, n, kBufferBytes));
   std::latch mapped(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      bool arrived = false;
-      try {
-        ShmWorld w(r == 0 ? std::move(*created) : ShmSegment::open(name, n, kBufferBytes), r, n, group_ranks);
-        arrived = true;
-        mapped.arrive_and_wait();
-        if (r == 0) w.unlink_name();
-        body(w);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (!arrived) mapped.count_down();  // a failed open must not strand the others
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
+  const std::vector<std::string> errors = test::run_threads(n, [&](int r) {
+    bool arrived = false;
+    try {
+      ShmWorld w(r == 0 ? std::move(*created) : ShmSegment::open(name, n, kBufferBytes), r, n, group_ranks);
+      arrived = true;
+      mapped.arrive_and_wait();
+      if (r == 0) w.unlink_name();
+      body(w);
+    } catch (...) {
+      if (!arrived) mapped.count_down();  // a failed open must not strand the others
+      throw;
+    }
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

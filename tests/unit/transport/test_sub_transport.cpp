@@ -2,10 +2,8 @@
 // base rank members[i], and its frames travel between those base ranks only.
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <thread>
-
 #include "mci/errors.hpp"
+#include "support/loopback_ranks.hpp"
 #include "transport/loopback/loopback_transport.hpp"
 #include "transport/sub_transport.hpp"
 
@@ -14,23 +12,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void with_loopback(int n, const std::function<void(LoopbackTransport&)>& body) {
-  auto hub = std::make_shared<LoopbackHub>(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      try {
-        LoopbackTransport t(hub, r);
-        body(t);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using test::with_loopback;
 
 Fingerprint coll(std::uint64_t seq) {
   Fingerprint f;

@@ -9,6 +9,7 @@
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "support/thread_ranks.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
 namespace mci::transport {
@@ -18,23 +19,14 @@ using namespace std::chrono_literals;
 
 void with_mesh(int n, const std::function<void(TcpTransport&)>& body, const std::string& token = "") {
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, token});
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      try {
-        TcpStoreOptions o;
-        o.port = server.port();
-        o.token = token;
-        TcpStore store(o);
-        auto t = connect_tcp_mesh(store, r, n, "127.0.0.1", "test", token, Deadline(10000ms));
-        body(*t);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
+  const std::vector<std::string> errors = test::run_threads(n, [&](int r) {
+    TcpStoreOptions o;
+    o.port = server.port();
+    o.token = token;
+    TcpStore store(o);
+    auto t = connect_tcp_mesh(store, r, n, "127.0.0.1", "test", token, Deadline(10000ms));
+    body(*t);
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

@@ -1,0 +1,33 @@
+// One thread per rank over the in-process loopback transport: the ranks share
+// one hub and each thread holds its own LoopbackTransport.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/thread_ranks.hpp"
+#include "transport/loopback/loopback_transport.hpp"
+
+namespace mci::test {
+
+// Runs body(transport) on n threads sharing one hub; returns each rank's
+// exception text ("" if none).
+inline std::vector<std::string> run_loopback(int n, const std::function<void(transport::LoopbackTransport&)>& body) {
+  auto hub = std::make_shared<transport::LoopbackHub>(n);
+  return run_threads(n, [&](int r) {
+    transport::LoopbackTransport t(hub, r);
+    body(t);
+  });
+}
+
+// As run_loopback, and expects no rank to throw.
+inline void with_loopback(int n, const std::function<void(transport::LoopbackTransport&)>& body) {
+  const std::vector<std::string> errors = run_loopback(n, body);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+}
+
+}  // namespace mci::test
