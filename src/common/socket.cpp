@@ -128,8 +128,7 @@ Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std:
       last_error = std::strerror(errno);
     }
     if (dl.expired()) break;
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-        backoff, std::chrono::milliseconds(std::max(dl.poll_ms(), 1))));
+    std::this_thread::sleep_for(std::min(backoff, dl.wait_left()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
   }
   throw TimeoutError(fmt::format(

@@ -17,6 +17,12 @@
 
 namespace mci::transport {
 
+// What any transport says when used after it failed (it refuses new work
+// from then on).
+inline constexpr const char* kTransportBroken =
+    "mci transport: this group's connections were closed after an earlier error; destroy the group and "
+    "create a new one";
+
 // Names one posted operation, to wait for it alone.
 struct OpHandle {
   int peer = -1;

@@ -24,14 +24,7 @@ MCI_SCENARIO(timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(env_ll("MCI_TEST_SLEEP_MS", 3000)));
     return 0;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    pg->all_reduce(mci::view(v));
-  } catch (...) {
-    say(fmt::format("waited_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now() - t0).count()));
-    throw;
-  }
+  say_ms_if_it_fails("waited_ms", [&] { pg->all_reduce(mci::view(v)); });
   return 1;
 }
 
@@ -82,15 +75,10 @@ MCI_SCENARIO(peer_death) {
     if (std::getenv("MCI_TEST_SIGKILL")) ::kill(::getpid(), SIGKILL);
     std::_Exit(9);
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
+  say_ms_if_it_fails("noticed_ms", [&] {
     pg->barrier();
     pg->all_reduce(mci::view(v));
-  } catch (...) {
-    say(fmt::format("noticed_ms {}", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::steady_clock::now() - t0).count()));
-    throw;
-  }
+  });
   return 1;
 }
 

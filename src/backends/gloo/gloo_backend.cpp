@@ -77,7 +77,6 @@ constexpr std::size_t kMaxPendingSendBytes = std::size_t{256} << 20;
 constexpr const char* kRendezvousPrefix = "gloo";
 constexpr const char* kAbortKey = "gloo-abort";
 
-std::chrono::milliseconds op_timeout(const Deadline& dl) { return std::chrono::milliseconds(std::max(1, dl.poll_ms())); }
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   // splitmix64's finalizer: every input bit moves every output bit.
@@ -345,7 +344,7 @@ void GlooBackend::dispatch(const coll::CollectiveDesc& d, const Deadline& dl) {
   // everywhere); a barrier always synchronizes, and a zero-length send still
   // pairs with its recv.
   if (d.count == 0 && !is_p2p(d.kind) && d.kind != OpKind::barrier) return;
-  const Op o{d, is_p2p(d.kind) ? 0 : collective_tag(d), op_timeout(dl)};
+  const Op o{d, is_p2p(d.kind) ? 0 : collective_tag(d), dl.wait_left()};
   switch (d.kind) {
     case OpKind::all_reduce: return all_reduce(o);
     case OpKind::broadcast: return broadcast(o);

@@ -53,10 +53,7 @@ void LoopbackTransport::fail(const E& e) {
 }
 
 void LoopbackTransport::check_usable() const {
-  if (broken_) {
-    throw Error("mci transport: this group's connections were closed after an earlier error; "
-                "destroy the group and create a new one");
-  }
+  if (broken_) throw Error(kTransportBroken);
 }
 
 OpHandle LoopbackTransport::post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) {

@@ -52,10 +52,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::chron
 TcpTransport::~TcpTransport() { close(); }
 
 void TcpTransport::check_usable() const {
-  if (broken_) {
-    throw Error("mci transport: this group's connections were closed after an earlier error; "
-                "destroy the group and create a new one");
-  }
+  if (broken_) throw Error(kTransportBroken);
 }
 
 OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) {

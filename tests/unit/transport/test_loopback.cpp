@@ -2,6 +2,8 @@
 // contract, since algorithm tests trust it to stand in for the network.
 #include <gtest/gtest.h>
 
+#include "support/fingerprints.hpp"
+
 #include <time.h>
 
 #include <future>
@@ -18,14 +20,7 @@ using namespace std::chrono_literals;
 
 using test::with_loopback;
 
-Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
-  Fingerprint f;
-  f.kind = OpKind::all_reduce;
-  f.seq = seq;
-  f.count = count;
-  f.dtype = DType::f32;
-  return f;
-}
+Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return test::coll_fingerprint(seq, count); }
 
 Fingerprint p2p(std::uint64_t tag, std::uint64_t count) {
   Fingerprint f;

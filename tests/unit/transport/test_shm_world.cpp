@@ -2,6 +2,8 @@
 // each thread maps the segment on its own, as a process would.
 #include <gtest/gtest.h>
 
+#include "support/fingerprints.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -52,12 +54,7 @@ void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<i
 }
 
 Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
-  Fingerprint f;
-  f.kind = OpKind::all_gather;
-  f.seq = seq;
-  f.count = count;
-  f.dtype = DType::i32;
-  return f;
+  return test::coll_fingerprint(seq, count, OpKind::all_gather, DType::i32);
 }
 
 TEST(ShmWorld, EveryRankReadsWhatEveryRankStagedAtEachStep) {

@@ -2,6 +2,8 @@
 // base rank members[i], and its frames travel between those base ranks only.
 #include <gtest/gtest.h>
 
+#include "support/fingerprints.hpp"
+
 #include "mci/errors.hpp"
 #include "support/loopback_ranks.hpp"
 #include "transport/loopback/loopback_transport.hpp"
@@ -14,14 +16,7 @@ using namespace std::chrono_literals;
 
 using test::with_loopback;
 
-Fingerprint coll(std::uint64_t seq) {
-  Fingerprint f;
-  f.kind = OpKind::all_gather;
-  f.seq = seq;
-  f.count = 1;
-  f.dtype = DType::i32;
-  return f;
-}
+Fingerprint coll(std::uint64_t seq) { return test::coll_fingerprint(seq, 1, OpKind::all_gather, DType::i32); }
 
 const std::vector<int> kMembers = {1, 3};
 

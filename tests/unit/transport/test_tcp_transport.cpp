@@ -1,6 +1,8 @@
 // The TCP mesh with one thread per rank in this process.
 #include <gtest/gtest.h>
 
+#include "support/fingerprints.hpp"
+
 #include <sys/socket.h>
 
 #include <functional>
@@ -30,14 +32,7 @@ void with_mesh(int n, const std::function<void(TcpTransport&)>& body, const std:
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
-  Fingerprint f;
-  f.kind = OpKind::all_reduce;
-  f.seq = seq;
-  f.count = count;
-  f.dtype = DType::f32;
-  return f;
-}
+Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return test::coll_fingerprint(seq, count); }
 
 TEST(TcpTransport, EveryPairExchangesConcurrently) {
   with_mesh(4, [](TcpTransport& t) {
