@@ -59,7 +59,8 @@ class Transport {
   virtual void progress(std::chrono::milliseconds max_wait, const Deadline& dl) = 0;
   virtual void reap() = 0;
 
-  // Tell every peer why we stop (best effort, never blocks), then close.
+  // Tell every peer why we stop (best effort: it waits a moment at most, e.g.
+  // to finish a frame half sent so that the reason can follow it), then close.
   virtual void abort(const std::string& reason) noexcept = 0;
   // Orderly goodbye: peers learn we left on purpose.
   virtual void close() noexcept = 0;

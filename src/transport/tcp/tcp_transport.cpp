@@ -429,6 +429,41 @@ void TcpTransport::wait_all(const Deadline& dl) {
   }
 }
 
+namespace {
+
+// Writes iov fully to a non-blocking socket, waiting for room until `until`.
+// False if the socket failed or stayed full.
+bool write_until(int fd, iovec* iov, int n, Clock::time_point until) noexcept {
+  while (n > 0) {
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<std::size_t>(n);
+    const ssize_t w = ::sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd pfd{fd, POLLOUT, 0};
+      if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) return false;
+      continue;
+    }
+    auto done = static_cast<std::size_t>(w);
+    while (n > 0 && done >= iov->iov_len) {
+      done -= iov->iov_len;
+      ++iov;
+      --n;
+    }
+    if (n > 0) {
+      iov->iov_base = static_cast<std::uint8_t*>(iov->iov_base) + done;
+      iov->iov_len -= done;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void TcpTransport::abort(const std::string& reason) noexcept {
   broken_ = true;
   FrameHeader h;
@@ -437,18 +472,31 @@ void TcpTransport::abort(const std::string& reason) noexcept {
   h.payload = text.size();
   std::array<std::uint8_t, kFrameHeaderSize> hdr{};
   encode(h, hdr);
+  // Telling the peers why costs at most this long in all: a frame half sent
+  // must be finished before the abort frame can follow it (the peer is
+  // reading it, so the rest usually fits its socket buffer at once).
+  const auto until = Clock::now() + kAbortFlush;
   for (int i = 0; i < size_; ++i) {
     Peer& p = peers_[i];
     if (i == rank_ || !p.fd.valid() || p.eof) continue;
-    // A half-sent frame cannot be followed by another: the peer will see the
-    // connection close instead.
-    if (p.sends.empty() || p.sends.front().done == 0) {
+    bool clean = p.sends.empty() || p.sends.front().done == 0;
+    if (!clean) {
+      SendOp& op = p.sends.front();
+      iovec rest[2];
+      int n = 0;
+      if (op.done < kFrameHeaderSize) {
+        rest[n++] = {op.hdr.data() + op.done, kFrameHeaderSize - op.done};
+        if (op.bytes) rest[n++] = {const_cast<std::uint8_t*>(op.data), op.bytes};
+      } else {
+        const std::size_t off = op.done - kFrameHeaderSize;
+        rest[n++] = {const_cast<std::uint8_t*>(op.data) + off, op.bytes - off};
+      }
+      clean = write_until(p.fd.get(), rest, n, until);
+    }
+    // Otherwise the peer sees the connection close, without the reason.
+    if (clean) {
       iovec iov[2] = {{hdr.data(), hdr.size()}, {const_cast<char*>(text.data()), text.size()}};
-      msghdr mh{};
-      mh.msg_iov = iov;
-      mh.msg_iovlen = 2;
-      ssize_t w = ::sendmsg(p.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-      (void)w;
+      write_until(p.fd.get(), iov, 2, until);
     }
     ::shutdown(p.fd.get(), SHUT_RDWR);
     p.fd.reset();

@@ -22,6 +22,8 @@ namespace mci::transport {
 
 class TcpTransport final : public Transport, public ArrivalLog {
  public:
+  // abort() waits at most this long in all to tell the peers why.
+  static constexpr auto kAbortFlush = std::chrono::milliseconds(200);
   // peers[i] is the connected socket to rank i (invalid for this rank).
   // Before sleeping in poll(), a wait keeps polling without sleeping for
   // `spin`: a sleeping process wakes several microseconds after its data
