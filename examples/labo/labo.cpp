@@ -104,9 +104,11 @@ int run() {
   opts.timeout = std::chrono::seconds(timeout_s);
   std::shared_ptr<mci::ProcessGroup> pg = mci::init_process_group(opts);
 
-  const int rank = env_int("RANK", -1);
-  const int local_rank = env_int("LOCAL_RANK", -1);
-  const int world = env_int("WORLD_SIZE", -1);
+  // As labo.py reads them; under a launcher that sets only its own
+  // variables (bare srun, mpirun) the group found them there.
+  const int rank = env_int("RANK", pg->rank());
+  const int local_rank = env_int("LOCAL_RANK", pg->local_rank());
+  const int world = env_int("WORLD_SIZE", pg->size());
   if (pg->rank() != rank || pg->size() != world) throw SystemExit{"RANK ou WORLD_SIZE diverge du process group."};
   say(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE={} backend={}", rank, local_rank, world, choice.backend));
   if (world != 2) throw SystemExit{"Ce laboratoire attend WORLD_SIZE=2."};

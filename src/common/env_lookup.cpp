@@ -1,8 +1,8 @@
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 
 #include <cstdlib>
 
-namespace mci::launch {
+namespace mci {
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -18,4 +18,4 @@ EnvLookup fixed_env(std::map<std::string, std::string> vars) {
   };
 }
 
-}  // namespace mci::launch
+}  // namespace mci

@@ -1,5 +1,6 @@
-// Reading environment variables through a function, so the launcher's
-// decisions (scheduler, GPUs, token) can be tested with any environment.
+// Reading environment variables through a function, so decisions made from
+// the environment (the job's coordinates, the launcher's scheduler, GPUs and
+// token) can be tested with any environment.
 #pragma once
 
 #include <functional>
@@ -7,7 +8,7 @@
 #include <optional>
 #include <string>
 
-namespace mci::launch {
+namespace mci {
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
@@ -16,4 +17,4 @@ EnvLookup process_env();
 // A fixed environment, for tests.
 EnvLookup fixed_env(std::map<std::string, std::string> vars);
 
-}  // namespace mci::launch
+}  // namespace mci

@@ -7,6 +7,7 @@
 #include "backends/registry.hpp"
 #include "common/auth.hpp"
 #include "common/env.hpp"
+#include "common/job_coordinates.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
@@ -38,28 +39,18 @@ int checked_port(long long port, const std::string& where) {
 }
 
 Coordinates from_env() {
-  const std::string m = "env://";
+  const JobCoordinates j = job_coordinates(process_env());
   Coordinates c;
-  c.method = m;
-  const long long rank = env_int_required("RANK", m);
-  const long long world = env_int_required("WORLD_SIZE", m);
-  c.host = env_str_required("MASTER_ADDR", m);
-  c.port = checked_port(env_int_required("MASTER_PORT", m), m);
-  if (world < 1 || world > (1 << 20)) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: WORLD_SIZE={} is not a "
-                                  "valid number of processes; it must be at least 1",
-                                  world));
+  c.method = "env://";
+  c.rank = j.rank;
+  c.world = j.world;
+  c.local_rank = j.local_rank;
+  c.local_world = j.local_world;
+  c.host = j.host;
+  c.port = j.port;
+  if (j.source != "RANK/WORLD_SIZE") {
+    log::info("rank {} of {} from {}'s variables; the store at {}:{}", j.rank, j.world, j.source, j.host, j.port);
   }
-  if (rank < 0 || rank >= world) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: RANK={} is outside "
-                                  "[0, WORLD_SIZE={}); each process needs a distinct RANK from 0 "
-                                  "to WORLD_SIZE-1",
-                                  rank, world));
-  }
-  c.rank = static_cast<int>(rank);
-  c.world = static_cast<int>(world);
-  c.local_rank = static_cast<int>(env_int("LOCAL_RANK", m).value_or(c.rank));
-  c.local_world = static_cast<int>(env_int("LOCAL_WORLD_SIZE", m).value_or(c.world));
   return c;
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 #include "launch/job_config.hpp"
 
 namespace mci::launch {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 
 namespace mci::launch {
 

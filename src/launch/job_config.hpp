@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "launch/cli.hpp"
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 #include "launch/program.hpp"
 
 namespace mci::launch {

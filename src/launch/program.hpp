@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 #include "mci/errors.hpp"
 
 namespace mci::launch {

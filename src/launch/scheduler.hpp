@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "launch/env_lookup.hpp"
+#include "common/env_lookup.hpp"
 
 namespace mci::launch {
 
