@@ -1,0 +1,112 @@
+// The lab and mci-perf started by the launchers clusters have, as users type
+// them: srun and mpirun with nothing exported by hand. Each test needs its
+// launcher (Open MPI's mpirun; a running Slurm for srun, e.g. the one
+// .ci/run starts) and skips, saying why, where it is missing.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/spawn.hpp"
+
+namespace mci::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// Runs a shell command line; true when it exits 0.
+bool runs(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+// What a launched job printed and how it ended.
+struct Launched {
+  ExitStatus status;
+  std::string out;
+};
+
+Launched launch(const std::vector<std::string>& argv, std::map<std::string, std::string> env = {}) {
+  // Nothing of an outer job leaks in: the launcher alone says who is who.
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "MCI_STORE_HOSTED"}) {
+    env.emplace(v, "\x01");
+  }
+  env.emplace("MCI_JOB_TOKEN", "cluster-test-token");
+  // Through the shell, which finds the launcher on PATH.
+  std::vector<std::string> sh{"/bin/sh", "-c", "exec \"$0\" \"$@\""};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  Spawner s;
+  s.spawn(sh, env);
+  Launched l;
+  l.status = s.wait(0, 120s);
+  l.out = s.child(0).output();
+  return l;
+}
+
+void expect_lab_ran(const Launched& l) {
+  EXPECT_TRUE(l.status.exited && l.status.code == 0) << l.out;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(has(l.out, "RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=2"))
+        << l.out;
+    EXPECT_TRUE(has(l.out, "moyenne " + std::to_string(r) + " [3.0, 5.0]")) << l.out;
+    EXPECT_TRUE(has(l.out, "gradient " + std::to_string(r) + " [[0.5, 1.5]]")) << l.out;
+  }
+}
+
+bool slurm_is_up() { return runs("command -v srun") && runs("timeout 10 sinfo -h"); }
+
+std::vector<std::string> mpirun(int n) {
+  std::vector<std::string> a{"mpirun", "--oversubscribe", "-np", std::to_string(n)};
+  if (::geteuid() == 0) a.insert(a.begin() + 1, "--allow-run-as-root");
+  return a;
+}
+
+TEST(Srun, TheLabRunsUnderBareSrun) {
+  if (!slurm_is_up()) GTEST_SKIP() << "no running Slurm here (srun and a responding sinfo are needed)";
+  expect_lab_ran(launch({"srun", "--ntasks=2", built("labo")}));
+}
+
+TEST(Srun, TheLabRunsUnderSrunWithPmix) {
+  if (!slurm_is_up()) GTEST_SKIP() << "no running Slurm here (srun and a responding sinfo are needed)";
+  if (!runs("srun --mpi=list 2>&1 | grep -q pmix")) GTEST_SKIP() << "this Slurm has no PMIx plugin";
+  expect_lab_ran(launch({"srun", "--ntasks=2", "--mpi=pmix", built("labo")}));
+}
+
+TEST(Srun, NcclWithoutAGpuGivesTheSeedsMessage) {
+  if (!slurm_is_up()) GTEST_SKIP() << "no running Slurm here (srun and a responding sinfo are needed)";
+  const auto l = launch({"srun", "--ntasks=2", built("labo")}, {{"MCI_BACKEND", "nccl"}, {"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_TRUE(l.status.exited && l.status.code != 0) << l.out;
+  EXPECT_TRUE(has(l.out, "MCI_BACKEND=nccl demande un GPU visible.")) << l.out;
+  EXPECT_FALSE(has(l.out, "RANK=0")) << l.out;
+}
+
+TEST(Srun, MciPerfRunsUnderBareSrun) {
+  if (!slurm_is_up()) GTEST_SKIP() << "no running Slurm here (srun and a responding sinfo are needed)";
+  const auto l = launch({"srun", "--ntasks=2", built("mci-perf"), "all_reduce", "-b", "8", "-e", "64K", "-f", "8"});
+  EXPECT_TRUE(l.status.exited && l.status.code == 0) << l.out;
+  EXPECT_TRUE(has(l.out, "ranks=2 ") && has(l.out, "wrong=0 status=OK")) << l.out;
+}
+
+TEST(Mpirun, TheLabRunsUnderMpirun) {
+  if (!runs("command -v mpirun")) GTEST_SKIP() << "Open MPI's mpirun is not installed (apt-get install openmpi-bin)";
+  auto argv = mpirun(2);
+  argv.push_back(built("labo"));
+  expect_lab_ran(launch(argv));
+}
+
+TEST(Mpirun, MciPerfRunsUnderMpirun) {
+  if (!runs("command -v mpirun")) GTEST_SKIP() << "Open MPI's mpirun is not installed (apt-get install openmpi-bin)";
+  auto argv = mpirun(2);
+  for (const char* a : {"all_reduce", "-b", "8", "-e", "64K", "-f", "8"}) argv.push_back(a);
+  argv.insert(argv.end() - 7, built("mci-perf"));
+  const auto l = launch(argv);
+  EXPECT_TRUE(l.status.exited && l.status.code == 0) << l.out;
+  EXPECT_TRUE(has(l.out, "ranks=2 ") && has(l.out, "wrong=0 status=OK")) << l.out;
+}
+
+}  // namespace
+}  // namespace mci::test
