@@ -34,7 +34,7 @@ Options:
   -b, -e, -f         sizes: min, max (K/M/G), factor (default 8, 16M, 4)
   -n, -w             timed and warmup iterations per size (default 20, 5)
   -d, -o             dtype and reduce op (default float, sum)
-  --tools "T ..."    subset of: mci-auto mci-tcp gloo ompi (default all available)
+  --tools "T ..."    subset of: mci-auto mci-tcp mci-mpi gloo ompi (default all available)
   --build DIR        mci build directory (default build); configured and built here
   --no-build         use DIR as it is
   --out DIR          keep raw results there (default a new /tmp/mci-compare.XXXXXX)
@@ -139,6 +139,10 @@ mpi_note=""
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
   mpicc -O2 -std=gnu11 -o "$out/mpi-perf" bench/peers/mpi_perf.c
   available+=(ompi)
+  # mci over MPI (backend mpi), when this build has it.
+  if mpirun --allow-run-as-root -np 1 "$perf" barrier -b 0 -e 0 -n 1 -w 0 --backend mpi >/dev/null 2>&1; then
+    available+=(mci-mpi)
+  fi
   mpi_note=$(mpirun --version 2>/dev/null | head -1)
 else
   echo "note: Open MPI is not installed: run bench/compare.sh --setup to include it"
@@ -175,6 +179,8 @@ run_tool() {
            --backend cpu --transport "${tool#base-}" --csv "$csv") ;;
     gloo) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
                --backend gloo --csv "$csv") ;;
+    mci-mpi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n" "$perf" "$collective"
+                  "${common[@]}" -c 1 --backend mpi --csv "$csv") ;;
     ompi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n" "$out/mpi-perf" "$collective"
                "${common[@]}" --csv "$csv") ;;
   esac

@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
   iproute2 procps
-  openmpi-bin
+  openmpi-bin libopenmpi-dev
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).
 packages+=("$@")

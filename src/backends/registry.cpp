@@ -25,6 +25,13 @@ constexpr bool kHaveNccl = true;
 constexpr Factory kNccl = nullptr;
 constexpr bool kHaveNccl = false;
 #endif
+#ifdef MCI_HAVE_MPI
+constexpr Factory kMpi = &make_mpi_backend;
+constexpr bool kHaveMpi = true;
+#else
+constexpr Factory kMpi = nullptr;
+constexpr bool kHaveMpi = false;
+#endif
 
 const std::array kBackends{
     BackendEntry{"cpu", "mci's own engine on host memory (shared memory on one host, TCP across hosts)", "", true,
@@ -32,6 +39,8 @@ const std::array kBackends{
     BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo},
     BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL",
                  kHaveNccl, kNccl},
+    BackendEntry{"mpi", "the job's MPI library (Open MPI) on host memory; start the program with mpirun or srun --mpi=pmix",
+                 "libopenmpi-dev", kHaveMpi, kMpi},
 };
 
 }  // namespace

@@ -40,5 +40,8 @@ std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);
 #ifdef MCI_HAVE_NCCL
 std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);
 #endif
+#ifdef MCI_HAVE_MPI
+std::unique_ptr<Backend> make_mpi_backend(const BackendContext& ctx);
+#endif
 
 }  // namespace mci

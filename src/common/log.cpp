@@ -42,7 +42,11 @@ bool enabled(Level l) {
 
 void write(Level l, std::string_view msg) {
   static const std::string host = host_name();
-  const char* rank = std::getenv("RANK");
+  // RANK, or the rank a launcher gave this process (srun, mpirun).
+  const char* rank = nullptr;
+  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if ((rank = std::getenv(v))) break;
+  }
   std::string line = fmt::format("{}:{}:{} [{}] mci {} {}\n", host, ::getpid(),
                                  static_cast<long>(::syscall(SYS_gettid)), rank ? rank : "-",
                                  name(l), msg);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "mci/init.hpp"
+#include "support/scenario.hpp"
 #include "support/spawn.hpp"
 
 namespace mci::test {
@@ -106,6 +108,75 @@ TEST(Mpirun, MciPerfRunsUnderMpirun) {
   const auto l = launch(argv);
   EXPECT_TRUE(l.status.exited && l.status.code == 0) << l.out;
   EXPECT_TRUE(has(l.out, "ranks=2 ") && has(l.out, "wrong=0 status=OK")) << l.out;
+}
+
+// The mpi backend: the job is mpirun's, init reads its variables, every
+// collective goes through MPI. The scenarios are the cpu backend's.
+void skip_without_mpi_backend() {
+  if (!runs("command -v mpirun")) GTEST_SKIP() << "Open MPI's mpirun is not installed (apt-get install openmpi-bin)";
+  if (!backend_available("mpi")) GTEST_SKIP() << "this build has no mpi backend (apt-get install libopenmpi-dev)";
+}
+
+Launched mpi_scenario(int n, const std::string& scenario, std::map<std::string, std::string> env = {}) {
+  auto argv = mpirun(n);
+  for (const auto& a : scenario_command(scenario)) argv.push_back(a);
+  env["MCI_TEST_BACKEND"] = "mpi";
+#if defined(__SANITIZE_ADDRESS__)
+  // Open MPI keeps allocations until exit in components it unloads at exit,
+  // where LeakSanitizer sees them without a stack to suppress by: the MPI
+  // ranks are checked for memory errors, not leaks (mci's code is checked
+  // for leaks by every other test).
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  env["ASAN_OPTIONS"] = std::string(asan ? asan : "") + ":detect_leaks=0";
+#endif
+  // Ranks outnumber cores: MPI's own waits must give the core away.
+  env["OMPI_MCA_mpi_yield_when_idle"] = "1";
+  return launch(argv, env);
+}
+
+TEST(MpiBackend, EveryCollectiveEveryDtypeOnOneToFourRanks) {
+  skip_without_mpi_backend();
+  for (int n = 1; n <= 4; ++n) {
+    const auto l = mpi_scenario(n, n <= 3 ? "matrix" : "matrix_quick");
+    EXPECT_TRUE(l.status.exited && l.status.code == 0) << n << " ranks\n" << l.out;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(has(l.out, "rank " + std::to_string(r) + " matrix done: 0 failures")) << n << " ranks\n" << l.out;
+    }
+    EXPECT_TRUE(has(l.out, "all_reduce=library")) << l.out;
+  }
+}
+
+TEST(MpiBackend, AsyncCallsAndPointToPoint) {
+  skip_without_mpi_backend();
+  for (const char* scenario : {"async", "p2p_tags", "p2p_exchange"}) {
+    const auto l = mpi_scenario(scenario == std::string("p2p_tags") ? 3 : 2, scenario);
+    EXPECT_TRUE(l.status.exited && l.status.code == 0) << scenario << "\n" << l.out;
+  }
+}
+
+TEST(MpiBackend, ARankThatNeverArrivesIsATimeoutWithTheHangReport) {
+  skip_without_mpi_backend();
+  const auto l = mpi_scenario(2, "timeout", {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "4000"}});
+  EXPECT_TRUE(has(l.out, "Timed out waiting 1500ms for all_reduce #1")) << l.out;
+  EXPECT_TRUE(has(l.out, "on backend mpi")) << l.out;
+  EXPECT_TRUE(has(l.out, "rank 1: never entered all_reduce #1")) << l.out;
+}
+
+TEST(MpiBackend, AGroupThatIsNotTheMpiJobIsRefused) {
+  skip_without_mpi_backend();
+  // RANK exported by hand, the reverse of mpirun's numbering (two app
+  // contexts: MPI rank 0 gets RANK=1, MPI rank 1 gets RANK=0).
+  std::vector<std::string> argv = mpirun(1);
+  for (int rank : {1, 0}) {
+    if (rank == 0) argv.insert(argv.end(), {":", "-np", "1"});
+    argv.insert(argv.end(), {"-x", "RANK=" + std::to_string(rank), "-x", "WORLD_SIZE=2"});
+    for (const auto& a : scenario_command("init")) argv.push_back(a);
+  }
+  const auto l = launch(argv, {{"MCI_TEST_BACKEND", "mpi"}, {"MCI_TEST_TIMEOUT_MS", "20000"}});
+  EXPECT_FALSE(l.status.exited && l.status.code == 0) << l.out;
+  EXPECT_TRUE(has(l.out, "backend 'mpi' needs the group to be the MPI job, rank for rank: MPI says this process is "
+                         "rank 0 of 2, the group says rank 1 of 2"))
+      << l.out;
 }
 
 }  // namespace

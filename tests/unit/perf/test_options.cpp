@@ -166,8 +166,8 @@ TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   EXPECT_TRUE(has(e, "-z 2: expected 0 or 1")) << e;
   e = error_of({"all_reduce", "-a", "9"});
   EXPECT_TRUE(has(e, "-a 9")) << e;
-  e = error_of({"all_reduce", "--backend", "mpi"});
-  EXPECT_TRUE(has(e, "--backend mpi: use cpu, gloo, nccl")) << e;
+  e = error_of({"all_reduce", "--backend", "ucc"});
+  EXPECT_TRUE(has(e, "--backend ucc: use cpu, gloo, nccl, mpi")) << e;
   e = error_of({"all_reduce", "--transport", "ib"});
   EXPECT_TRUE(has(e, "--transport ib: use auto, shm or tcp")) << e;
   e = error_of({"all_reduce", "--frobnicate"});
