@@ -1,4 +1,10 @@
-# Optional backends: found and reported, never required for the core.
+# Optional backends: found and reported, never required for the core. Each
+# has its switch (AUTO: build it when found; ON: fail without it; OFF) and
+# sets MCI_HAVE_X and the ", x" its configure line prints.
+set(MCI_WITH_GLOO AUTO CACHE STRING "Build the gloo backend: AUTO, ON or OFF")
+set(MCI_WITH_NCCL AUTO CACHE STRING "Build the nccl backend: AUTO, ON or OFF")
+set(MCI_WITH_MPI AUTO CACHE STRING "Build the mpi backend: AUTO, ON or OFF")
+
 set(MCI_HAVE_GLOO OFF)
 set(MCI_GLOO_MSG "")
 if(NOT MCI_WITH_GLOO STREQUAL "OFF")
@@ -33,7 +39,8 @@ endif()
 set(MCI_HAVE_MPI OFF)
 set(MCI_MPI_MSG "")
 if(NOT MCI_WITH_MPI STREQUAL "OFF")
-  # The C bindings through the C++ compiler: this project enables no C.
+  # MPI's C API through the C++ compiler (this project enables no C);
+  # MPI_CXX_SKIP_MPICXX leaves out the deprecated C++ bindings.
   set(MPI_CXX_SKIP_MPICXX ON)
   find_package(MPI QUIET COMPONENTS CXX)
   if(MPI_CXX_FOUND)
