@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Multi-node jobs under Slurm, on two network namespaces as hosts: the seed's
+# commands with nothing exported by hand but the job token.
+#
+#   tests/cluster/multinode_slurm.sh BUILD_DIR TOOLS_DIR
+#
+# TOOLS_DIR holds netns-nodes.sh and slurm-local.sh (the team's throw-away
+# namespaces and Slurm). Needs root, ip netns and slurm-wlm + munge; exits 0
+# with a line saying why when any is missing. BUILD_DIR must not be under
+# /tmp (each namespace node has its own /tmp). Exits non-zero on a failure.
+set -uo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR TOOLS_DIR}" && pwd)
+tools=$(cd "${2:?usage: $0 BUILD_DIR TOOLS_DIR}" && pwd)
+skip() { echo "multinode_slurm: skipped: $*"; exit 0; }
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
+command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || skip "no ip netns here"
+command -v srun >/dev/null && command -v slurmctld >/dev/null || skip "slurm-wlm is not installed"
+[ -f "$tools/netns-nodes.sh" ] && [ -f "$tools/slurm-local.sh" ] || skip "no netns-nodes.sh/slurm-local.sh in $tools"
+case $build in /tmp/*) skip "the build is under /tmp, which each node sees differently" ;; esac
+
+failures=0
+check() {  # check NAME EXPECTED_RC OUTPUT_FILE PATTERN...
+  local name=$1 want=$2 got=$3 file=$4
+  shift 4
+  local ok=1
+  [ "$got" = "$want" ] || { echo "  exit code $got, expected $want"; ok=0; }
+  for p in "$@"; do grep -q -- "$p" "$file" || { echo "  missing: $p"; ok=0; }; done
+  if [ $ok = 1 ]; then echo "ok   $name"; else echo "FAIL $name"; sed 's/^/  | /' "$file" | tail -25; failures=$((failures + 1)); fi
+}
+
+bash "$tools/slurm-local.sh" down >/dev/null 2>&1
+bash "$tools/netns-nodes.sh" up 2 >/dev/null || skip "netns-nodes.sh up 2 failed"
+cleanup() {
+  bash "$tools/slurm-local.sh" down >/dev/null 2>&1
+  bash "$tools/netns-nodes.sh" down >/dev/null 2>&1
+}
+trap cleanup EXIT
+bash "$tools/slurm-local.sh" up --netns 2 >/dev/null || { echo "FAIL slurm-local.sh up --netns 2"; exit 1; }
+run() { ip netns exec node0 timeout 120 env MCI_JOB_TOKEN=multinode-check srun "$@"; }
+out=$(mktemp)
+
+# 4 ranks on 2 hosts: all-reduce takes the hierarchical path.
+run -N 2 --ntasks-per-node=2 env MCI_LOG_LEVEL=info "$build/bin/mci-perf" all_reduce -b 8 -e 1M -f 32 -c 1 >"$out" 2>&1
+check "srun -N 2 --ntasks-per-node=2 mci-perf all_reduce (hierarchical)" 0 $? "$out" \
+  "ranks=4 " "wrong=0 status=OK" "all_reduce is hierarchical" "on      node1"
+
+# One mcirun per node, each starting that node's ranks.
+run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 "$build/bin/mci-perf" all_reduce -b 8 -e 64K -f 8 \
+  >"$out" 2>&1
+check "srun -N 2 --ntasks-per-node=1 mcirun --nproc_per_node=2 mci-perf" 0 $? "$out" "ranks=4 " "wrong=0 status=OK"
+
+# The exam's first question, answered by the lab: RANK and LOCAL_RANK of 2
+# nodes x 2 processes (the lab then says it wants two ranks).
+run -N 2 --ntasks-per-node=2 "$build/bin/labo" >"$out" 2>&1
+rc=$?
+check "srun -N 2 --ntasks-per-node=2 labo: RANK and LOCAL_RANK on two nodes" 1 $rc "$out" \
+  "RANK=0 LOCAL_RANK=0 WORLD_SIZE=4" "RANK=1 LOCAL_RANK=1 WORLD_SIZE=4" \
+  "RANK=2 LOCAL_RANK=0 WORLD_SIZE=4" "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4" "Ce laboratoire attend WORLD_SIZE=2."
+
+# A rank killed on node 1 ends the whole job quickly on both nodes, and
+# nothing is left on either.
+start=$SECONDS
+run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --grace=2 \
+  /bin/sh -c 'if [ "$RANK" = 3 ]; then sleep 1; kill -9 $$; fi; exec sleep 60' >"$out" 2>&1
+rc=$?
+took=$((SECONDS - start))
+check "a rank SIGKILLed on node 1 stops the job on both nodes (${took}s)" 1 $rc "$out" \
+  "job failed: rank 3 (local rank 1, node 1, host node1" "ended with signal SIGKILL" \
+  "job failed on another node: node 1: rank 3"
+[ "$took" -lt 30 ] || { echo "FAIL the job took ${took}s to stop"; failures=$((failures + 1)); }
+for n in node0 node1; do
+  if ip netns exec "$n" pgrep -f "sleep 60" >/dev/null; then
+    echo "FAIL a rank's process is left on $n"; failures=$((failures + 1))
+  fi
+done
+
+rm -f "$out"
+echo "multinode_slurm: $failures failure(s)"
+[ "$failures" = 0 ]
