@@ -157,6 +157,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   const GroupSettings settings = GroupSettings::from(opts);
   if (!backend_available(opts.backend)) make_backend(opts.backend, {});  // throws what this build lacks
 
+  // Said once per job, by rank 0, where nobody said it already: mcirun makes
+  // a token for a single-node job and warns itself about a multi-node one.
+  if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0) {
+    log::warn("MCI_JOB_TOKEN is not set: this job's store and data connections are not authenticated. Export the "
+              "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
+              "mcirun makes one for a single-node job");
+  }
   std::shared_ptr<Store> base = opts.store;
   std::unique_ptr<StoreServer> hosted_store;
   std::string listen_host;

@@ -51,6 +51,15 @@ std::vector<std::string> summary_lines(const JobReport& job) {
   if (job.first_failure) {
     const RankReport& f = job.ranks.at(*job.first_failure);
     std::vector<std::string> tail = f.stderr_tail;
+    // The rank printed mci's hang report just above: name it, do not repeat it.
+    bool hang_report = false;
+    for (std::size_t i = 0; i < tail.size(); ++i) {
+      if (tail[i].find("mci hang report for ") != std::string::npos) {
+        tail.resize(i);
+        hang_report = true;
+        break;
+      }
+    }
     while (!tail.empty() && tail.back().find_first_not_of(" \t\r") == std::string::npos) tail.pop_back();
     if (tail.empty()) {
       out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr", f.rank));
@@ -58,6 +67,7 @@ std::vector<std::string> summary_lines(const JobReport& job) {
       out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", tail.size(), f.rank));
       for (const auto& l : tail) out.push_back("mcirun: | " + l);
     }
+    if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
   }
   out.push_back("mcirun: " + rule);
   return out;

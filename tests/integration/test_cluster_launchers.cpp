@@ -37,7 +37,7 @@ Launched launch(const std::vector<std::string>& argv, std::map<std::string, std:
                         "MCI_STORE_HOSTED"}) {
     env.emplace(v, "\x01");
   }
-  env.emplace("MCI_JOB_TOKEN", "cluster-test-token");
+  env.emplace("MCI_JOB_TOKEN", "cluster-test-token");  // emplace: a test's own value wins
   // Through the shell, which finds the launcher on PATH.
   std::vector<std::string> sh{"/bin/sh", "-c", "exec \"$0\" \"$@\""};
   sh.insert(sh.end(), argv.begin(), argv.end());
@@ -98,6 +98,17 @@ TEST(Mpirun, TheLabRunsUnderMpirun) {
   auto argv = mpirun(2);
   argv.push_back(built("labo"));
   expect_lab_ran(launch(argv));
+}
+
+TEST(Mpirun, WithoutATokenRankZeroSaysSoOnce) {
+  if (!runs("command -v mpirun")) GTEST_SKIP() << "Open MPI's mpirun is not installed (apt-get install openmpi-bin)";
+  auto argv = mpirun(2);
+  argv.push_back(built("labo"));
+  const auto l = launch(argv, {{"MCI_JOB_TOKEN", "\x01"}});
+  expect_lab_ran(l);
+  const auto first = l.out.find("MCI_JOB_TOKEN is not set: this job's store and data connections are not");
+  EXPECT_NE(first, std::string::npos) << l.out;
+  EXPECT_EQ(l.out.find("MCI_JOB_TOKEN is not set", first + 1), std::string::npos) << "said once\n" << l.out;
 }
 
 TEST(Mpirun, MciPerfRunsUnderMpirun) {

@@ -124,6 +124,10 @@ TEST_P(LaboHang, TheSkippingRankIsNamedTheOtherTimesOutAndMcirunStopsTheJob) {
   // The hang report names the rank that never arrived.
   EXPECT_TRUE(has(all, "rank " + std::to_string(p.skipper) + ": never entered all_reduce #1")) << all;
   EXPECT_TRUE(has(all, "alive, outside mci (in user code)")) << all;
+  // Printed once, by the rank; the summary points to it.
+  const auto first = all.find("mci hang report for");
+  EXPECT_EQ(all.find("mci hang report for", first + 1), std::string::npos) << all;
+  EXPECT_TRUE(has(all, "mcirun: rank " + std::to_string(waiter) + "'s hang report is above, in its output")) << all;
   // Ends soon after the timeout, not when the sleeper would wake (3 + 5 s).
   EXPECT_GE(m.seconds(), 3.0);
   EXPECT_LT(m.seconds(), 7.5) << all;

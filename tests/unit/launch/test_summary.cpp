@@ -75,5 +75,23 @@ TEST(Summary, OtherCausesOfAFailedJob) {
   EXPECT_NE(joined(summary_lines(r)).find("job failed on node 0 (host h): rank 1 could not start"), std::string::npos);
 }
 
+TEST(Summary, AHangReportIsNamedNotRepeated) {
+  JobReport r;
+  r.host = "node0";
+  r.ranks.resize(2);
+  r.ranks[0].rank = 0;
+  r.ranks[0].wait_status = exited(1);
+  r.ranks[0].stderr_tail = {"labo: TimeoutError: Timed out waiting 8000ms for all_reduce #1", "",
+                            "mci hang report for all_reduce #1 (f32 x 2, sum) on rank 0:",
+                            "  rank 1: never entered all_reduce #1"};
+  r.ranks[1].rank = 1;
+  r.first_failure = 0;
+  const std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("mcirun: | labo: TimeoutError: Timed out waiting 8000ms"), std::string::npos) << s;
+  EXPECT_EQ(s.find("never entered"), std::string::npos) << s;
+  EXPECT_NE(s.find("mcirun: rank 0's hang report is above, in its output"), std::string::npos) << s;
+  EXPECT_NE(s.find("last 1 line(s) of rank 0's stderr"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace mci::launch
