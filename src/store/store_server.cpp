@@ -74,6 +74,8 @@ struct StoreServer::Impl {
   void reply(Client& c, const store::Response& r);
   void flush(Client& c);
   void drop(std::uint64_t id, const char* why);
+  void note_refusal(std::uint64_t id, const char* how);
+  std::uint64_t refusals = 0;
   bool all_present(const std::vector<std::string>& keys) const;
   void wake_waiters();
   void expire_waiters();
@@ -175,7 +177,11 @@ void StoreServer::Impl::on_readable(std::uint64_t id, Client& c) {
       continue;
     }
     if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      drop(id, nullptr);  // the client left: its parked requests go with it
+      // What it sent before leaving still counts (a refused process's
+      // proof-less auth, which its peers should hear about); then it goes,
+      // and its parked requests with it (drop is a no-op if process did it).
+      if (!c.in.empty()) process(id, c);
+      drop(id, nullptr);
       return;
     }
     if (errno == EINTR) continue;
@@ -202,6 +208,7 @@ void StoreServer::Impl::process(std::uint64_t id, Client& c) {
       return;
     }
     if (!c.authed && req->op != store::Op::auth) {
+      if (!token.empty()) note_refusal(id, "without a job token");
       drop(id, "request before authentication");
       return;
     }
@@ -223,11 +230,13 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
       if (!token.empty()) {
         auth::Proof got{};
         if (r.value.size() != got.size()) {
+          note_refusal(id, "without a job token");
           drop(id, "no job token proof (set MCI_JOB_TOKEN to the job's token)");
           return;
         }
         std::copy(r.value.begin(), r.value.end(), got.begin());
         if (!auth::equal(got, auth::prove(token, "mci-store-client", c.nonce))) {
+          note_refusal(id, "with another job token");
           drop(id, "wrong job token proof");
           return;
         }
@@ -330,6 +339,17 @@ void StoreServer::Impl::flush(Client& c) {
   } else if (c.out.size() - c.out_off > kMaxPendingOut) {
     c.doomed = true;  // it never reads its answers; the loop drops it
   }
+}
+
+// The job's clients cannot see whom the store refused; a rank that waits in
+// vain for a refused process's keys reads this key when it times out.
+void StoreServer::Impl::note_refusal(std::uint64_t id, const char* how) {
+  auto it = clients.find(id);
+  if (it == clients.end()) return;
+  ++refusals;
+  const std::string text =
+      fmt::format("{} process(es) that connected {}, the last from {}", refusals, how, peer_address(it->second.fd.get()));
+  data[std::string(store::kRefusedKey)] = StoreValue(text.begin(), text.end());
 }
 
 void StoreServer::Impl::drop(std::uint64_t id, const char* why) {

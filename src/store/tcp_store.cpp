@@ -31,6 +31,23 @@ struct TcpStore::Impl {
   bool broken = false;  // guarded by mu: a failed call desynchronised the stream
 
   std::string where() const { return fmt::format("{}:{}", opts.host, opts.port); }
+  // After a wait timed out: whether the store refused processes for their
+  // job token (the ones this rank waited for, most likely), as a sentence.
+  std::string refusals(const std::string& waited_for) {
+    try {
+      store::Request r;
+      r.op = store::Op::get;
+      r.keys = {std::string(store::kRefusedKey)};
+      r.num = 0;
+      auto resp = call(r, std::chrono::milliseconds(1000));
+      if (resp.status != store::Status::ok || resp.value.empty() || waited_for == store::kRefusedKey) return {};
+      return fmt::format(". The store refused {}: a process started with another MCI_JOB_TOKEN (or none) cannot "
+                         "join, and ranks wait for it in vain; give every rank the same token",
+                         std::string(resp.value.begin(), resp.value.end()));
+    } catch (const std::exception&) {
+      return {};  // the timeout itself is the error to report
+    }
+  }
   store::Response call(const store::Request& req, std::chrono::milliseconds budget);
   store::Response read_response(const Deadline& dl);
   [[noreturn]] void fail(Io io, const Deadline& dl, const char* doing);
@@ -94,12 +111,6 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
   }
   auth::Nonce server_nonce{};
   std::copy(hello.value.begin(), hello.value.end(), server_nonce.begin());
-  if (required && opts.token.empty()) {
-    throw ConfigError(fmt::format(
-        "the store at {} requires the job token: set MCI_JOB_TOKEN to the token of the job "
-        "(mcirun passes it to the processes it starts)",
-        impl_->where()));
-  }
   store::Request a;
   a.op = store::Op::auth;
   auth::Nonce my_nonce = auth::random_nonce();
@@ -110,9 +121,16 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
   }
   StoreValue frame;
   store::encode(a, frame);
-  if (Io io = send_all(impl_->fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
-    impl_->fail(io, dl, "authenticating");
+  const Io sent = send_all(impl_->fd.get(), frame.data(), frame.size(), dl);
+  // Without a token the store refuses us; it was still told, so the job's
+  // ranks that wait for this process learn why (see StoreServer).
+  if (required && opts.token.empty()) {
+    throw ConfigError(fmt::format(
+        "the store at {} requires the job token: set MCI_JOB_TOKEN to the token of the job "
+        "(mcirun passes it to the processes it starts)",
+        impl_->where()));
   }
+  if (sent != Io::ok) impl_->fail(sent, dl, "authenticating");
   store::Response ok;
   try {
     ok = impl_->read_response(dl);
@@ -172,8 +190,8 @@ StoreValue TcpStore::get(const std::string& key, std::chrono::milliseconds t) {
   r.num = t.count();
   auto resp = impl_->call(r, t);
   if (resp.status == store::Status::timeout) {
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}' at {}", t.count(),
-                                   key, impl_->where()));
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}' at {}{}", t.count(), key,
+                                   impl_->where(), impl_->refusals(key)));
   }
   return std::move(resp.value);
 }
@@ -204,8 +222,8 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (resp.status == store::Status::timeout) {
     std::string list;
     for (const auto& k : keys) list += (list.empty() ? "'" : ", '") + k + "'";
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} at {}", t.count(),
-                                   list, impl_->where()));
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} at {}{}", t.count(), list,
+                                   impl_->where(), impl_->refusals("")));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mci/store.hpp"
@@ -19,6 +20,9 @@ inline constexpr std::size_t kHeaderSize = 8;
 inline constexpr std::size_t kMaxBody = 64u << 20;     // 64 MiB
 inline constexpr std::size_t kMaxKey = 4096;
 inline constexpr std::size_t kMaxKeys = 4096;
+// Written by the server when it refuses a process for its job token (what a
+// waiting client adds to its timeout).
+inline constexpr std::string_view kRefusedKey = "mci/store/refused";
 
 enum class Op : std::uint8_t {
   hello = 1,      // server -> client: u8 auth_required, nonce

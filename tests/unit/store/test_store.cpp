@@ -173,6 +173,38 @@ TEST(StoreAuth, TokenIsRequiredAndCheckedBothWays) {
   EXPECT_THROW({ TcpStore c(o); }, ConfigError);
 }
 
+// The refused process's peers wait for its keys in vain: their timeout says
+// the store refused someone, and how to fix it.
+TEST(StoreAuth, PeersOfARefusedProcessLearnItWhenTheyTimeOut) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, "secret-token"});
+  TcpStoreOptions o;
+  o.port = server.port();
+  o.connect_timeout = 3000ms;
+  o.token = "secret-token";
+  TcpStore good(o);
+  try {
+    good.get("rank/1", 200ms);
+    FAIL();
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()).find("refused"), std::string::npos) << "nobody was refused yet: " << e.what();
+  }
+  o.token = "another-token";
+  EXPECT_THROW({ TcpStore wrong(o); }, ConfigError);
+  o.token = "";
+  EXPECT_THROW({ TcpStore none(o); }, ConfigError);
+  try {
+    good.get("rank/1", 200ms);
+    FAIL();
+  } catch (const TimeoutError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Timed out waiting 200ms for store key 'rank/1'"), std::string::npos) << m;
+    EXPECT_NE(m.find("The store refused 2 process(es) that connected without a job token, the last from 127.0.0.1"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("give every rank the same token"), std::string::npos) << m;
+  }
+}
+
 TEST(StoreConnect, UnreachableStoreTimesOutWithAClearMessage) {
   int port;
   {
