@@ -37,6 +37,11 @@ struct InitOptions {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
 
+// Whether env:// would find this process's place: RANK/WORLD_SIZE, or the
+// variables of a launcher (srun, mpirun, ...). Tools that can also run alone
+// (mci-perf, as nccl-tests do) make a one-rank job when it is false.
+bool launched_as_a_job();
+
 // Backends this build contains ("cpu" always; "gloo", "nccl" when found).
 bool backend_available(const std::string& name);
 

@@ -159,6 +159,13 @@ int checked_port(long long port) {
 
 }  // namespace
 
+bool has_job_variables(const EnvLookup& env) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (env(v)) return true;
+  }
+  return false;
+}
+
 int slurm_store_port(long long job_id, long long step_id) {
   const long long key = job_id * 64 + step_id;
   return kDerivedPortBase + static_cast<int>(((key % kDerivedPortSpan) + kDerivedPortSpan) % kDerivedPortSpan);

@@ -29,6 +29,10 @@ int slurm_store_port(long long job_id, long long step_id);
 inline constexpr int kDerivedPortBase = 20000;
 inline constexpr int kDerivedPortSpan = 10000;
 
+// Whether any source of a rank is present (RANK, or a launcher's rank
+// variable); says nothing about whether the rest is complete.
+bool has_job_variables(const EnvLookup& env);
+
 // Throws ConfigError naming the variables that are missing, malformed or in
 // disagreement, and what to set.
 JobCoordinates job_coordinates(const EnvLookup& env);

@@ -124,6 +124,8 @@ bool backend_available(const std::string& name) {
   return b && b->built;
 }
 
+bool launched_as_a_job() { return has_job_variables(process_env()); }
+
 std::vector<BackendInfo> list_backends() {
   std::vector<BackendInfo> out;
   for (const auto& b : backend_table()) out.push_back(BackendInfo{std::string(b.name), std::string(b.what), b.built});

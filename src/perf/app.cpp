@@ -113,6 +113,18 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
   InitOptions init;
   init.backend = o.backend;
   init.timeout = o.timeout;
+  // Started alone, as nccl-tests can be: a job of one rank on a store of
+  // its own.
+  std::unique_ptr<StoreServer> own_store;
+  if (!launched_as_a_job()) {
+    own_store = std::make_unique<StoreServer>(StoreServerOptions{"127.0.0.1", 0, ""});
+    TcpStoreOptions so;
+    so.port = own_store->port();
+    so.timeout = o.timeout;
+    init.store = std::make_shared<TcpStore>(so);
+    init.rank = 0;
+    init.world_size = 1;
+  }
   auto pg = init_process_group(init);
   const bool printer = pg->rank() == 0;
   info.ranks = pg->size();

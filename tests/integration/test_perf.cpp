@@ -289,6 +289,15 @@ TEST(Perf, BadCommandLinesExitTwoWithAClearMessage) {
   EXPECT_NE(out.find("--minbytes"), std::string::npos) << out;
 }
 
+// As nccl-tests runs alone: no launcher, a job of one rank.
+TEST(Perf, AloneItRunsAOneRankJob) {
+  std::string out;
+  const auto st = run_alone({"all_reduce", "-b", "8", "-e", "1K", "-f", "4"}, out);
+  EXPECT_EQ(st.code, 0) << out;
+  EXPECT_NE(out.find("ranks=1 "), std::string::npos) << out;
+  EXPECT_NE(out.find("wrong=0 status=OK"), std::string::npos) << out;
+}
+
 TEST(Perf, RootOutsideTheJobIsRefusedOnEveryRank) {
   Job job(2, {"mci-perf", "broadcast", "-r", "2", "-b", "8", "-e", "8"});
   job.wait(std::chrono::seconds(60));
