@@ -65,6 +65,10 @@ class Backend {
   virtual void close() noexcept = 0;
 };
 
+// For backends that work on host memory only: a device buffer is refused
+// with what to use instead.
+void require_host_memory(const char* backend, const coll::CollectiveDesc& d);
+
 // Everything a backend needs to connect.
 struct BackendContext {
   int rank = 0;

@@ -62,6 +62,13 @@ std::string backend_names() {
   return out;
 }
 
+void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
+  if (!d.device.is_cuda()) return;
+  throw ConfigError(fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use backend "
+                                "'nccl' for GPU memory, or 'cpu', which stages device buffers",
+                                backend, op_name(d.kind), d.device.str()));
+}
+
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx) {
   const BackendEntry* b = find_backend(name);
   if (!b) throw ConfigError(fmt::format("unknown backend '{}': use {}", name, backend_names()));

@@ -202,11 +202,7 @@ class GlooBackend final : public Backend {
   const char* name() const override { return "gloo"; }
   // Gloo picks its own algorithms; it works on host memory only.
   void prepare(coll::CollectiveDesc& d) override {
-    if (d.device.is_cuda()) {
-      throw ConfigError(fmt::format("the gloo backend works on host memory, and this {} buffer is on {}; use "
-                                    "backend 'nccl' for GPU memory, or 'cpu', which stages device buffers",
-                                    op_name(d.kind), d.device.str()));
-    }
+    require_host_memory("gloo", d);
     d.algo = Algo::library;
   }
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override;

@@ -154,11 +154,7 @@ class MpiBackend final : public Backend {
   const char* name() const override { return "mpi"; }
 
   void prepare(coll::CollectiveDesc& d) override {
-    if (d.device.is_cuda()) {
-      throw ConfigError(fmt::format("the mpi backend works on host memory, and this {} buffer is on {}; use backend "
-                                    "'nccl' for GPU memory, or 'cpu', which stages device buffers",
-                                    op_name(d.kind), d.device.str()));
-    }
+    require_host_memory("mpi", d);
     if (is_p2p(d.kind) && d.tag > tag_ub()) {
       throw ConfigError(fmt::format("backend 'mpi': tag {} is above this MPI's largest tag ({}); use smaller tags",
                                     d.tag, tag_ub()));

@@ -109,19 +109,24 @@ void TcpTransport::match_stash(int peer, RecvOp& op) {
   }
 }
 
+int TcpTransport::rest_of_frame(const SendOp& op, iovec iov[2]) {
+  int n = 0;
+  if (op.done < kFrameHeaderSize) {
+    iov[n++] = {const_cast<std::uint8_t*>(op.hdr.data()) + op.done, kFrameHeaderSize - op.done};
+    if (op.bytes) iov[n++] = {const_cast<std::uint8_t*>(op.data), op.bytes};
+  } else {
+    const std::size_t off = op.done - kFrameHeaderSize;
+    iov[n++] = {const_cast<std::uint8_t*>(op.data) + off, op.bytes - off};
+  }
+  return n;
+}
+
 bool TcpTransport::progress_send(int peer) {
   Peer& p = peers_[peer];
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
     iovec iov[2];
-    int n = 0;
-    if (op.done < kFrameHeaderSize) {
-      iov[n++] = {op.hdr.data() + op.done, kFrameHeaderSize - op.done};
-      if (op.bytes) iov[n++] = {const_cast<std::uint8_t*>(op.data), op.bytes};
-    } else {
-      const std::size_t off = op.done - kFrameHeaderSize;
-      iov[n++] = {const_cast<std::uint8_t*>(op.data) + off, op.bytes - off};
-    }
+    const int n = rest_of_frame(op, iov);
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = static_cast<std::size_t>(n);
@@ -481,16 +486,8 @@ void TcpTransport::abort(const std::string& reason) noexcept {
     if (i == rank_ || !p.fd.valid() || p.eof) continue;
     bool clean = p.sends.empty() || p.sends.front().done == 0;
     if (!clean) {
-      SendOp& op = p.sends.front();
       iovec rest[2];
-      int n = 0;
-      if (op.done < kFrameHeaderSize) {
-        rest[n++] = {op.hdr.data() + op.done, kFrameHeaderSize - op.done};
-        if (op.bytes) rest[n++] = {const_cast<std::uint8_t*>(op.data), op.bytes};
-      } else {
-        const std::size_t off = op.done - kFrameHeaderSize;
-        rest[n++] = {const_cast<std::uint8_t*>(op.data) + off, op.bytes - off};
-      }
+      const int n = rest_of_frame(p.sends.front(), rest);
       clean = write_until(p.fd.get(), rest, n, until);
     }
     // Otherwise the peer sees the connection close, without the reason.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <chrono>
@@ -97,6 +98,8 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // pending, waits that long for a socket to become ready.
   void step(int poll_ms);
   bool progress_send(int peer);
+  // The part of a frame still to send, as at most two iovecs; their count.
+  static int rest_of_frame(const SendOp& op, iovec iov[2]);
   void progress_recv(int peer, bool drain);
   void on_header(int peer);
   void on_frame_complete(int peer);
