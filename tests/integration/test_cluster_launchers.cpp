@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mci/init.hpp"
+#include "support/ports.hpp"
 #include "support/scenario.hpp"
 #include "support/spawn.hpp"
 
@@ -32,11 +33,13 @@ struct Launched {
 };
 
 Launched launch(const std::vector<std::string>& argv, std::map<std::string, std::string> env = {}) {
-  // Nothing of an outer job leaks in: the launcher alone says who is who.
-  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "MCI_STORE_HOSTED"}) {
+  // Nothing of an outer job leaks in: the launcher alone says who is who,
+  // and where the store is. The port is one the OS says is free (the
+  // launcher-derived ports are unit-tested in test_job_coordinates).
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MCI_STORE_HOSTED"}) {
     env.emplace(v, "\x01");
   }
+  env.emplace("MASTER_PORT", std::to_string(free_port()));
   env.emplace("MCI_JOB_TOKEN", "cluster-test-token");  // emplace: a test's own value wins
   // Through the shell, which finds the launcher on PATH.
   std::vector<std::string> sh{"/bin/sh", "-c", "exec \"$0\" \"$@\""};

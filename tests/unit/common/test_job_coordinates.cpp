@@ -7,6 +7,7 @@
 
 #include "common/job_coordinates.hpp"
 #include "mci/errors.hpp"
+#include "support/ports.hpp"
 
 namespace mci {
 namespace {
@@ -31,15 +32,18 @@ Env slurm_step(int procid, int localid) {
           {"SLURM_STEP_NODELIST", "node[3-4]"}};
 }
 
+// Nothing listens in these tests; the ports are still ones the OS says are free.
 TEST(JobCoordinates, ExplicitVariablesAsTheLauncherSetsThem) {
+  const int port = test::free_port();
   const auto c = job_coordinates(fixed_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"},
-                                            {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "29500"}}));
+                                            {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "h0"},
+                                            {"MASTER_PORT", std::to_string(port)}}));
   EXPECT_EQ(c.rank, 1);
   EXPECT_EQ(c.world, 2);
   EXPECT_EQ(c.local_rank, 0);
   EXPECT_EQ(c.local_world, 1);
   EXPECT_EQ(c.host, "h0");
-  EXPECT_EQ(c.port, 29500);
+  EXPECT_EQ(c.port, port);
   EXPECT_EQ(c.source, "RANK/WORLD_SIZE");
 }
 
@@ -64,11 +68,12 @@ TEST(JobCoordinates, ASlurmStepGivesRanksTheFirstNodeAndAPortOfItsJobAndStep) {
 TEST(JobCoordinates, ExplicitVariablesWinOverTheLauncherOneByOne) {
   auto e = slurm_step(1, 1);
   e["MASTER_ADDR"] = "login7";
-  e["MASTER_PORT"] = "29531";
+  const int port = test::free_port();
+  e["MASTER_PORT"] = std::to_string(port);
   e["LOCAL_RANK"] = "0";
   const auto c = job_coordinates(fixed_env(e));
   EXPECT_EQ(c.host, "login7");
-  EXPECT_EQ(c.port, 29531);
+  EXPECT_EQ(c.port, port);
   EXPECT_EQ(c.local_rank, 0);
   EXPECT_EQ(c.rank, 1);
   e["RANK"] = "3";
@@ -124,7 +129,7 @@ TEST(JobCoordinates, OpenMpiAcrossNodesAsksForTheAddress) {
   EXPECT_NE(m.find("environment variable MASTER_ADDR expected, but not set"), std::string::npos) << m;
   EXPECT_NE(m.find("mpirun -x MASTER_ADDR=$(hostname)"), std::string::npos) << m;
   e["MASTER_ADDR"] = "node1";
-  e["MASTER_PORT"] = "29400";
+  e["MASTER_PORT"] = std::to_string(test::free_port());
   EXPECT_EQ(job_coordinates(fixed_env(e)).host, "node1");
 }
 
@@ -133,7 +138,7 @@ TEST(JobCoordinates, MpirunInsideASlurmAllocationFollowsMpirun) {
   Env e{{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
         {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"SLURM_JOB_ID", "9"},          {"SLURM_STEP_ID", "0"},
         {"SLURM_PROCID", "1"},               {"SLURM_NTASKS", "2"},          {"MASTER_ADDR", "node0"},
-        {"MASTER_PORT", "29500"}};
+        {"MASTER_PORT", std::to_string(test::free_port())}};
   const auto c = job_coordinates(fixed_env(e));
   EXPECT_EQ(c.rank, 3);
   EXPECT_EQ(c.world, 4);
