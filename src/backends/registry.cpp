@@ -69,7 +69,7 @@ void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
                                 backend, op_name(d.kind), d.device.str()));
 }
 
-std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx) {
+const BackendEntry& require_backend(std::string_view name) {
   const BackendEntry* b = find_backend(name);
   if (!b) throw ConfigError(fmt::format("unknown backend '{}': use {}", name, backend_names()));
   if (!b->built) {
@@ -77,7 +77,11 @@ std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContex
                                   "configured); use backend 'cpu', mci's own engine, or rebuild with {} installed",
                                   name, b->needs, b->needs));
   }
-  return b->make(ctx);
+  return *b;
+}
+
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx) {
+  return require_backend(name).make(ctx);
 }
 
 }  // namespace mci

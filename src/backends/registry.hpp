@@ -30,7 +30,10 @@ const BackendEntry* find_backend(std::string_view name) noexcept;
 // "cpu (mci's engine on host memory), gloo (...), nccl (...)".
 std::string backend_names();
 
-// Throws ConfigError for an unknown backend or one this build lacks.
+// The backend's entry; ConfigError for an unknown backend or one this build
+// lacks (before anything connects).
+const BackendEntry& require_backend(std::string_view name);
+// require_backend(name).make(ctx).
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx);
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);

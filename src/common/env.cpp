@@ -31,7 +31,11 @@ std::optional<long long> parse_int(const std::string& s) {
 }
 
 std::optional<long long> env_int(const char* name, const std::string& context) {
-  auto s = env_str(name);
+  return env_int(process_env(), name, context);
+}
+
+std::optional<long long> env_int(const EnvLookup& env, const char* name, const std::string& context) {
+  auto s = env(name);
   if (!s) return std::nullopt;
   auto v = parse_int(*s);
   if (!v) {
@@ -51,25 +55,23 @@ std::optional<long long> env_int(const char* name) {
   return v;
 }
 
-namespace {
-[[noreturn]] void missing(const char* name, const std::string& context) {
+void throw_env_missing(const char* name, const std::string& context, const std::string& hint) {
   throw ConfigError(fmt::format(
       "Error initializing mci using {} rendezvous: environment variable {} expected, but not "
       "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
-      "export {}.",
-      context, name, name));
+      "export {}.{}{}",
+      context, name, name, hint.empty() ? "" : " ", hint));
 }
-}  // namespace
 
 long long env_int_required(const char* name, const std::string& context) {
   auto v = env_int(name, context);
-  if (!v) missing(name, context);
+  if (!v) throw_env_missing(name, context);
   return *v;
 }
 
 std::string env_str_required(const char* name, const std::string& context) {
   auto v = env_str(name);
-  if (!v || v->empty()) missing(name, context);
+  if (!v || v->empty()) throw_env_missing(name, context);
   return *v;
 }
 

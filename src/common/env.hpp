@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "common/env_lookup.hpp"
+
 namespace mci {
 
 std::optional<std::string> env_str(const char* name);
@@ -12,6 +14,11 @@ std::optional<std::string> env_str(const char* name);
 std::optional<long long> env_int(const char* name, const std::string& context);
 // The same for a setting of mci's own: the message names the variable alone.
 std::optional<long long> env_int(const char* name);
+// The same through a lookup (a launcher's environment, a test's).
+std::optional<long long> env_int(const EnvLookup& env, const char* name, const std::string& context);
+// The "environment variable NAME expected, but not set" ConfigError, with a
+// hint appended when not empty.
+[[noreturn]] void throw_env_missing(const char* name, const std::string& context, const std::string& hint = "");
 // Like env_int but a missing variable throws "environment variable NAME
 // expected, but not set" with the context.
 long long env_int_required(const char* name, const std::string& context);

@@ -18,25 +18,9 @@ const char* const kLookedFor =
     "(OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE); MPICH/Hydra (PMI_RANK, PMI_SIZE); PMIx (PMIX_RANK, with a size "
     "from one of the others).";
 
-[[noreturn]] void missing(const char* name, const std::string& hint) {
-  throw ConfigError(fmt::format(
-      "Error initializing mci using env:// rendezvous: environment variable {} expected, but not set. Start the "
-      "program with a launcher (mcirun --nproc_per_node=N prog, or srun), or export {}.{}{}",
-      name, name, hint.empty() ? "" : " ", hint));
-}
+[[noreturn]] void missing(const char* name, const std::string& hint) { throw_env_missing(name, "env://", hint); }
 
-std::optional<long long> lookup_int(const EnvLookup& env, const char* name) {
-  const auto v = env(name);
-  if (!v) return std::nullopt;
-  const auto n = parse_int(*v);
-  if (!n) {
-    throw ConfigError(fmt::format(
-        "Error initializing mci using env://: environment variable {} is '{}', which is not an integer. Set it to "
-        "a whole number (the launcher sets it for you).",
-        name, *v));
-  }
-  return n;
-}
+std::optional<long long> lookup_int(const EnvLookup& env, const char* name) { return env_int(env, name, "env://"); }
 
 // What one launcher says about this process.
 struct Source {
@@ -148,22 +132,23 @@ int hashed_port(const std::string& job) {
   return kDerivedPortBase + static_cast<int>(h % kDerivedPortSpan);
 }
 
-int checked_port(long long port) {
+
+}  // namespace
+
+int checked_port(long long port, const std::string& where) {
   if (port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: MASTER_PORT={} is not a TCP port; use a "
+    throw ConfigError(fmt::format("Error initializing mci using {}: MASTER_PORT={} is not a TCP port; use a "
                                   "number from 1 to 65535",
-                                  port));
+                                  where, port));
   }
   return static_cast<int>(port);
 }
 
-}  // namespace
-
 bool has_job_variables(const EnvLookup& env) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+  for (const char* v : kRankVariables) {
     if (env(v)) return true;
   }
-  return false;
+  return env("WORLD_SIZE").has_value();
 }
 
 int slurm_store_port(long long job_id, long long step_id) {
@@ -261,7 +246,7 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
         "-x MASTER_PORT=29500 ...).", mpi[0].name));
   }
   if (auto p = lookup_int(env, "MASTER_PORT")) {
-    c.port = checked_port(*p);
+    c.port = checked_port(*p, "env://");
   } else if (slurm) {
     c.port = slurm_store_port(slurm->job_id, slurm->step_id);
   } else if (one_node) {

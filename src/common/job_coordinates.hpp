@@ -29,6 +29,14 @@ int slurm_store_port(long long job_id, long long step_id);
 inline constexpr int kDerivedPortBase = 20000;
 inline constexpr int kDerivedPortSpan = 10000;
 
+// Where a process's rank may be found, in the order env:// prefers them
+// (log lines use the first set one before the group exists).
+inline constexpr const char* kRankVariables[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                                 "SLURM_PROCID"};
+
+// MASTER_PORT as a TCP port, or ConfigError naming `where` (the init method).
+int checked_port(long long port, const std::string& where);
+
 // Whether any source of a rank is present (RANK, or a launcher's rank
 // variable); says nothing about whether the rest is complete.
 bool has_job_variables(const EnvLookup& env);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/job_coordinates.hpp"
 #include "common/socket.hpp"
 
 namespace mci::log {
@@ -44,7 +45,7 @@ void write(Level l, std::string_view msg) {
   static const std::string host = host_name();
   // RANK, or the rank a launcher gave this process (srun, mpirun).
   const char* rank = nullptr;
-  for (const char* v : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+  for (const char* v : kRankVariables) {
     if ((rank = std::getenv(v))) break;
   }
   std::string line = fmt::format("{}:{}:{} [{}] mci {} {}\n", host, ::getpid(),

@@ -29,14 +29,6 @@ struct Coordinates {
   std::string method;  // for messages
 };
 
-int checked_port(long long port, const std::string& where) {
-  if (port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("Error initializing mci using {}: MASTER_PORT={} is not a TCP "
-                                  "port; use a number from 1 to 65535",
-                                  where, port));
-  }
-  return static_cast<int>(port);
-}
 
 Coordinates from_env() {
   const JobCoordinates j = job_coordinates(process_env());
@@ -133,9 +125,7 @@ std::vector<BackendInfo> list_backends() {
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
-  if (!find_backend(opts.backend)) {
-    throw ConfigError(fmt::format("unknown backend '{}': use {}", opts.backend, backend_names()));
-  }
+  require_backend(opts.backend);
   if (opts.timeout.count() <= 0) {
     throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
   }
@@ -157,7 +147,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   }
 
   const GroupSettings settings = GroupSettings::from(opts);
-  if (!backend_available(opts.backend)) make_backend(opts.backend, {});  // throws what this build lacks
 
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.

@@ -14,6 +14,10 @@ constexpr std::string_view kError = "error:";
 
 std::string encode(const Verdict& v) { return std::string(v.ok ? kOk : kError) + v.text; }
 
+void publish(Store& store, std::string_view topic, int rank, const Verdict& v) {
+  store.compare_set(fmt::format("{}/{}", topic, rank), {}, to_bytes(encode(v)));
+}
+
 Verdict decode(const std::string& s) {
   if (s.starts_with(kOk)) return Verdict::value(s.substr(kOk.size()));
   if (s.starts_with(kError)) return Verdict::error(s.substr(kError.size()));
@@ -38,7 +42,7 @@ int RankVerdicts::first_failed() const {
 
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl) {
-  store.compare_set(fmt::format("{}/{}", topic, rank), {}, to_bytes(encode(mine)));
+  publish(store, topic, rank, mine);
   RankVerdicts all;
   all.of_rank.reserve(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -61,7 +65,7 @@ std::vector<std::string> run_together(Store& store, std::string_view topic, int 
   if (failed) {
     // Tell the others first; our own error is the one to raise here.
     try {
-      store.compare_set(fmt::format("{}/{}", topic, rank), {}, to_bytes(encode(mine)));
+      publish(store, topic, rank, mine);
     } catch (const std::exception&) {
     }
     std::rethrow_exception(failed);

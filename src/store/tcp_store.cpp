@@ -34,13 +34,14 @@ struct TcpStore::Impl {
   // After a wait timed out: whether the store refused processes for their
   // job token (the ones this rank waited for, most likely), as a sentence.
   std::string refusals(const std::string& waited_for) {
+    if (waited_for == store::kRefusedKey) return {};
     try {
       store::Request r;
       r.op = store::Op::get;
       r.keys = {std::string(store::kRefusedKey)};
       r.num = 0;
       auto resp = call(r, std::chrono::milliseconds(1000));
-      if (resp.status != store::Status::ok || resp.value.empty() || waited_for == store::kRefusedKey) return {};
+      if (resp.status != store::Status::ok || resp.value.empty()) return {};
       return fmt::format(". The store refused {}: a process started with another MCI_JOB_TOKEN (or none) cannot "
                          "join, and ranks wait for it in vain; give every rank the same token",
                          std::string(resp.value.begin(), resp.value.end()));

@@ -11,8 +11,8 @@ namespace mci {
 namespace {
 
 // A wait-policy setting in microseconds, 0 .. 1 s.
-std::chrono::microseconds microseconds_setting(const char* name, long long fallback) {
-  const long long v = env_int(name).value_or(fallback);
+std::chrono::microseconds microseconds_setting(const char* name, std::chrono::microseconds fallback) {
+  const long long v = env_int(name).value_or(fallback.count());
   if (v < 0 || v > 1'000'000) {
     throw ConfigError(fmt::format("{}={} is out of range: use 0 .. 1000000 (microseconds)", name, v));
   }
@@ -57,10 +57,14 @@ CpuSettings CpuSettings::from_env() {
       throw ConfigError(fmt::format("MCI_SHM_STREAMING='{}': use auto, always or never", *how));
     }
   }
-  s.shm_wait.spin = microseconds_setting("MCI_SHM_SPIN_US", 50);
-  s.shm_wait.yield = microseconds_setting("MCI_SHM_YIELD_US", 200);
-  s.tcp_spin = microseconds_setting("MCI_TCP_SPIN_US", 50);
+  s.shm_wait.spin = microseconds_setting("MCI_SHM_SPIN_US", s.shm_wait.spin);
+  s.shm_wait.yield = microseconds_setting("MCI_SHM_YIELD_US", s.shm_wait.yield);
+  s.tcp_spin = microseconds_setting("MCI_TCP_SPIN_US", s.tcp_spin);
   s.host_id = env_str("MCI_HOST_ID").value_or("");
+  // Ranks publish their host as a line of text (shm_connect.cpp).
+  if (s.host_id.find('\n') != std::string::npos) {
+    throw ConfigError("MCI_HOST_ID holds a line break: use a name on one line");
+  }
   return s;
 }
 

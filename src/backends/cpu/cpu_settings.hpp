@@ -18,7 +18,7 @@ struct CpuSettings {
   transport::ShmMode shm_mode = transport::ShmMode::automatic;       // MCI_TRANSPORT
   // Per-rank shared-memory staging: 4 buffers of this size (two staging, two
   // result), whatever the message size.
-  std::size_t shm_buffer_bytes = 512 * 1024;                         // MCI_SHM_BUFFER_BYTES
+  std::size_t shm_buffer_bytes = transport::ShmOptions{}.buffer_bytes;  // MCI_SHM_BUFFER_BYTES
   coll::SharedCopier::Mode shm_copies = coll::SharedCopier::Mode::adaptive;  // MCI_SHM_STREAMING
   transport::ShmWait shm_wait;                                       // MCI_SHM_SPIN_US, MCI_SHM_YIELD_US
   std::chrono::microseconds tcp_spin{50};                            // MCI_TCP_SPIN_US

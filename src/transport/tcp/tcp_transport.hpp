@@ -23,8 +23,9 @@ namespace mci::transport {
 
 class TcpTransport final : public Transport, public ArrivalLog {
  public:
-  // abort() waits at most this long in all to tell the peers why.
-  static constexpr auto kAbortFlush = std::chrono::milliseconds(200);
+  // abort() waits at most this long in all to tell the peers why (a loaded
+  // machine may take a few hundred ms to schedule the reading peer).
+  static constexpr auto kAbortFlush = std::chrono::milliseconds(1000);
   // peers[i] is the connected socket to rank i (invalid for this rank).
   // Before sleeping in poll(), a wait keeps polling without sleeping for
   // `spin`: a sleeping process wakes several microseconds after its data
