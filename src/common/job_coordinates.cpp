@@ -179,18 +179,21 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
 
   // The launcher's view, merged: the first MPI source, completed by the
   // others and by Slurm (PMIx gives a rank alone).
+  std::vector<Source> sources = mpi;
+  if (slurm) sources.push_back(slurm->source);
   Source launcher;
-  for (const Source* s : [&] {
-         std::vector<const Source*> all;
-         for (const auto& m : mpi) all.push_back(&m);
-         if (slurm) all.push_back(&slurm->source);
-         return all;
-       }()) {
-    if (launcher.name.empty()) launcher.name = s->name, launcher.rank_var = s->rank_var;
-    if (!launcher.rank) launcher.rank = s->rank;
-    if (!launcher.world) launcher.world = s->world, launcher.world_var = s->world_var;
-    if (!launcher.local_rank) launcher.local_rank = s->local_rank;
-    if (!launcher.local_world) launcher.local_world = s->local_world;
+  for (const Source& s : sources) {
+    if (launcher.name.empty()) {
+      launcher.name = s.name;
+      launcher.rank_var = s.rank_var;
+    }
+    if (!launcher.rank) launcher.rank = s.rank;
+    if (!launcher.world) {
+      launcher.world = s.world;
+      launcher.world_var = s.world_var;
+    }
+    if (!launcher.local_rank) launcher.local_rank = s.local_rank;
+    if (!launcher.local_world) launcher.local_world = s.local_world;
   }
   if (!launcher.name.empty() && !launcher.world) {
     throw ConfigError(fmt::format("Error initializing mci using env://: {} is set but no launcher variable gives "
