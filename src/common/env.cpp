@@ -63,16 +63,4 @@ void throw_env_missing(const char* name, const std::string& context, const std::
       context, name, name, hint.empty() ? "" : " ", hint));
 }
 
-long long env_int_required(const char* name, const std::string& context) {
-  auto v = env_int(name, context);
-  if (!v) throw_env_missing(name, context);
-  return *v;
-}
-
-std::string env_str_required(const char* name, const std::string& context) {
-  auto v = env_str(name);
-  if (!v || v->empty()) throw_env_missing(name, context);
-  return *v;
-}
-
 }  // namespace mci

@@ -19,10 +19,6 @@ std::optional<long long> env_int(const EnvLookup& env, const char* name, const s
 // The "environment variable NAME expected, but not set" ConfigError, with a
 // hint appended when not empty.
 [[noreturn]] void throw_env_missing(const char* name, const std::string& context, const std::string& hint = "");
-// Like env_int but a missing variable throws "environment variable NAME
-// expected, but not set" with the context.
-long long env_int_required(const char* name, const std::string& context);
-std::string env_str_required(const char* name, const std::string& context);
 
 // Strict decimal parse of a whole string; nullopt on any junk or overflow.
 std::optional<long long> parse_int(const std::string& s);
