@@ -33,6 +33,8 @@ struct InitOptions {
   // Use this store instead of the init method's (rank and world_size then
   // come from the fields above).
   std::shared_ptr<Store> store;
+  // Authenticates the group's data connections; empty: MCI_JOB_TOKEN.
+  std::string token;
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});

@@ -135,11 +135,11 @@ int hashed_port(const std::string& job) {
 
 }  // namespace
 
-int checked_port(long long port, const std::string& where) {
+int checked_port(long long port, const std::string& where, const char* name) {
   if (port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("Error initializing mci using {}: MASTER_PORT={} is not a TCP port; use a "
+    throw ConfigError(fmt::format("Error initializing mci using {}: {}={} is not a TCP port; use a "
                                   "number from 1 to 65535",
-                                  where, port));
+                                  where, name, port));
   }
   return static_cast<int>(port);
 }
@@ -237,6 +237,15 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
   // from its job and step ids, else (every rank on this node under an MPI
   // launcher) this host and a port from the launch's name.
   const bool one_node = !mpi.empty() && launcher.local_world && *launcher.local_world == w;
+  // mcirun's own store has variables of its own, so that MASTER_ADDR and
+  // MASTER_PORT stay free for the program (torch's TCPStore binds them).
+  if (auto a = env("MCI_STORE_ADDR"); a && !a->empty()) {
+    if (auto p = lookup_int(env, "MCI_STORE_PORT")) {
+      c.host = *a;
+      c.port = checked_port(*p, "env://", "MCI_STORE_PORT");
+      return c;
+    }
+  }
   if (auto a = env("MASTER_ADDR"); a && !a->empty()) {
     c.host = *a;
   } else if (slurm && !slurm->nodelist.empty()) {

@@ -1,5 +1,5 @@
 // Where a process of a job learns its place (env://): RANK, WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT when set, else what the launcher that started
+// MCI_STORE_ADDR/MCI_STORE_PORT (mcirun's store), MASTER_ADDR and MASTER_PORT when set, else what the launcher that started
 // it set: Slurm (srun), Open MPI (mpirun), PMIx or MPICH/Hydra. Precedence,
 // per value: the variable itself, then the MPI launcher that started the
 // process (Open MPI, MPICH, PMIx: mpirun inside a Slurm allocation runs its
@@ -34,8 +34,9 @@ inline constexpr int kDerivedPortSpan = 10000;
 inline constexpr const char* kRankVariables[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
                                                  "SLURM_PROCID"};
 
-// MASTER_PORT as a TCP port, or ConfigError naming `where` (the init method).
-int checked_port(long long port, const std::string& where);
+// MASTER_PORT (or `name`) as a TCP port, or ConfigError naming `where` (the
+// init method).
+int checked_port(long long port, const std::string& where, const char* name = "MASTER_PORT");
 
 // Whether any source of a rank is present (RANK, or a launcher's rank
 // variable); says nothing about whether the rest is complete.

@@ -173,6 +173,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     listen_host = tcp->local_address();
     base = tcp;
   }
+  // Peers reach this rank on the address it reaches the store from.
+  if (auto* tcp = dynamic_cast<TcpStore*>(base.get()); tcp && listen_host.empty()) listen_host = tcp->local_address();
   if (!settings.host_addr.empty()) listen_host = settings.host_addr;
   if (listen_host.empty()) listen_host = "127.0.0.1";
   base->set_timeout(opts.timeout);

@@ -22,7 +22,7 @@ GroupSettings GroupSettings::from(const InitOptions& o) {
   if (auto dbg = env_str("MCI_DEBUG")) s.debug_timing = dbg->find("timing") != std::string::npos;
   s.launcher_hosts_store = env_str("MCI_STORE_HOSTED").has_value();
   s.host_addr = env_str("MCI_HOST_ADDR").value_or("");
-  s.token = auth::token_from_env();
+  s.token = o.token.empty() ? auth::token_from_env() : o.token;
   return s;
 }
 

@@ -3,6 +3,8 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "common/auth.hpp"
 
 extern char** environ;
@@ -31,22 +33,63 @@ std::vector<std::string> current_environment() {
   return out;
 }
 
+namespace {
+
+EnvLookup environment_of(const std::vector<std::string>& base) {
+  std::map<std::string, std::string> vars;
+  for (const auto& kv : base) {
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) vars.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return fixed_env(std::move(vars));
+}
+
+}  // namespace
+
+std::string error_file(const JobConfig& job, int local_rank) {
+  return fmt::format("{}/rank{}/error.json", job.error_dir, job.rank_of(local_rank));
+}
+
 std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,
-                                           int local_rank, const std::string& token, bool set_omp) {
+                                           int local_rank, const std::string& token, bool set_omp,
+                                           const std::string& python_path) {
+  const EnvLookup inherited = environment_of(base);
+  const std::string rank = std::to_string(job.rank_of(local_rank));
+  const std::string world = std::to_string(job.world_size());
   // nullopt removes the variable.
   std::map<std::string, std::optional<std::string>> set{
-      {"RANK", std::to_string(job.rank_of(local_rank))},
+      {"RANK", rank},
       {"LOCAL_RANK", std::to_string(local_rank)},
-      {"WORLD_SIZE", std::to_string(job.world_size())},
+      {"WORLD_SIZE", world},
       {"LOCAL_WORLD_SIZE", std::to_string(job.nproc_per_node)},
       {"GROUP_RANK", std::to_string(job.node_rank)},
       {"GROUP_WORLD_SIZE", std::to_string(job.nnodes)},
+      {"ROLE_RANK", rank},
+      {"ROLE_WORLD_SIZE", world},
+      {"ROLE_NAME", "default"},
       {"MASTER_ADDR", job.master_addr},
-      {"MASTER_PORT", std::to_string(job.master_port)},
+      {"MASTER_PORT", std::to_string(job.program_port)},
+      {"MCI_STORE_ADDR", job.master_addr},
+      {"MCI_STORE_PORT", std::to_string(job.master_port)},
       {"MCI_STORE_HOSTED", "1"},
       {"MCI_JOB_TOKEN", token.empty() ? std::nullopt : std::optional<std::string>(token)},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", job.run_id},
+      // Rank 0 of the program hosts torch's store on MASTER_PORT, as under
+      // torchrun's standalone rendezvous; an inherited True must not leak in.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_ERROR_FILE",
+       job.error_dir.empty() ? std::nullopt : std::optional<std::string>(error_file(job, local_rank))},
   };
+  for (const char* v : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!inherited(v)) set.emplace(v, std::string("1"));
+  }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
+  if (!python_path.empty()) {
+    const auto old = inherited("PYTHONPATH");
+    set.emplace("PYTHONPATH", old && !old->empty() ? python_path + ":" + *old : python_path);
+  }
 
   std::vector<std::string> out;
   out.reserve(base.size() + set.size());

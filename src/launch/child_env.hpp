@@ -25,12 +25,19 @@ std::string omp_banner();
 // mcirun's environment as "NAME=value" strings.
 std::vector<std::string> current_environment();
 
-// base ("NAME=value" strings) with RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-// MCI_STORE_HOSTED=1 (the launcher hosts the store, so rank 0 must not),
-// MCI_JOB_TOKEN (removed when token is empty) and, when set_omp,
-// OMP_NUM_THREADS=1, replacing any inherited values.
+// Where rank `local_rank`'s TORCHELASTIC_ERROR_FILE is (under job.error_dir).
+std::string error_file(const JobConfig& job, int local_rank);
+
+// base ("NAME=value" strings) with what torchrun gives its workers (RANK,
+// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_*, ROLE_*, MASTER_ADDR,
+// MASTER_PORT = job.program_port, TORCHELASTIC_*, NCCL_ASYNC_ERROR_HANDLING
+// unless inherited), mcirun's store (MCI_STORE_ADDR/MCI_STORE_PORT,
+// MCI_STORE_HOSTED=1 so rank 0 does not host another), MCI_JOB_TOKEN
+// (removed when token is empty), OMP_NUM_THREADS=1 when set_omp, and
+// python_path (when not empty) in front of PYTHONPATH; replacing any
+// inherited values.
 std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,
-                                           int local_rank, const std::string& token, bool set_omp);
+                                           int local_rank, const std::string& token, bool set_omp,
+                                           const std::string& python_path = {});
 
 }  // namespace mci::launch

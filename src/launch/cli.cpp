@@ -18,7 +18,8 @@ constexpr const char* kDescription =
 
 constexpr const char* kFooter =
     "PROGRAM is any executable (searched in PATH unless it contains a '/'); a PROGRAM ending\n"
-    "in .py runs as 'python3 -u PROGRAM' unless --no_python. Every word after PROGRAM is its own.\n"
+    "in .py runs as 'python3 -u PROGRAM' (MCI_PYTHON names another interpreter) unless --no_python. Every word "
+    "after PROGRAM is its own.\n"
     "\n"
     "Under srun (one mcirun per node: srun --ntasks-per-node=1 mcirun ...), --nnodes, --node_rank\n"
     "and --master_addr default to the step's node count, this node's index and the step's\n"
@@ -78,7 +79,7 @@ std::unique_ptr<CLI::App> make_app(CliArgs& a) {
               "where the store is, instead of --master_addr/--master_port\n"
               "(default port 29400)");
   text_option(*app, "rdzv_backend", a.rdzv_backend, "NAME", "static or c10d: accepted for torchrun scripts");
-  text_option(*app, "rdzv_id", a.rdzv_id, "ID", "accepted for torchrun scripts; unused");
+  text_option(*app, "rdzv_id", a.rdzv_id, "ID", "the job's id, given to the processes as TORCHELASTIC_RUN_ID (torchrun's meaning)");
   text_option(*app, "max_restarts", a.max_restarts, "0", "only 0: mcirun does not restart processes");
   text_option(*app, "monitor_interval", a.monitor_interval, "SECONDS",
               "accepted for torchrun scripts; unused (exits are seen at once)");

@@ -25,7 +25,7 @@ struct CliArgs {
   std::optional<std::string> master_port;
   std::optional<std::string> rdzv_endpoint;
   std::optional<std::string> rdzv_backend;  // accepted for torchrun scripts: static or c10d
-  std::optional<std::string> rdzv_id;       // accepted and unused: one job per store
+  std::optional<std::string> rdzv_id;       // TORCHELASTIC_RUN_ID for the processes
   std::optional<std::string> max_restarts;  // only 0: mcirun never restarts workers
   std::optional<std::string> monitor_interval;  // accepted and unused: exits are seen at once
   bool standalone = false;

@@ -106,6 +106,7 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int defa
 
 JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string& dev_dir) {
   JobConfig c;
+  if (a.rdzv_id && !a.rdzv_id->empty()) c.run_id = *a.rdzv_id;
   if (a.max_restarts && a.max_restarts != "0") {
     throw UsageError(fmt::format("--max_restarts={}: mcirun does not restart processes; a failure "
                                  "stops the job (drop the flag or use 0)",

@@ -27,6 +27,12 @@ struct JobConfig {
   bool prefix = false;
   ExecSpec program;
   std::string placement_source;  // "srun" or "mpirun" when they placed this node
+  std::string run_id = "none";   // TORCHELASTIC_RUN_ID: --rdzv_id, as torchrun
+  // Set by run_job before the ranks start: MASTER_PORT for the program (a
+  // free port node 0 picks, not the store's: torch's TCPStore binds it), and
+  // the folder of the ranks' TORCHELASTIC_ERROR_FILEs.
+  int program_port = 0;
+  std::string error_dir;
 
   int world_size() const { return nnodes * nproc_per_node; }
   int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }

@@ -10,7 +10,10 @@
 
 #include "common/log.hpp"
 #include "launch/child_env.hpp"
+#include "launch/error_files.hpp"
 #include "launch/node_link.hpp"
+#include "launch/program_port.hpp"
+#include "launch/python_path.hpp"
 #include "launch/signals.hpp"
 #include "launch/stream_relay.hpp"
 #include "launch/supervisor.hpp"
@@ -70,6 +73,24 @@ int run_job(JobConfig job, const EnvLookup& env) {
   const bool set_omp = omp_default_needed(env, job.nproc_per_node);
   if (set_omp) say(omp_banner());
 
+  const ProgramPortOptions ports{job.master_addr, job.master_port, token};
+  try {
+    if (job.hosts_store()) {
+      job.program_port = publish_program_port(ports);
+    } else {
+      int stop_signal = 0;
+      const auto port = fetch_program_port(ports, signals, &stop_signal);
+      if (!port) return 128 + stop_signal;
+      job.program_port = *port;
+    }
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));
+    return 1;
+  }
+  const ErrorFiles error_files(job.rank_of(0), job.nproc_per_node);
+  job.error_dir = error_files.dir();
+  const std::string python_path = mci_python_path();
+
   std::unique_ptr<NodeLink> link;
   if (job.nnodes > 1) {
     NodeLinkOptions o;
@@ -84,7 +105,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
   const std::vector<std::string> base = current_environment();
   std::vector<RankSpec> ranks;
   for (int local = 0; local < job.nproc_per_node; ++local) {
-    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp)});
+    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp, python_path)});
   }
   Supervisor sup(job, signals, link.get());
   sup.start(ranks);

@@ -57,7 +57,15 @@ ExecSpec resolve_program(const std::vector<std::string>& command, bool no_python
     if (::stat(name.c_str(), &st) != 0) throw CannotRun(name, errno);
     if (S_ISDIR(st.st_mode)) throw CannotRun(name, EISDIR);
     ExecSpec spec;
-    spec.path = search_path("python3", env);
+    // MCI_PYTHON picks the interpreter (torchrun uses its own); else python3.
+    const auto chosen = env("MCI_PYTHON");
+    const std::string python = chosen && !chosen->empty() ? *chosen : "python3";
+    if (python.find('/') != std::string::npos) {
+      if (int e = executable(python); e != 0) throw CannotRun(python, e, " (from MCI_PYTHON)");
+      spec.path = python;
+    } else {
+      spec.path = search_path(python, env);
+    }
     spec.argv = {spec.path, "-u"};
     spec.argv.insert(spec.argv.end(), command.begin(), command.end());
     return spec;

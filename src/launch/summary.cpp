@@ -68,6 +68,16 @@ std::vector<std::string> summary_lines(const JobReport& job) {
       for (const auto& l : tail) out.push_back("mcirun: | " + l);
     }
     if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
+    if (f.python_exception) {
+      out.push_back(fmt::format("mcirun: rank {} raised (from its TORCHELASTIC_ERROR_FILE):", f.rank));
+      std::size_t start = 0;
+      while (start <= f.python_exception->size()) {
+        auto nl = f.python_exception->find('\n', start);
+        if (nl == std::string::npos) nl = f.python_exception->size();
+        out.push_back("mcirun: | " + f.python_exception->substr(start, nl - start));
+        start = nl + 1;
+      }
+    }
   }
   out.push_back("mcirun: " + rule);
   return out;

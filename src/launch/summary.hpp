@@ -21,6 +21,8 @@ struct RankReport {
   std::optional<int> wait_status;  // nullopt: never reaped (should not happen)
   int signal_sent = 0;  // the last signal mcirun sent it (SIGTERM, SIGKILL), 0 if none
   std::vector<std::string> stderr_tail;
+  // What torch's @record wrote to the rank's TORCHELASTIC_ERROR_FILE.
+  std::optional<std::string> python_exception;
 };
 
 struct JobReport {

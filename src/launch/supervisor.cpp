@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 
 #include "common/socket.hpp"
+#include "launch/child_env.hpp"
 #include "launch/child_process.hpp"
+#include "launch/error_files.hpp"
 
 namespace mci::launch {
 
@@ -348,6 +350,7 @@ void Supervisor::print_summary() const {
     rr.wait_status = p.status;
     rr.signal_sent = p.signal_sent;
     if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
+    if (!job_.error_dir.empty()) rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
     r.ranks.push_back(std::move(rr));
   }
   for (const auto& line : summary_lines(r)) say(line);

@@ -43,4 +43,23 @@ cmake --build "$work/app/build" >/dev/null
 # The installed programs run from the prefix (their RPATH finds libmci).
 "$work/prefix/bin/mcirun" --help >/dev/null
 MCI_LOG_LEVEL=error "$work/app/build/app"
+
+# The Python package: installed beside the library, found by the documented
+# PYTHONPATH, and put on PYTHONPATH by the installed mcirun for its ranks.
+py=$work/prefix/lib/python3/dist-packages
+[ -e "$py/mci_torch/__init__.py" ] || { echo "missing after install: lib/python3/dist-packages/mci_torch"; exit 1; }
+torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}
+if "$torch_python" -c "import torch.distributed" 2>/dev/null; then
+  (cd "$work" && PYTHONPATH="$py" "$torch_python" -c "import mci_torch, ctypes; print('mci_torch from', mci_torch.__file__)")
+  cat > "$work/one_rank.py" <<'PY'
+import torch, torch.distributed as dist, mci_torch
+dist.init_process_group("mci")
+t = torch.tensor([1.5, 2.5]); dist.all_reduce(t, op=dist.ReduceOp.AVG)
+assert t.tolist() == [1.5, 2.5], t
+print("mcirun + mci_torch ok")
+PY
+  (cd "$work" && MCI_PYTHON="$torch_python" "$work/prefix/bin/mcirun" --standalone "$work/one_rank.py")
+else
+  echo "note: $torch_python cannot import torch: the installed mci_torch is not exercised"
+fi
 echo "install ok"

@@ -24,6 +24,9 @@ JobConfig two_nodes() {
   j.nproc_per_node = 3;
   j.master_addr = "node01";
   j.master_port = 29531;
+  j.program_port = 41234;
+  j.run_id = "job7";
+  j.error_dir = "/tmp/errs";
   return j;
 }
 
@@ -36,12 +39,37 @@ TEST(ChildEnv, PlacesTheProcessInTheJob) {
   EXPECT_EQ(m["GROUP_RANK"], "1");
   EXPECT_EQ(m["GROUP_WORLD_SIZE"], "2");
   EXPECT_EQ(m["MASTER_ADDR"], "node01");
-  EXPECT_EQ(m["MASTER_PORT"], "29531");
+  EXPECT_EQ(m["MASTER_PORT"], "41234");  // the program's, not the store's
+  EXPECT_EQ(m["MCI_STORE_ADDR"], "node01");
+  EXPECT_EQ(m["MCI_STORE_PORT"], "29531");
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m["MCI_JOB_TOKEN"], "tok");
   EXPECT_EQ(m["HOME"], "/root");
   EXPECT_EQ(m["PATH"], "/bin");
   EXPECT_EQ(m.count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(m.count("PYTHONPATH"), 0u);
+}
+
+TEST(ChildEnv, SpeaksTorchrunsContract) {
+  auto m = as_map(child_environment({"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=0"},
+                                    two_nodes(), 2, "tok", false));
+  EXPECT_EQ(m["ROLE_RANK"], "5");
+  EXPECT_EQ(m["ROLE_WORLD_SIZE"], "6");
+  EXPECT_EQ(m["ROLE_NAME"], "default");
+  EXPECT_EQ(m["TORCHELASTIC_RESTART_COUNT"], "0");
+  EXPECT_EQ(m["TORCHELASTIC_MAX_RESTARTS"], "0");
+  EXPECT_EQ(m["TORCHELASTIC_RUN_ID"], "job7");
+  EXPECT_EQ(m["TORCHELASTIC_USE_AGENT_STORE"], "False");  // an inherited True must not leak in
+  EXPECT_EQ(m["TORCHELASTIC_ERROR_FILE"], "/tmp/errs/rank5/error.json");
+  EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "0");  // the user's choice stays
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+}
+
+TEST(ChildEnv, PutsThePythonPackageFirstOnPythonpath) {
+  EXPECT_EQ(as_map(child_environment({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"],
+            "/opt/mci/py:/mine");
+  EXPECT_EQ(as_map(child_environment({}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"], "/opt/mci/py");
+  EXPECT_EQ(as_map(child_environment({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false))["PYTHONPATH"], "/mine");
 }
 
 TEST(ChildEnv, ReplacesInheritedValuesAndDropsAnEmptyToken) {
@@ -49,7 +77,7 @@ TEST(ChildEnv, ReplacesInheritedValuesAndDropsAnEmptyToken) {
                                      "OMP_NUM_THREADS=8", "X=a=b"},
                                     two_nodes(), 0, "", true));
   EXPECT_EQ(m["RANK"], "3");
-  EXPECT_EQ(m["MASTER_PORT"], "29531");
+  EXPECT_EQ(m["MASTER_PORT"], "41234");
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m.count("MCI_JOB_TOKEN"), 0u);
   EXPECT_EQ(m["OMP_NUM_THREADS"], "1");

@@ -1,0 +1,97 @@
+"""libmci through ctypes: its C interface (include/mci/mci_c.h) and the
+errors it reports, as Python exceptions."""
+
+import ctypes
+import os
+
+from . import _libpath
+
+
+class MciError(RuntimeError):
+    """An error reported by mci; the text says what went wrong and what to do."""
+
+
+class ConfigError(MciError):
+    pass
+
+
+class TimeoutError(MciError):  # noqa: A001 - mci's name; subclasses RuntimeError as torch's errors do
+    """An operation did not complete within the group's timeout; the text
+    carries mci's hang report (which rank never arrived)."""
+
+
+class PeerError(MciError):
+    """A peer died or left the job."""
+
+
+class MismatchError(MciError):
+    """The ranks called different operations (or the same one differently)."""
+
+
+for _cls in (MciError, ConfigError, TimeoutError, PeerError, MismatchError):
+    _cls.__module__ = "mci_torch"  # as users import them
+
+_ERRORS = {1: ConfigError, 2: TimeoutError, 3: PeerError, 4: MismatchError, 5: MciError}
+
+# mci_op_kind
+ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, GATHER, SCATTER, REDUCE_SCATTER, ALL_TO_ALL, BARRIER, SEND, RECV = range(11)
+# mci_reduce_op
+SUM, AVG, PROD, MIN, MAX = range(5)
+
+
+class Op(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("inp", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("count", ctypes.c_size_t),
+        ("dtype", ctypes.c_int),
+        ("op", ctypes.c_int),
+        ("root", ctypes.c_int),
+        ("peer", ctypes.c_int),
+        ("tag", ctypes.c_int),
+        ("async_", ctypes.c_int),
+    ]
+
+
+def _load():
+    path = os.environ.get("MCI_LIBRARY") or _libpath.LIBRARY
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            f"mci_torch cannot load libmci ({path}): {e}. Set MCI_LIBRARY to the path of libmci.so, "
+            "or reinstall mci so that the package and the library sit side by side."
+        ) from e
+    vp, cp, ci = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    lib.mci_last_error.restype = cp
+    lib.mci_last_error.argtypes = []
+    lib.mci_store_server_start.argtypes = [cp, cp, ctypes.POINTER(vp), ctypes.POINTER(ci)]
+    lib.mci_store_server_free.argtypes = [vp]
+    lib.mci_store_server_free.restype = None
+    lib.mci_group_new.argtypes = [cp, ci, cp, ci, ci, ctypes.c_int64, cp, cp, ctypes.POINTER(vp)]
+    lib.mci_group_free.argtypes = [vp]
+    lib.mci_group_free.restype = None
+    lib.mci_group_abort.argtypes = [vp, cp]
+    lib.mci_run.argtypes = [vp, ctypes.POINTER(Op), ctypes.POINTER(vp)]
+    lib.mci_work_wait.argtypes = [vp]
+    lib.mci_work_is_completed.argtypes = [vp]
+    lib.mci_work_duration_ms.argtypes = [vp]
+    lib.mci_work_duration_ms.restype = ctypes.c_double
+    lib.mci_work_free.argtypes = [vp]
+    lib.mci_work_free.restype = None
+    return lib
+
+
+lib = _load()
+
+
+def error(status):
+    """The exception for a failed call, read on the thread that made it."""
+    text = lib.mci_last_error().decode("utf-8", "replace")
+    return _ERRORS.get(status, MciError)(text)
+
+
+def check(status):
+    if status != 0:
+        raise error(status)

@@ -1,0 +1,81 @@
+#include "launch/program_port.hpp"
+
+#include <poll.h>
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/deadline.hpp"
+#include "common/env.hpp"
+#include "common/socket.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+namespace mci::launch {
+
+namespace {
+
+constexpr auto kSlice = std::chrono::milliseconds(500);
+
+TcpStoreOptions client_options(const ProgramPortOptions& o, std::chrono::milliseconds limit) {
+  TcpStoreOptions so;
+  so.host = o.store_host;
+  so.port = o.store_port;
+  so.token = o.token;
+  so.timeout = limit;
+  so.connect_timeout = limit;
+  return so;
+}
+
+}  // namespace
+
+int publish_program_port(const ProgramPortOptions& o) {
+  // Free on every address, as torch's TCPStore listens on all of them; the
+  // socket closes before the program binds it (torchrun's own race).
+  int port = 0;
+  {
+    Fd probe = listen_tcp("0.0.0.0", 0);
+    port = local_port(probe.get());
+  }
+  TcpStore store(client_options(o, std::chrono::seconds(10)));
+  store.set(kProgramPortKey, to_bytes(std::to_string(port)));
+  return port;
+}
+
+std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& signals, int* stop_signal) {
+  const Deadline dl(o.wait_limit);
+  std::unique_ptr<TcpStore> store;  // kept between slices once connected
+  while (true) {
+    try {
+      if (!store) store = std::make_unique<TcpStore>(client_options(o, kSlice));
+      const std::string v = to_string(store->get(kProgramPortKey, kSlice));
+      const auto port = parse_int(v);
+      if (!port || *port < 1 || *port > 65535) {
+        throw Error(fmt::format("node 0's launcher published '{}' as the program's MASTER_PORT; every node "
+                                "must run the same mcirun version",
+                                v));
+      }
+      return static_cast<int>(*port);
+    } catch (const TimeoutError&) {
+      // node 0's launcher is not up yet, or has not published the port yet
+    }
+    pollfd p{signals.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      for (int sig : signals.take()) {
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+          *stop_signal = sig;
+          return std::nullopt;
+        }
+      }
+    }
+    if (dl.expired()) {
+      throw TimeoutError(fmt::format(
+          "node 0's launcher at {}:{} did not answer within {} s: start mcirun with --node_rank=0 there, with the "
+          "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node",
+          o.store_host, o.store_port, std::chrono::duration_cast<std::chrono::seconds>(o.wait_limit).count()));
+    }
+  }
+}
+
+}  // namespace mci::launch
