@@ -10,6 +10,7 @@ packages=(
   libgloo-dev
   iproute2 procps
   openmpi-bin libopenmpi-dev
+  python3-torch
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).
 packages+=("$@")

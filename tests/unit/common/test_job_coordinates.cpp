@@ -47,6 +47,24 @@ TEST(JobCoordinates, ExplicitVariablesAsTheLauncherSetsThem) {
   EXPECT_EQ(c.source, "RANK/WORLD_SIZE");
 }
 
+// Under mcirun the program keeps MASTER_* (torch binds MASTER_PORT), and
+// mci reaches mcirun's store through variables of its own.
+TEST(JobCoordinates, McirunsStoreVariablesComeBeforeMasterPort) {
+  const int store = test::free_port();
+  const int program = test::free_port();
+  Env e{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", std::to_string(program)},
+        {"MCI_STORE_ADDR", "h1"}, {"MCI_STORE_PORT", std::to_string(store)}};
+  auto c = job_coordinates(fixed_env(e));
+  EXPECT_EQ(c.host, "h1");
+  EXPECT_EQ(c.port, store);
+  e["MCI_STORE_PORT"] = "70000";
+  EXPECT_NE(error_of(e).find("MCI_STORE_PORT=70000 is not a TCP port"), std::string::npos) << error_of(e);
+  e.erase("MCI_STORE_PORT");  // half set: MASTER_* as before
+  c = job_coordinates(fixed_env(e));
+  EXPECT_EQ(c.host, "h0");
+  EXPECT_EQ(c.port, program);
+}
+
 TEST(JobCoordinates, ASlurmStepGivesRanksTheFirstNodeAndAPortOfItsJobAndStep) {
   const auto c = job_coordinates(fixed_env(slurm_step(1, 1)));
   EXPECT_EQ(c.rank, 1);
