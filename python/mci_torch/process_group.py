@@ -143,7 +143,10 @@ def _caller_waits_at_once():
     this thread (no hand-over to mci's progress thread and back, which costs
     tens of microseconds on a small tensor). Any other caller (DDP's reducer,
     async_op=True, a direct call) gets the operation queued."""
-    frame = sys._getframe(3)  # _submit <- the group's method <- its caller
+    try:
+        frame = sys._getframe(3)  # _submit <- the group's method <- its caller
+    except ValueError:  # called from C++ with no Python caller (DDP's reducer)
+        return False
     return (
         frame.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
         and frame.f_locals.get("async_op") is False

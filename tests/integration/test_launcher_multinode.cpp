@@ -27,24 +27,30 @@ Strings node(int node_rank, int port, const Strings& program) {
 
 const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "two-node-token"}, {"OMP_NUM_THREADS", "1"}};
 
+// Every node's ranks get the same MASTER_PORT for the program: a port node
+// 0's mcirun picked, not --master_port (mcirun's store holds that one, and
+// reaches the ranks as MCI_STORE_PORT).
 TEST(MultiNode, RanksAreNumberedAcrossNodes) {
   const int port = free_port();
   const Strings program{"/bin/sh", "-c",
                         "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK "
-                        "MASTER_PORT=$MASTER_PORT"};
+                        "MCI_STORE_PORT=$MCI_STORE_PORT; echo MASTER_PORT=$MASTER_PORT"};
   Mcirun n1(node(1, port, program), kEnv);  // the order the nodes start in does not matter
   Mcirun n0(node(0, port, program), kEnv);
   ASSERT_EQ(n0.code(), 0) << n0.all();
   ASSERT_EQ(n1.code(), 0) << n1.all();
-  std::set<std::string> lines;
+  std::set<std::string> lines, master_ports;
   for (auto* m : {&n0, &n1}) {
-    for (const auto& l : lines_of(m->out())) lines.insert(l);
+    for (const auto& l : lines_of(m->out())) (l.rfind("MASTER_PORT=", 0) == 0 ? master_ports : lines).insert(l);
   }
   std::set<std::string> expect;
   for (int r = 0; r < 4; ++r) {
-    expect.insert(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=4 GROUP_RANK={} MASTER_PORT={}", r, r % 2, r / 2, port));
+    expect.insert(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=4 GROUP_RANK={} MCI_STORE_PORT={}", r, r % 2, r / 2, port));
   }
   EXPECT_EQ(lines, expect) << n0.all() << n1.all();
+  ASSERT_EQ(master_ports.size(), 1u) << "one MASTER_PORT for the whole job: " << n0.all() << n1.all();
+  EXPECT_NE(*master_ports.begin(), fmt::format("MASTER_PORT={}", port)) << "the store's port is not the program's";
+  EXPECT_NE(*master_ports.begin(), "MASTER_PORT=") << "MASTER_PORT is set";
   EXPECT_TRUE(contains(n0.out(), "RANK=0 ")) << "node 0 runs ranks 0 and 1";
   EXPECT_TRUE(contains(n1.out(), "RANK=3 ")) << "node 1 runs ranks 2 and 3";
 }
