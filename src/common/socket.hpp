@@ -63,4 +63,9 @@ std::string machine_identity();
 // True if port is free to bind on host now (for launchers checking early).
 bool port_free(const std::string& host, int port);
 
+// The name of the network interface this host would use to reach host
+// (routing table, through a UDP connect that sends nothing), or "" when
+// host does not resolve or no route leads there.
+std::string interface_toward(const std::string& host);
+
 }  // namespace mci

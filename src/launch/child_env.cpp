@@ -86,6 +86,7 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
     if (!inherited(v)) set.emplace(v, std::string("1"));
   }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
+  if (!job.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", job.gloo_ifname);
   if (!python_path.empty()) {
     const auto old = inherited("PYTHONPATH");
     set.emplace("PYTHONPATH", old && !old->empty() ? python_path + ":" + *old : python_path);

@@ -33,6 +33,10 @@ struct JobConfig {
   // the folder of the ranks' TORCHELASTIC_ERROR_FILEs.
   int program_port = 0;
   std::string error_dir;
+  // GLOO_SOCKET_IFNAME for the program when it has none: in a multi-node
+  // job, the interface toward node 0 (gloo otherwise binds to whatever the
+  // host name resolves to, often a loopback address).
+  std::string gloo_ifname;
 
   int world_size() const { return nnodes * nproc_per_node; }
   int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "common/socket.hpp"
 #include "launch/child_env.hpp"
 #include "launch/error_files.hpp"
 #include "launch/node_link.hpp"
@@ -86,6 +87,13 @@ int run_job(JobConfig job, const EnvLookup& env) {
   } catch (const Error& e) {
     say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));
     return 1;
+  }
+  if (job.nnodes > 1 && !env("GLOO_SOCKET_IFNAME")) {
+    job.gloo_ifname = interface_toward(job.master_addr);
+    if (!job.gloo_ifname.empty()) {
+      log::info("mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward node 0 at {}); export it "
+                "to choose another", job.gloo_ifname, job.master_addr);
+    }
   }
   const ErrorFiles error_files(job.rank_of(0), job.nproc_per_node);
   job.error_dir = error_files.dir();

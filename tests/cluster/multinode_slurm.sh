@@ -74,6 +74,34 @@ for n in node0 node1; do
   fi
 done
 
+# The seed's Example 2 (train_multinode.py, on CPU) started as the seed
+# starts it, one launcher per host with --nnodes/--node_rank and node 0's
+# address: PyTorch on gloo, then on mci's backend.
+torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}
+if "$torch_python" -c "import torch.distributed" 2>/dev/null; then
+  script=$(cd "$(dirname "$0")/../fixtures/pytorch" && pwd)/train_multinode_cpu.py
+  port=$((30000 + RANDOM % 20000))  # inside fresh namespaces: nothing else listens there
+  for backend in gloo mci; do
+    out1=$(mktemp)
+    pids=()
+    for n in 0 1; do
+      ip netns exec "node$n" timeout 120 env MCI_JOB_TOKEN=multinode-check MCI_PYTHON="$torch_python" \
+        MCI_TORCH_BACKEND=$backend OMP_NUM_THREADS=1 "$build/bin/mcirun" --nnodes=2 --node_rank=$n \
+        --nproc_per_node=2 --master_addr=10.77.0.1 --master_port=$port "$script" >"${out1}.$n" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[0]}"; rc0=$?
+    wait "${pids[1]}"; rc1=$?
+    cat "${out1}.0" "${out1}.1" >"$out"
+    check "train_multinode (CPU, $backend): mcirun --nnodes=2 on two hosts" 0 $((rc0 | rc1)) "$out" \
+      "Rang 0 terminé" "Rang 1 terminé" "Rang 2 terminé" "Rang 3 terminé"
+    rm -f "$out1" "${out1}.0" "${out1}.1"
+    port=$((port + 1))
+  done
+else
+  echo "skip train_multinode: $torch_python cannot import torch"
+fi
+
 rm -f "$out"
 echo "multinode_slurm: $failures failure(s)"
 [ "$failures" = 0 ]

@@ -65,6 +65,14 @@ TEST(ChildEnv, SpeaksTorchrunsContract) {
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
 }
 
+TEST(ChildEnv, GlooInterfaceOnlyWhenTheUserChoseNone) {
+  JobConfig j = two_nodes();
+  j.gloo_ifname = "veth0";
+  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "veth0");
+  EXPECT_EQ(as_map(child_environment({"GLOO_SOCKET_IFNAME=ib0"}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "ib0");
+  EXPECT_EQ(as_map(child_environment({}, two_nodes(), 0, "", false)).count("GLOO_SOCKET_IFNAME"), 0u);
+}
+
 TEST(ChildEnv, PutsThePythonPackageFirstOnPythonpath) {
   EXPECT_EQ(as_map(child_environment({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"],
             "/opt/mci/py:/mine");
