@@ -7,7 +7,7 @@
 docs/pytorch.md has the details: what each operation does, what differs
 from gloo, and the errors."""
 
-from ._lib import ConfigError, MciError, MismatchError, PeerError, TimeoutError
+from .errors import ConfigError, MciError, MismatchError, PeerError, TimeoutError
 from .process_group import ProcessGroupMCI, create_process_group
 
 __all__ = [
