@@ -47,18 +47,25 @@ void fit_advice(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a
     cells.insert(p.smi);
   }
   const bool uniform = hi > 0 && lo >= 0.99 * hi;
-  const bool sockets = std::any_of(gpu_pairs.begin(), gpu_pairs.end(), [](const Path& p) { return p.level == PciLevel::sys && p.nvlinks == 0; });
+  const bool nvlink = std::all_of(gpu_pairs.begin(), gpu_pairs.end(), [](const Path& p) { return p.nvlinks > 0; });
+  const bool sockets = std::any_of(gpu_pairs.begin(), gpu_pairs.end(),
+                                   [](const Path& p) { return p.level == PciLevel::sys && p.nvlinks == 0; });
   const std::size_t n = t.gpus().size();
-  if (uniform) {
+  if (uniform && nvlink) {
     a.fits.push_back({"all-to-all/direct", true,
-                      fmt::format("every GPU pair has the same path ({}, {:.1f} GB/s per direction): each rank can "
-                                  "talk to all others at once without sharing a link",
+                      fmt::format("every GPU pair has its own NVLink bandwidth ({}, {:.1f} GB/s per direction): each "
+                                  "rank can talk to all others at once",
                                   fmt::join(cells, "/"), lo)});
+  } else if (uniform) {
+    a.fits.push_back({"all-to-all/direct", false,
+                      fmt::format("every pair goes through PCIe ({}): direct exchanges all share the same uplinks "
+                                  "and host bridge, {} flows on each",
+                                  fmt::join(cells, "/"), n - 1)});
   } else {
     a.fits.push_back({"all-to-all/direct", false,
                       fmt::format("GPU pairs differ ({:.1f} to {:.1f} GB/s): direct exchanges share the slowest "
                                   "links, {} flows over each at once",
-                                  lo, hi, n / 2)});
+                                  lo, hi, n / 2 * (n - n / 2))});
   }
   a.fits.push_back({"ring", true,
                     fmt::format("the ring below crosses each switch and socket link once per direction; large "
@@ -71,27 +78,37 @@ void fit_advice(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a
                               "large ones faster"});
 }
 
+// One line per NUMA node: the GPUs whose ranks belong on its CPUs.
 void binding_advice(const Topology& t, Advice& a) {
   for (int g : t.gpus()) {
     const int c = t.cpu_of(g);
     if (c < 0) continue;
-    a.bindings.push_back({g, t.at(c).numa, t.at(c).cpus});
+    const auto same = std::find_if(a.bindings.begin(), a.bindings.end(), [&](const Binding& b) { return b.cpu == c; });
+    if (same != a.bindings.end()) {
+      same->gpus.push_back(g);
+    } else {
+      a.bindings.push_back({{g}, c, t.at(c).numa, t.at(c).cpus});
+    }
   }
 }
 
 void warnings(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) {
   std::vector<std::string> no_p2p;
+  std::set<std::string> cells;
   for (const Path& p : gpu_pairs) {
     if (p.from < p.to && !nccl_p2p_by_default(p)) {
-      no_p2p.push_back(fmt::format("{}-{} ({})", t.at(p.from).name, t.at(p.to).name, p.smi));
+      no_p2p.push_back(fmt::format("{}-{}", t.at(p.from).name, t.at(p.to).name));
+      cells.insert(p.smi);
     }
   }
   if (!no_p2p.empty()) {
+    const std::size_t shown = std::min<std::size_t>(no_p2p.size(), 4);
     a.warnings.push_back(fmt::format(
-        "NCCL disables peer-to-peer by default beyond PXB, so {} copy through host memory; "
+        "NCCL disables peer-to-peer by default beyond PXB, so {} GPU pair{} ({}: {}{}) copy through host memory; "
         "NCCL_P2P_LEVEL=SYS enables it where the platform allows (test first: ACS or the IOMMU can make it hang or "
         "corrupt data)",
-        fmt::join(no_p2p, ", ")));
+        no_p2p.size(), no_p2p.size() > 1 ? "s" : "", fmt::join(cells, "/"),
+        fmt::join(no_p2p.begin(), no_p2p.begin() + static_cast<long>(shown), ", "), shown < no_p2p.size() ? ", ..." : ""));
   }
   std::istringstream words(t.kernel_cmdline);
   for (std::string word; words >> word;) {
@@ -182,7 +199,9 @@ std::string advice_text(const Topology& t, const Advice& a) {
     s += fmt::format("  {:<18} {}: {}\n", f.algorithm, f.fits ? "fits" : "does not fit", f.why);
   }
   for (const Binding& b : a.bindings) {
-    s += fmt::format("  Bind the rank of {} to CPUs {} (NUMA node {})\n", t.at(b.gpu).name,
+    std::vector<std::string> names;
+    for (int g : b.gpus) names.push_back(t.at(g).name);
+    s += fmt::format("  Bind the ranks of {} to CPUs {} (NUMA node {})\n", fmt::join(names, " "),
                      b.cpus.empty() ? "N/A" : b.cpus, b.numa < 0 ? std::string("N/A") : std::to_string(b.numa));
   }
   for (const std::string& w : a.warnings) s += "  Warning: " + w + "\n";

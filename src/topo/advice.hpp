@@ -19,7 +19,8 @@ struct AlgorithmFit {
 };
 
 struct Binding {
-  int gpu = -1;            // node id
+  std::vector<int> gpus;   // node ids
+  int cpu = -1;            // the cpu node
   int numa = -1;
   std::string cpus;
 };

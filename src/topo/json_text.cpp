@@ -84,7 +84,9 @@ std::string json_text(const Topology& t, const Advice& a) {
   for (const AlgorithmFit& f : a.fits) adv["fits"].push_back({{"algorithm", f.algorithm}, {"fits", f.fits}, {"why", f.why}});
   adv["bindings"] = Json::array();
   for (const Binding& b : a.bindings) {
-    adv["bindings"].push_back({{"gpu", t.at(b.gpu).name}, {"numa", optional_int(b.numa)}, {"cpus", optional_text(b.cpus)}});
+    Json gpus = Json::array();
+    for (int g : b.gpus) gpus.push_back(t.at(g).name);
+    adv["bindings"].push_back({{"gpus", gpus}, {"numa", optional_int(b.numa)}, {"cpus", optional_text(b.cpus)}});
   }
   adv["warnings"] = a.warnings;
   j["advice"] = adv;

@@ -173,9 +173,11 @@ class Importer {
       t_.add_link(Link{pair.first, pair.second, LinkKind::nvlink, count, count * nvlink_GBps(sm),
                        count * nvlink_nccl_GBps(sm)});
     }
-    for (int id : hidden_width_) {
-      t_.notes.push_back(fmt::format("{}: the link width of {} is 0 (hidden, as VMs do); x16 is assumed",
-                                     what_, t_.at(id).busid));
+    if (!hidden_width_.empty()) {
+      std::vector<std::string> ids;
+      for (int id : hidden_width_) ids.push_back(t_.at(id).busid);
+      t_.notes.push_back(fmt::format("{}: link width 0 (hidden, as VMs do) for {}; x16 is assumed", what_,
+                                     fmt::join(ids, ", ")));
     }
   }
 
