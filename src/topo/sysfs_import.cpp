@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "topo/cpu_sets.hpp"
@@ -71,6 +72,16 @@ PciLink link_of(const fs::path& dev) {
   l.max_gts = parse_gts(first_line(dev / "max_link_speed"));
   l.max_width = number(dev / "max_link_width", 0);
   return l;
+}
+
+// Every PCI function below `dir`, by bus id: the folders nest as the tree does.
+void find_functions(const fs::path& dir, std::map<std::string, fs::path>& out) {
+  for (const fs::path& d : sorted_dirs(dir)) {
+    const std::string name = d.filename().string();
+    if (!is_busid(name)) continue;
+    out[normalize_busid(name)] = d;
+    find_functions(d, out);
+  }
 }
 
 class Reader {
@@ -145,12 +156,15 @@ Topology read_sysfs(const std::string& root) {
 }
 
 void add_sysfs_link_facts(Topology& t, const std::string& root) {
+  std::map<std::string, fs::path> functions;
+  for (const fs::path& hb : sorted_dirs(fs::path(root) / "devices")) {
+    if (hb.filename().string().rfind("pci", 0) == 0) find_functions(hb, functions);
+  }
   std::vector<std::string> hidden;
   for (Node& n : t.nodes) {
-    if (n.busid.empty()) continue;
-    const fs::path dev = fs::path(root) / "bus/pci/devices" / n.busid;
-    std::error_code ec;
-    if (!fs::exists(dev, ec)) continue;
+    const auto found = functions.find(n.busid);
+    if (n.busid.empty() || found == functions.end()) continue;
+    const fs::path& dev = found->second;
     const PciLink l = link_of(dev);
     if (l.gts > 0) n.up = l;
     if (number(dev / "numa_node", -1) < 0 && (n.kind == NodeKind::gpu || n.kind == NodeKind::nic)) {
@@ -170,12 +184,30 @@ void add_sysfs_link_facts(Topology& t, const std::string& root) {
 
 void add_host_facts(Topology& t, const std::string& proc_root) {
   t.kernel_cmdline = first_line(fs::path(proc_root) / "cmdline");
+  // The first processor's entry says what the sockets are (for the SMP
+  // link's rate) and whether a hypervisor runs below.
+  std::string vendor;
+  int family = 0, model = 0;
   std::ifstream cpuinfo(fs::path(proc_root) / "cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("flags", 0) == 0) {
-      t.hypervisor = (line + " ").find(" hypervisor ") != std::string::npos;
-      break;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) {
+      if (line.empty() && !vendor.empty()) break;
+      continue;
     }
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "vendor_id") vendor = value;
+    if (key == "cpu family") family = std::atoi(value.c_str());
+    if (key == "model") model = std::atoi(value.c_str());
+    if (key == "flags") t.hypervisor = (" " + value + " ").find(" hypervisor ") != std::string::npos;
+  }
+  for (Node& n : t.nodes) {
+    if (n.kind != NodeKind::cpu || !n.vendor.empty()) continue;
+    n.vendor = vendor;
+    n.cpu_family = family;
+    n.cpu_model = model;
   }
 }
 
