@@ -26,7 +26,7 @@ struct Options {
   bool matrix = false;
   std::string p2p;
   std::string format = "text";
-  std::string nccl_xml, hwloc_xml, export_nccl_xml;
+  std::string nccl_xml, hwloc_xml, export_nccl_xml, export_hwloc_xml;
   LiveSources live;
   bool no_hwloc = false;
   std::string perf;
@@ -80,6 +80,7 @@ int run(const Options& o, bool check, std::ostream& out) {
     return 0;
   }
   if (!o.export_nccl_xml.empty()) write_file(o.export_nccl_xml, write_nccl_xml(t));
+  if (!o.export_hwloc_xml.empty()) export_hwloc_xml(o.export_hwloc_xml);
   if (o.format == "json") {
     out << json_text(t, advise(t));
   } else if (o.format == "dot") {
@@ -88,7 +89,7 @@ int run(const Options& o, bool check, std::ostream& out) {
     out << p2p_text(t, o.p2p[0]);
   } else if (o.matrix) {
     out << matrix_text(t);
-  } else if (o.export_nccl_xml.empty()) {
+  } else if (o.export_nccl_xml.empty() && o.export_hwloc_xml.empty()) {
     out << matrix_text(t) << "\n" << advice_text(t, advise(t));
   }
   return 0;
@@ -106,6 +107,8 @@ int topo_main(const std::vector<std::string>& argv_in, std::ostream& out, std::o
   app.add_option("--format", o.format, "text (matrix and advice), json (nodes, links, paths, advice) or dot (Graphviz)")
       ->check(CLI::IsMember({"text", "json", "dot"}));
   app.add_option("--export-nccl-xml", o.export_nccl_xml, "Write the topology as NCCL_TOPO_FILE XML to FILE");
+  app.add_option("--export-hwloc-xml", o.export_hwloc_xml,
+                 "Write this machine as hwloc XML to FILE (what lstopo --of xml writes)");
   add_sources(app, o);
   CLI::App* check = app.add_subcommand("check", "Compare a measured busbw with the wiring's line rate");
   check->add_option("--perf", o.perf, "mci-perf's JSON output (mci-perf --json FILE)")->required();

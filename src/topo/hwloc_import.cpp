@@ -107,19 +107,40 @@ class Walker {
 
 bool hwloc_built() { return true; }
 
-Topology read_hwloc(const std::string& xml_file) {
+namespace {
+
+HwlocTopology make_topology() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw ConfigError("hwloc: cannot initialise a topology (out of memory?)");
   HwlocTopology h(raw);
   // The default filter drops PCI objects; keep the bridges and devices that matter.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  return h;
+}
+
+}  // namespace
+
+void export_hwloc_xml(const std::string& path) {
+  HwlocTopology h = make_topology();
+  if (hwloc_topology_load(h.get()) != 0) throw ConfigError("hwloc failed to load this machine's topology");
+  if (hwloc_topology_export_xml(h.get(), path.c_str(), 0) != 0) {
+    throw ConfigError(fmt::format("hwloc cannot write '{}': check that its folder exists and is writable", path));
+  }
+}
+
+Topology read_hwloc(const std::string& xml_file) {
+  HwlocTopology h = make_topology();
+  hwloc_topology_t raw = h.get();
   if (!xml_file.empty() && hwloc_topology_set_xml(raw, xml_file.c_str()) != 0) {
     throw ConfigError(fmt::format("hwloc cannot read '{}' as XML: check the path, or write it again with "
                                   "`lstopo --of xml FILE`",
                                   xml_file));
   }
   if (hwloc_topology_load(raw) != 0) {
-    throw ConfigError(fmt::format("hwloc failed to load {}", xml_file.empty() ? "this machine's topology" : xml_file));
+    if (xml_file.empty()) throw ConfigError("hwloc failed to read this machine; retry with --no-hwloc (sysfs)");
+    throw ConfigError(fmt::format("hwloc cannot read '{}' as its XML (NCCL's files go to --nccl-xml); write it "
+                                  "again with `lstopo --of xml FILE` or `mci-topo --export-hwloc-xml FILE`",
+                                  xml_file));
   }
   Topology t;
   t.source = xml_file.empty() ? "live (hwloc)" : "hwloc-xml " + xml_file;

@@ -15,4 +15,9 @@ bool hwloc_built();
 // cannot load the file, or when mci was built without hwloc.
 Topology read_hwloc(const std::string& xml_file);
 
+// Writes this machine as hwloc XML (what `lstopo --of xml` writes), for
+// machines without lstopo. Throws ConfigError without hwloc or when the
+// file cannot be written.
+void export_hwloc_xml(const std::string& path);
+
 }  // namespace mci::topo

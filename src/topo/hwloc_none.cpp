@@ -13,4 +13,10 @@ Topology read_hwloc(const std::string& xml_file) {
                     "-DMCI_WITH_HWLOC=AUTO (or ON), or pass NCCL's XML with --nccl-xml");
 }
 
+void export_hwloc_xml(const std::string& path) {
+  throw ConfigError("writing '" + path +
+                    "' needs hwloc, and this mci was built without it: install libhwloc-dev and reconfigure with "
+                    "-DMCI_WITH_HWLOC=AUTO (or ON)");
+}
+
 }  // namespace mci::topo
