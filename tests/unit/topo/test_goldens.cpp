@@ -48,5 +48,19 @@ TEST(SysfsGoldens, FakeTreeWithoutNvml) {
   expect_golden("sysfs-2socket-3gpu.dot", dot_text(t));
 }
 
+// docs/topology.md shows two fixtures' matrix and advice as mci-topo prints them.
+TEST(Docs, TopologyMdQuotesTheGoldens) {
+  const std::string doc = testing::read_file(std::string(MCI_DOCS_DIR) + "/topology.md");
+  ASSERT_FALSE(doc.empty());
+  for (const char* name : {"pcie-2socket-4gpu", "nvswitch-8gpu-vm"}) {
+    const std::string golden = testing::read_file(fixture(std::string("golden/") + name + ".matrix.txt"));
+    const std::string matrix = golden.substr(0, golden.find("\nLegend:"));
+    const std::string advice = golden.substr(golden.find("Advice:"));
+    EXPECT_NE(doc.find(matrix), std::string::npos) << "docs/topology.md lacks the matrix of " << name;
+    EXPECT_NE(doc.find(advice), std::string::npos) << "docs/topology.md lacks the advice for " << name;
+  }
+  EXPECT_NE(doc.find(testing::read_file(fixture("golden/pcie-2socket-4gpu.dot"))), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mci::topo
