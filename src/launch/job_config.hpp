@@ -10,6 +10,7 @@
 #include "launch/cli.hpp"
 #include "common/env_lookup.hpp"
 #include "launch/program.hpp"
+#include "topo/binding.hpp"
 
 namespace mci::launch {
 
@@ -27,6 +28,7 @@ struct JobConfig {
   bool prefix = false;
   ExecSpec program;
   std::string placement_source;  // "srun" or "mpirun" when they placed this node
+  topo::BindMode bind = topo::BindMode::none;
 
   int world_size() const { return nnodes * nproc_per_node; }
   int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }

@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <sched.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "topo/app.hpp"
 #include "topo/nccl_xml.hpp"
@@ -127,6 +130,32 @@ TEST(CheckPerf, RefusesOtherJson) {
   const Topology t = read_nccl_xml_file(fixture("nccl/gpu-nic-switch.xml"));
   EXPECT_THROW(check_perf(t, "{\"tool\":\"nccl-tests\"}", "x.json", {}), ConfigError);
   EXPECT_THROW(check_perf(t, "not json", "x.json", {}), ConfigError);
+}
+
+// mcirun --bind core, end to end: each rank starts on CPUs of its own.
+TEST(McirunBind, CoreGivesEachRankItsOwnCpus) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs 2 CPUs";
+  const std::string cmd = std::string(MCI_TEST_BIN_DIR) +
+                          "/mcirun --bind core --nproc_per_node=2 --prefix /bin/grep Cpus_allowed_list /proc/self/status "
+                          "2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("--bind core: rank 0 (local 0) on CPUs"), std::string::npos) << out;
+  std::vector<std::string> lists;
+  for (const char* rank : {"[rank 0] Cpus_allowed_list:\t", "[rank 1] Cpus_allowed_list:\t"}) {
+    const auto at = out.find(rank);
+    ASSERT_NE(at, std::string::npos) << out;
+    const auto begin = at + std::string(rank).size();
+    lists.push_back(out.substr(begin, out.find('\n', begin) - begin));
+  }
+  EXPECT_NE(lists[0], lists[1]) << out;
+  EXPECT_EQ(lists[0].find(','), std::string::npos);
 }
 
 }  // namespace
