@@ -202,7 +202,7 @@ std::string advice_text(const Topology& t, const Advice& a) {
     std::vector<std::string> names;
     for (int g : b.gpus) names.push_back(t.at(g).name);
     s += fmt::format("  Bind the ranks of {} to CPUs {} (NUMA node {})\n", fmt::join(names, " "),
-                     b.cpus.empty() ? "N/A" : b.cpus, b.numa < 0 ? std::string("N/A") : std::to_string(b.numa));
+                     b.cpus.empty() ? "N/A" : b.cpus, numa_text(b.numa));
   }
   for (const std::string& w : a.warnings) s += "  Warning: " + w + "\n";
   return s;

@@ -18,7 +18,14 @@ std::vector<int> usable(const std::string& list, const std::vector<int>& allowed
   return out.empty() ? all : out;
 }
 
-std::string numa_text(int numa) { return numa < 0 ? std::string("(id hidden)") : std::to_string(numa); }
+// Block `position` of `sharing` equal blocks of `set` (one CPU at least;
+// more ranks than CPUs wrap around).
+std::vector<int> share(const std::vector<int>& set, std::size_t position, std::size_t sharing) {
+  if (set.empty()) return {};
+  const std::size_t per = std::max<std::size_t>(1, set.size() / std::max<std::size_t>(1, sharing));
+  const std::size_t first = (position * per) % set.size();
+  return {set.begin() + static_cast<long>(first), set.begin() + static_cast<long>(std::min(set.size(), first + per))};
+}
 
 }  // namespace
 
@@ -51,12 +58,8 @@ std::vector<RankCpus> plan_binding(const Topology& t, BindMode mode, int local_r
     for (int c : cpus) {
       for (int cpu : usable(t.at(c).cpus, allowed)) all.push_back(cpu);
     }
-    std::fill(node.begin(), node.end(), -1);
-    const std::size_t per = std::max<std::size_t>(1, all.size() / plan.size());
-    for (std::size_t r = 0; r < plan.size() && !all.empty(); ++r) {
-      const std::size_t first = (r * per) % all.size();
-      plan[r].cpus.assign(all.begin() + static_cast<long>(first),
-                          all.begin() + static_cast<long>(std::min(all.size(), first + per)));
+    for (std::size_t r = 0; r < plan.size(); ++r) {
+      plan[r].cpus = share(all, r, plan.size());
       plan[r].why = "no GPU: the CPUs split evenly";
     }
     return plan;
@@ -74,10 +77,7 @@ std::vector<RankCpus> plan_binding(const Topology& t, BindMode mode, int local_r
       if (o < r) ++position;
       ++sharing;
     }
-    const std::size_t per = std::max<std::size_t>(1, set.size() / sharing);
-    const std::size_t first = (position * per) % set.size();
-    plan[r].cpus.assign(set.begin() + static_cast<long>(first),
-                        set.begin() + static_cast<long>(std::min(set.size(), first + per)));
+    plan[r].cpus = share(set, position, sharing);
     plan[r].why = fmt::format("share {} of {}", position + 1, sharing) + " of " + plan[r].why;
   }
   return plan;

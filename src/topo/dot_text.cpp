@@ -23,7 +23,7 @@ std::string shape(NodeKind k) {
 std::string label(const Node& n) {
   std::string s = n.name;
   if (n.kind == NodeKind::cpu) {
-    s += fmt::format("\\nNUMA {}", n.numa < 0 ? std::string("N/A") : std::to_string(n.numa));
+    s += fmt::format("\\nNUMA {}", numa_text(n.numa));
     if (!n.cpus.empty()) s += "\\nCPUs " + n.cpus;
   }
   if (!n.label.empty()) s += "\\n" + n.label;

@@ -52,7 +52,7 @@ std::string cpu_view(const Topology& t) {
   s += "\tCPU Affinity\tNUMA Affinity\n";
   for (int c : t.cpus()) {
     const Node& n = t.at(c);
-    s += fmt::format("{}\t{}\t{}\n", n.name, na_or(n.cpus), n.numa < 0 ? std::string("N/A") : std::to_string(n.numa));
+    s += fmt::format("{}\t{}\t{}\n", n.name, na_or(n.cpus), numa_text(n.numa));
   }
   const std::vector<int> nics = t.nics();
   if (!nics.empty()) {
@@ -65,7 +65,7 @@ std::string cpu_view(const Topology& t) {
       const int c = t.cpu_of(a);
       const std::string cpus = c < 0 ? "" : t.at(c).cpus;
       const int numa = c < 0 ? -1 : t.at(c).numa;
-      s += fmt::format("\t{}\t{}\n", na_or(cpus), numa < 0 ? std::string("N/A") : std::to_string(numa));
+      s += fmt::format("\t{}\t{}\n", na_or(cpus), numa_text(numa));
     }
   }
   s += "\n";
@@ -92,7 +92,7 @@ std::string matrix_text(const Topology& t) {
       const std::string cpus = c < 0 ? "" : t.at(c).cpus;
       const int numa = c < 0 ? -1 : t.at(c).numa;
       // GPU NUMA ID is the GPU memory's own node (C2C systems); PCIe GPUs have none.
-      s += fmt::format("\t{}\t{}\t\tN/A", na_or(cpus), numa < 0 ? std::string("N/A") : std::to_string(numa));
+      s += fmt::format("\t{}\t{}\t\tN/A", na_or(cpus), numa_text(numa));
     }
     s += "\n";
   }

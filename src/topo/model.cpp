@@ -42,6 +42,8 @@ std::string normalize_busid(const std::string& busid) {
   return s;
 }
 
+std::string numa_text(int numa) { return numa < 0 ? std::string("N/A") : std::to_string(numa); }
+
 int Topology::add(Node n) {
   n.id = static_cast<int>(nodes.size());
   n.busid = normalize_busid(n.busid);

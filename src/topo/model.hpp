@@ -98,4 +98,7 @@ struct Topology {
 
 std::string normalize_busid(const std::string& busid);
 
+// A NUMA id as the outputs print it: "N/A" when hidden (-1), as nvidia-smi.
+std::string numa_text(int numa);
+
 }  // namespace mci::topo

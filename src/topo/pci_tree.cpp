@@ -8,20 +8,24 @@ namespace {
 constexpr unsigned kNvidia = 0x10de;
 }
 
-int PciTreeBuilder::cpu(int numa, const std::string& cpus) {
+Node& PciTreeBuilder::node(NodeKind kind, int parent) {
   Node n;
-  n.kind = NodeKind::cpu;
+  n.kind = kind;
+  n.parent = parent;
+  return t_.at(t_.add(n));
+}
+
+int PciTreeBuilder::cpu(int numa, const std::string& cpus) {
+  Node& n = node(NodeKind::cpu, -1);
   n.numa = numa;
   n.cpus = cpus;
-  return t_.add(n);
+  return n.id;
 }
 
 int PciTreeBuilder::host_bridge(int cpu, const std::string& name) {
-  Node n;
-  n.kind = NodeKind::host_bridge;
-  n.parent = cpu;
+  Node& n = node(NodeKind::host_bridge, cpu);
   n.label = name;
-  return t_.add(n);
+  return n.id;
 }
 
 int PciTreeBuilder::function(int parent, const PciFunction& f) {

@@ -31,6 +31,7 @@ class PciTreeBuilder {
   int function(int parent, const PciFunction& f);
 
  private:
+  Node& node(NodeKind kind, int parent);  // valid until the next node is added
   Topology& t_;
 };
 

@@ -27,21 +27,7 @@ TEST(Sysfs, NumaNodesAndTheirCpus) {
   EXPECT_EQ(t.at(t.cpus()[0]).cpu_model, 143);
 }
 
-TEST(Sysfs, SwitchPortsFoldIntoOneSwitch) {
-  const Topology t = fake_box();
-  const std::vector<int> g = t.gpus();
-  ASSERT_EQ(g.size(), 3u);
-  ASSERT_EQ(t.nics().size(), 1u);
-  EXPECT_EQ(t.at(t.nics()[0]).label, "mlx5_0");
-  // Upstream port 01:00.0 holds the downstream ports 02:0x.0: one switch.
-  const Path p = classify(t, g[0], g[1]);
-  EXPECT_EQ(p.smi, "PIX");
-  ASSERT_EQ(p.via.size(), 1u);
-  EXPECT_EQ(t.at(p.via[0]).busid, "0000:01:00.0");
-  EXPECT_EQ(classify(t, g[0], t.nics()[0]).smi, "PIX");
-  EXPECT_EQ(classify(t, g[1], g[2]).smi, "SYS");
-  EXPECT_EQ(t.at(t.cpu_of(g[2])).numa, 1);
-}
+TEST(Sysfs, SwitchPortsFoldIntoOneSwitch) { testing::expect_switch_box(fake_box()); }
 
 TEST(Sysfs, CurrentAndMaximumLinkSpeeds) {
   const Topology t = fake_box();
