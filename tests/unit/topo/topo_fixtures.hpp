@@ -48,7 +48,9 @@ inline Path expect_switch_box(const Topology& t) {
   const Path pix = classify(t, g[0], g[1]);
   EXPECT_EQ(pix.smi, "PIX");
   EXPECT_EQ(pix.via.size(), 1u);
-  if (!pix.via.empty()) EXPECT_EQ(t.at(pix.via[0]).busid, "0000:01:00.0");
+  if (!pix.via.empty()) {
+    EXPECT_EQ(t.at(pix.via[0]).busid, "0000:01:00.0");
+  }
   EXPECT_EQ(classify(t, g[0], t.nics()[0]).smi, "PIX");
   EXPECT_EQ(classify(t, g[1], g[2]).smi, "SYS");
   EXPECT_EQ(t.at(t.cpu_of(g[2])).numa, 1);
