@@ -34,13 +34,17 @@ struct Options {
 };
 
 void add_sources(CLI::App& app, Options& o) {
-  auto* n = app.add_option("--nccl-xml", o.nccl_xml, "Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE) instead of this machine");
-  auto* h = app.add_option("--hwloc-xml", o.hwloc_xml, "Read hwloc's XML (lstopo --of xml) instead of this machine");
+  auto* n = app.add_option("--nccl-xml", o.nccl_xml, "Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE) instead of this machine")
+                ->type_name("FILE");
+  auto* h = app.add_option("--hwloc-xml", o.hwloc_xml, "Read hwloc's XML (lstopo --of xml) instead of this machine")
+                ->type_name("FILE");
   n->excludes(h);
-  app.add_option("--sysfs-root", o.live.sys_root, "Read sysfs from DIR instead of /sys (tests, captured trees)");
-  app.add_option("--proc-root", o.live.proc_root, "Read cmdline and cpuinfo from DIR instead of /proc");
+  app.add_option("--sysfs-root", o.live.sys_root, "Read sysfs from DIR instead of /sys (tests, captured trees)")
+      ->type_name("DIR");
+  app.add_option("--proc-root", o.live.proc_root, "Read cmdline and cpuinfo from DIR instead of /proc")->type_name("DIR");
   app.add_option("--nvml-library", o.live.nvml_library,
-                 "NVML library to dlopen (default: $MCI_NVML_LIBRARY, else libnvidia-ml.so.1)");
+                 "NVML library to dlopen (default: $MCI_NVML_LIBRARY, else libnvidia-ml.so.1)")
+      ->type_name("FILE");
   app.add_flag("--no-hwloc", o.no_hwloc, "Read this machine through sysfs even when built with hwloc");
 }
 
@@ -102,17 +106,23 @@ int topo_main(const std::vector<std::string>& argv_in, std::ostream& out, std::o
   CLI::App app{"mci-topo: how the GPUs, NICs and CPUs are wired, and what bandwidth the wiring allows"};
   app.set_version_flag("--version", std::string("mci-topo ") + MCI_TOPO_VERSION);
   app.add_flag("-m,--matrix", o.matrix, "Print nvidia-smi's topology matrix (topo -m)");
-  app.add_option("--p2p", o.p2p, "Print nvidia-smi's P2P table (-p2p r|w|n|a|p: read, write, nvlink, atomics, prop)")
+  app.add_option("--p2p", o.p2p,
+                 "Print nvidia-smi's P2P table (also -p2p; r, w, n, a, p: read, write, nvlink, atomics, prop)")
+      ->type_name("r|w|n|a|p")
       ->check(CLI::IsMember({"r", "w", "n", "a", "p"}));
   app.add_option("--format", o.format, "text (matrix and advice), json (nodes, links, paths, advice) or dot (Graphviz)")
+      ->type_name("text|json|dot")
       ->check(CLI::IsMember({"text", "json", "dot"}));
-  app.add_option("--export-nccl-xml", o.export_nccl_xml, "Write the topology as NCCL_TOPO_FILE XML to FILE");
+  app.add_option("--export-nccl-xml", o.export_nccl_xml, "Write the topology as NCCL_TOPO_FILE XML to FILE")
+      ->type_name("FILE");
   app.add_option("--export-hwloc-xml", o.export_hwloc_xml,
-                 "Write this machine as hwloc XML to FILE (what lstopo --of xml writes)");
+                 "Write this machine as hwloc XML to FILE (what lstopo --of xml writes)")
+      ->type_name("FILE");
   add_sources(app, o);
   CLI::App* check = app.add_subcommand("check", "Compare a measured busbw with the wiring's line rate");
-  check->add_option("--perf", o.perf, "mci-perf's JSON output (mci-perf --json FILE)")->required();
+  check->add_option("--perf", o.perf, "mci-perf's JSON output (mci-perf --json FILE)")->type_name("FILE")->required();
   check->add_option("--ceiling", o.ceiling, "GB/s the cpu backend's ranks can copy (bench_ceilings' Memcpy)")
+      ->type_name("GBPS")
       ->check(CLI::PositiveNumber);
   add_sources(*check, o);
 
