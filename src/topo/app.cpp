@@ -108,10 +108,8 @@ int topo_main(const std::vector<std::string>& argv_in, std::ostream& out, std::o
   app.add_flag("-m,--matrix", o.matrix, "Print nvidia-smi's topology matrix (topo -m)");
   app.add_option("--p2p", o.p2p,
                  "Print nvidia-smi's P2P table (also -p2p; r, w, n, a, p: read, write, nvlink, atomics, prop)")
-      ->type_name("r|w|n|a|p")
       ->check(CLI::IsMember({"r", "w", "n", "a", "p"}));
   app.add_option("--format", o.format, "text (matrix and advice), json (nodes, links, paths, advice) or dot (Graphviz)")
-      ->type_name("text|json|dot")
       ->check(CLI::IsMember({"text", "json", "dot"}));
   app.add_option("--export-nccl-xml", o.export_nccl_xml, "Write the topology as NCCL_TOPO_FILE XML to FILE")
       ->type_name("FILE");
