@@ -130,7 +130,7 @@ void warnings(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) 
                       const int p = t.at(g).parent;
                       return p >= 0 && t.at(p).kind == NodeKind::host_bridge;
                     });
-  if ((numa_hidden || flat || t.hypervisor) && !gpus.empty()) {
+  if (numa_hidden || flat || t.hypervisor) {
     std::vector<std::string> signs;
     if (t.hypervisor) signs.push_back("the CPU reports a hypervisor");
     if (numa_hidden) signs.push_back("NUMA ids are hidden (-1)");

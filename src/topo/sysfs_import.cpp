@@ -177,8 +177,7 @@ void add_sysfs_link_facts(Topology& t, const std::string& root) {
                 t.links.end());
   if (!hidden.empty()) {
     t.numa_hidden = true;
-    t.notes.push_back(fmt::format("the NUMA node of {} is -1 (hidden): they are shown on the first NUMA node",
-                                  fmt::join(hidden, ", ")));
+    t.notes.push_back(fmt::format("NUMA node -1 (hidden) for {}: shown on the first NUMA node", fmt::join(hidden, ", ")));
   }
 }
 
