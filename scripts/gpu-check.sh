@@ -3,7 +3,8 @@
 # the build folder when present), runs the GPU tests, the lab's nccl branch
 # with one process (NCCL world 1), the cpu backend on device buffers with 2
 # ranks on one GPU, and mci-perf sweeps with NCCL beside torch.distributed's
-# (when PyTorch is installed); everything goes to a log. A few minutes on one GPU.
+# (when PyTorch is installed), and the topology as nvidia-smi, hwloc, NCCL and
+# mci-topo see it (cells compared); everything goes to a log. A few minutes on one GPU.
 #
 # Usage: scripts/gpu-check.sh [--prebuilt] [log file]
 #   MCI_BUILD_DIR   build folder (default build)
@@ -97,6 +98,49 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "PyTorch with CUDA not found; skipped"
 fi
+
+step "topology: nvidia-smi beside mci-topo (live and on NCCL's own dump)"
+# Saves what nvidia-smi, hwloc and NCCL say about the wiring, then compares
+# nvidia-smi's matrix cells with mci-topo's, live and from NCCL's dump.
+topo_dir=${log%.log}-topo
+mkdir -p "$topo_dir"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi topo -m > "$topo_dir/nvidia-smi-topo-m.txt" 2>&1
+  nvidia-smi topo -p2p r > "$topo_dir/nvidia-smi-topo-p2p-r.txt" 2>&1
+fi
+if command -v lstopo >/dev/null; then
+  lstopo --of xml > "$topo_dir/lstopo.xml" 2>&1
+else
+  run "$bin/mci-topo" --export-hwloc-xml "$topo_dir/lstopo.xml"
+fi
+if [ -x "$bin/mci-perf" ]; then
+  NCCL_TOPO_DUMP_FILE="$PWD/$topo_dir/nccl-topo.xml" timeout 120 "$bin/mcirun" --standalone --nproc_per_node=1 \
+      "$bin/mci-perf" all_reduce --backend nccl -b 8 -e 1M -f 4 -n 2 -w 1 > "$topo_dir/nccl-dump-run.txt" 2>&1
+fi
+run "$bin/mci-topo" -m > "$topo_dir/mci-topo-live-m.txt" 2>&1
+"$bin/mci-topo" -p2p r > "$topo_dir/mci-topo-live-p2p-r.txt" 2>&1
+"$bin/mci-topo" --format json > "$topo_dir/mci-topo-live.json" 2>&1
+cat "$topo_dir/mci-topo-live-m.txt"
+# The GPU-by-GPU cells (nvidia-smi lists only RDMA-capable NICs, mci-topo
+# every NIC, so NIC columns are left out).
+gpu_cells() { awk -F'\t' 'NR==1 { n = 0; for (i = 2; i <= NF; i++) if ($i ~ /^GPU[0-9]+$/) n++ }
+                           $1 ~ /^GPU[0-9]+$/ { line = $1; for (i = 2; i <= n + 1; i++) { c = $i; gsub(/ /, "", c); line = line " " c }; print line }' "$1"; }
+if [ -s "$topo_dir/nvidia-smi-topo-m.txt" ]; then
+  if diff <(gpu_cells "$topo_dir/nvidia-smi-topo-m.txt") <(gpu_cells "$topo_dir/mci-topo-live-m.txt"); then
+    echo "ok: mci-topo's live GPU cells match nvidia-smi's"
+  else
+    echo "FAILED: mci-topo's live GPU cells differ from nvidia-smi's (above)"; status=1
+  fi
+  if [ -s "$topo_dir/nccl-topo.xml" ]; then
+    "$bin/mci-topo" -m --nccl-xml "$topo_dir/nccl-topo.xml" > "$topo_dir/mci-topo-nccl-m.txt" 2>&1
+    cat "$topo_dir/mci-topo-nccl-m.txt"
+    # NCCL's XML has no host bridges: PHB and NODE may trade places there.
+    diff <(gpu_cells "$topo_dir/nvidia-smi-topo-m.txt") <(gpu_cells "$topo_dir/mci-topo-nccl-m.txt") \
+      && echo "ok: the GPU cells from NCCL's dump match nvidia-smi's" \
+      || echo "note: the GPU cells from NCCL's dump differ from nvidia-smi's (above)"
+  fi
+fi
+echo "saved in $topo_dir/"
 
 step "result"
 if [ $status -eq 0 ]; then echo "gpu-check: all steps passed"; else echo "gpu-check: some steps FAILED"; fi

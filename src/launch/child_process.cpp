@@ -1,6 +1,7 @@
 #include "launch/child_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,9 +35,12 @@ struct CStrings {
 };
 
 [[noreturn]] void exec_child(const ExecSpec& program, char* const* argv, char* const* envp, int out, int err,
-                             int report, pid_t parent, const SignalFd& signals) noexcept {
+                             int report, pid_t parent, const SignalFd& signals, const cpu_set_t* cpus) noexcept {
   // Only async-signal-safe calls from here on.
   ::setpgid(0, 0);
+  // A CPU the kernel refuses leaves the rank unpinned rather than unstarted:
+  // the banner already said where it was meant to run.
+  if (cpus) (void)::sched_setaffinity(0, sizeof *cpus, cpus);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // mcirun died before prctl took effect
   signals.restore_in_child();
@@ -54,7 +58,12 @@ struct CStrings {
 }  // namespace
 
 StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env,
-                         const SignalFd& signals) {
+                         const SignalFd& signals, const std::vector<int>& cpus) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &mask);
+  }
   Pipe out = make_pipe();
   Pipe err = make_pipe();
   Pipe report = make_pipe();  // closed by a successful exec (O_CLOEXEC)
@@ -66,7 +75,7 @@ StartedChild start_child(const ExecSpec& program, const std::vector<std::string>
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "mcirun: fork");
   if (pid == 0) {
     exec_child(program, argv.ptrs.data(), envp.ptrs.data(), out.write.get(), err.write.get(),
-               report.write.get(), parent, signals);
+               report.write.get(), parent, signals, cpus.empty() ? nullptr : &mask);
   }
   // Also from here: a signal sent to the group before the child ran
   // setpgid must still reach it. EACCES means it already exec'd, and did it.

@@ -92,6 +92,12 @@ std::unique_ptr<CLI::App> make_app(CliArgs& a) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app->add_flag(names("prefix"), a.prefix, "start every relayed line with '[rank N] '");
   app->add_flag(names("no_python"), a.no_python, "run a PROGRAM ending in .py directly, not with python3");
+  app->add_option(names("bind"), a.bind,
+                  "pin each process: none; numa (the CPUs of its GPU's NUMA node,\n"
+                  "NUMA nodes in turn without GPUs); core (cores of its own)")
+      ->type_name("none|numa|core")
+      ->default_str("none")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   return app;
 }
 

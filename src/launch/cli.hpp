@@ -32,6 +32,7 @@ struct CliArgs {
   std::string grace = "3";
   bool prefix = false;
   bool no_python = false;
+  std::string bind = "none";         // none, numa or core
   std::vector<std::string> command;  // the program and its own arguments
 };
 

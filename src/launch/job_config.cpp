@@ -123,6 +123,13 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
                      "is: give one or the other");
   }
   c.grace = parse_grace(a.grace);
+  const auto bind = topo::parse_bind_mode(a.bind);
+  if (!bind) {
+    throw UsageError(fmt::format("--bind={}: use none, numa (the CPUs of each process's GPU's NUMA node) or core "
+                                 "(cores of its own)",
+                                 a.bind));
+  }
+  c.bind = *bind;
   c.prefix = a.prefix;
   c.standalone = a.standalone;
   c.nproc_per_node = resolve_nproc(a.nproc_per_node, env, dev_dir);

@@ -10,6 +10,7 @@
 #include "launch/cli.hpp"
 #include "common/env_lookup.hpp"
 #include "launch/program.hpp"
+#include "topo/binding.hpp"
 
 namespace mci::launch {
 
@@ -37,6 +38,7 @@ struct JobConfig {
   // job, the interface toward node 0 (gloo otherwise binds to whatever the
   // host name resolves to, often a loopback address).
   std::string gloo_ifname;
+  topo::BindMode bind = topo::BindMode::none;
 
   int world_size() const { return nnodes * nproc_per_node; }
   int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }

@@ -1,6 +1,7 @@
 #include "launch/launcher.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@
 #include "launch/supervisor.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "topo/binding.hpp"
+#include "topo/cpu_sets.hpp"
+#include "topo/live_import.hpp"
 
 namespace mci::launch {
 
@@ -37,6 +41,39 @@ void ensure_standard_fds() {
       ::close(n);
     }
   }
+}
+
+std::vector<int> own_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// mcirun --bind: read this machine once (mci-topo's model), place each
+// local rank and say where, so a slow rank can be traced to its placement.
+std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
+  std::vector<std::vector<int>> cpus(static_cast<std::size_t>(job.nproc_per_node));
+  if (job.bind == topo::BindMode::none) return cpus;
+  const char* mode = job.bind == topo::BindMode::numa ? "numa" : "core";
+  try {
+    const topo::Topology t = topo::read_live({});
+    const std::vector<topo::RankCpus> plan = topo::plan_binding(t, job.bind, job.nproc_per_node, own_affinity());
+    for (int local = 0; local < job.nproc_per_node; ++local) {
+      const topo::RankCpus& p = plan[static_cast<std::size_t>(local)];
+      cpus[static_cast<std::size_t>(local)] = p.cpus;
+      say(fmt::format("mcirun: --bind {}: rank {} (local {}) on CPUs {} ({})", mode, job.rank_of(local), local,
+                      p.cpus.empty() ? "unchanged" : topo::cpu_list_text(p.cpus), p.why));
+    }
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: --bind {}: cannot read this machine's topology ({}); the processes start unpinned",
+                    mode, e.what()));
+  }
+  return cpus;
 }
 
 }  // namespace
@@ -111,9 +148,11 @@ int run_job(JobConfig job, const EnvLookup& env) {
   }
 
   const std::vector<std::string> base = current_environment();
+  const std::vector<std::vector<int>> cpus = place_ranks(job);
   std::vector<RankSpec> ranks;
   for (int local = 0; local < job.nproc_per_node; ++local) {
-    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp, python_path)});
+    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp, python_path),
+                     cpus[static_cast<std::size_t>(local)]});
   }
   Supervisor sup(job, signals, link.get());
   sup.start(ranks);

@@ -64,7 +64,7 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
   procs_.reserve(ranks.size());
   for (const RankSpec& r : ranks) {
     try {
-      StartedChild c = start_child(job_.program, r.env, signals_);
+      StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
       const std::string prefix = job_.prefix ? fmt::format("[rank {}] ", r.rank) : std::string();
       procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), STDOUT_FILENO, prefix),
                             StreamRelay(std::move(c.err), STDERR_FILENO, prefix, kTailLines), std::nullopt});

@@ -29,6 +29,7 @@ struct RankSpec {
   int rank = 0;
   int local_rank = 0;
   std::vector<std::string> env;
+  std::vector<int> cpus;  // its CPU affinity (mcirun --bind); empty: inherited
 };
 
 class Supervisor {

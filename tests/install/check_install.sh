@@ -7,7 +7,7 @@ build=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-for f in bin/mcirun bin/labo include/mci/mci.hpp lib/cmake/mci/mciConfig.cmake; do
+for f in bin/mcirun bin/mci-perf bin/mci-topo bin/labo include/mci/mci.hpp lib/cmake/mci/mciConfig.cmake; do
   [ -e "$work/prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 ls "$work/prefix"/lib/libmci.so* >/dev/null
@@ -42,6 +42,7 @@ cmake -S "$work/app" -B "$work/app/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/d
 cmake --build "$work/app/build" >/dev/null
 # The installed programs run from the prefix (their RPATH finds libmci).
 "$work/prefix/bin/mcirun" --help >/dev/null
+"$work/prefix/bin/mci-topo" --version >/dev/null
 MCI_LOG_LEVEL=error "$work/app/build/app"
 
 # The Python package: installed beside the library, found by the documented

@@ -40,6 +40,14 @@ TEST(ChildProcess, OutputOnTwoPipesOwnGroupEnvAndExitCode) {
   signals.take();  // the SIGCHLD
 }
 
+TEST(ChildProcess, StartsOnTheCpusItIsGiven) {
+  SignalFd signals;
+  StartedChild c = start_child({"/bin/grep", {"grep", "Cpus_allowed_list", "/proc/self/status"}}, {}, signals, {0});
+  EXPECT_EQ(read_all(c.out), "Cpus_allowed_list:\t0\n");
+  wait_for(c.pid);
+  signals.take();
+}
+
 TEST(ChildProcess, ChildStartsWithMcirunsOriginalSignalMask) {
   SignalFd signals;  // blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP here
   // grep itself, not through sh: dash clears the signal mask when it starts.

@@ -52,6 +52,13 @@ TEST(JobConfig, DefaultsAreTorchrunsSingleNode) {
   EXPECT_TRUE(c.hosts_store());
 }
 
+TEST(JobConfig, BindModes) {
+  EXPECT_EQ(job({}).bind, topo::BindMode::none);
+  EXPECT_EQ(job({"--bind", "numa"}).bind, topo::BindMode::numa);
+  EXPECT_EQ(job({"--bind=core"}).bind, topo::BindMode::core);
+  expect_has(error({"--bind=socket"}), "--bind=socket: use none, numa");
+}
+
 TEST(JobConfig, RanksAreNodeRankTimesNprocPlusLocalRank) {
   JobConfig c = job({"--nnodes=3", "--node_rank=2", "--nproc_per_node=4", "--master_addr=h"});
   EXPECT_EQ(c.world_size(), 12);
