@@ -50,6 +50,13 @@ void Reducer::reset() {
   started_ = false;
 }
 
+BufferView Reducer::slot(std::size_t i) {
+  Bucket& b = buckets_[bucket_of_[i]];
+  if (b.flat.empty()) return {};
+  const auto k = static_cast<std::size_t>(std::find(b.params.begin(), b.params.end(), i) - b.params.begin());
+  return BufferView{b.flat.data() + b.offsets[k] * dtype_size(b.dtype), params_[i].count, b.dtype, b.device};
+}
+
 void Reducer::set_hook(CommHook hook) {
   if (started_) {
     throw ConfigError("DistributedDataParallel: the communication hook can only change between steps "
@@ -98,7 +105,8 @@ void Reducer::launch(Bucket& b) {
   const std::size_t es = dtype_size(b.dtype);
   for (std::size_t k = 0; k < b.params.size(); ++k) {
     const BufferView& g = grads_[b.params[k]];
-    if (g.bytes()) std::memcpy(b.flat.data() + b.offsets[k] * es, g.data, g.bytes());
+    std::uint8_t* at = b.flat.data() + b.offsets[k] * es;
+    if (g.bytes() && g.data != at) std::memcpy(at, g.data, g.bytes());
   }
   b.done = hook_(pg_, BufferView{b.flat.data(), b.count, b.dtype, b.device});
 }
@@ -129,7 +137,8 @@ void Reducer::finish() {
     const std::size_t es = dtype_size(b.dtype);
     for (std::size_t k = 0; k < b.params.size(); ++k) {
       const BufferView& g = grads_[b.params[k]];
-      if (g.bytes()) std::memcpy(g.data, b.flat.data() + b.offsets[k] * es, g.bytes());
+      const std::uint8_t* at = b.flat.data() + b.offsets[k] * es;
+      if (g.bytes() && g.data != at) std::memcpy(g.data, at, g.bytes());
     }
   }
   reset();

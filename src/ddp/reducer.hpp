@@ -48,6 +48,12 @@ class Reducer {
   // Between steps only (a step's launched buckets used the old hook).
   void set_hook(CommHook hook);
 
+  // Where parameter i's gradient sits in its bucket's flat buffer, for
+  // owners that can keep the gradient there (LibTorch's "gradient as bucket
+  // view"): a gradient handed over at that address is neither copied in
+  // nor out. Empty for a parameter alone in its bucket (averaged in place).
+  BufferView slot(std::size_t i);
+
   std::size_t num_buckets() const { return buckets_.size(); }
   std::size_t num_params() const { return params_.size(); }
   const ParamInfo& param(std::size_t i) const { return params_[i]; }

@@ -100,12 +100,40 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
   // so our hooks stay attached, and remove the hooks when DDP goes away.
   std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
   std::vector<std::uintptr_t> hook_keys;
+  // Gradients that live in the reducer's buckets (no copy in or out).
+  std::vector<bool> in_bucket;
   bool sync = true;
   bool callback_queued = false;
 
   ~State() {
     for (std::size_t i = 0; i < accumulators.size() && i < hook_keys.size(); ++i) {
       accumulators[i]->del_post_hook(hook_keys[i]);
+    }
+    // The buckets go with us; gradients still in them move to memory of their own.
+    for (std::size_t i = 0; i < in_bucket.size(); ++i) {
+      at::Tensor& g = params[i].mutable_grad();
+      if (in_bucket[i] && g.defined() && g.data_ptr() == reducer->slot(i).data) g = g.clone();
+    }
+  }
+
+  // PyTorch's gradient_as_bucket_view: each gradient of a shared bucket is
+  // a tensor over its place in the bucket, so that autograd accumulates
+  // into the bucket directly. Not an autograd view (from_blob), so
+  // optimizers' zero_grad() may detach_() it.
+  void place_gradients_in_buckets() {
+    in_bucket.assign(params.size(), false);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const BufferView slot = reducer->slot(i);
+      if (!slot.data) continue;
+      at::Tensor& p = params[i];
+      at::Tensor alias = at::from_blob(slot.data, p.sizes(), p.options().requires_grad(false));
+      if (p.grad().defined()) {
+        alias.copy_(p.grad());
+      } else {
+        alias.zero_();
+      }
+      p.mutable_grad() = alias;
+      in_bucket[i] = true;
     }
   }
 
@@ -194,6 +222,7 @@ Replica::Replica(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<::torch::nn::
 
   const auto cap = static_cast<std::size_t>(s.opts.bucket_cap_mb * 1024.0 * 1024.0);
   s.reducer = std::make_unique<ddp::Reducer>(g, std::move(infos), cap, s.opts.comm_hook);
+  s.place_gradients_in_buckets();
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     auto acc = ::torch::autograd::impl::grad_accumulator(s.params[i]);
     s.hook_keys.push_back(acc->add_post_hook(std::make_unique<GradReadyHook>(state_, i)));
