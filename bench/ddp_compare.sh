@@ -53,7 +53,7 @@ run_torch() {
       2>>"$out/stderr.log" | { grep '^{' || true; } >> "$results" &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
+  for p in "${pids[@]}"; do wait "$p" || echo "ddp_compare.sh: a torch rank failed (see $out/stderr.log)" >&2; done
 }
 
 for ((i = 0; i < runs; i++)); do
