@@ -52,3 +52,27 @@ if(NOT MCI_WITH_MPI STREQUAL "OFF")
     message(STATUS "MPI not found: the mpi backend is not built (apt-get install libopenmpi-dev)")
   endif()
 endif()
+
+# LibTorch (PyTorch's C++ frontend): the optional mci::torch module
+# (DistributedDataParallel for torch::nn::Module) and its examples. Found
+# through Torch's own CMake package (Debian: libtorch-dev).
+set(MCI_WITH_TORCH AUTO CACHE STRING "Build the LibTorch module (mci::torch): AUTO, ON or OFF")
+set(MCI_HAVE_TORCH OFF)
+set(MCI_TORCH_MSG "")
+if(NOT MCI_WITH_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/cmake/Torch)
+  if(TARGET torch)
+    set(MCI_HAVE_TORCH ON)
+    set(MCI_TORCH_MSG "; module torch (LibTorch ${Torch_VERSION})")
+    # Torch's targets carry their include folders as ordinary ones: mark
+    # them system headers so their warnings do not stop our -Werror build.
+    get_target_property(mci_torch_inc torch INTERFACE_INCLUDE_DIRECTORIES)
+    if(mci_torch_inc)
+      set_property(TARGET torch APPEND PROPERTY INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${mci_torch_inc})
+    endif()
+  elseif(MCI_WITH_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "MCI_WITH_TORCH=ON but LibTorch was not found (apt-get install libtorch-dev, or set Torch_DIR)")
+  else()
+    message(STATUS "LibTorch not found: the mci::torch module and train_ddp/train_multinode are not built (apt-get install libtorch-dev)")
+  endif()
+endif()

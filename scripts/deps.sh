@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libssl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
+  libtorch-dev
   iproute2 procps
   openmpi-bin libopenmpi-dev
   python3-torch

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,20 @@ struct Parameter {
   BufferView grad;   // same count and dtype as value
 };
 
+// Communication hooks (PyTorch's ddp_comm_hooks): how one bucket of
+// gradients is averaged across ranks. A hook starts the communication of
+// `bucket` (a flat buffer of gradients, the same on every rank in count and
+// dtype) and returns what completes it: a function that waits and leaves the
+// average in `bucket`. The returned function runs before the gradients are
+// written back; it may throw what Work::wait() throws.
+using BucketCompletion = std::function<void()>;
+using CommHook = std::function<BucketCompletion(ProcessGroup& pg, BufferView bucket)>;
+// The default: one async averaging all-reduce (ReduceOp::avg) per bucket.
+CommHook allreduce_hook();
+// f32 buckets travel as bf16 (half the bytes) and come back as f32; other
+// dtypes and device buckets use the default.
+CommHook bf16_compress_hook();
+
 struct DdpOptions {
   // Gradients are packed into buckets of about this size; each bucket is one
   // all-reduce. Smaller buckets start earlier, larger ones cost fewer calls.
@@ -31,6 +46,8 @@ struct DdpOptions {
   // Broadcast the parameters from rank 0 at construction, so every replica
   // starts from the same weights.
   bool broadcast_parameters = true;
+  // How each bucket is averaged; empty: allreduce_hook().
+  CommHook comm_hook;
 };
 
 class DistributedDataParallel {

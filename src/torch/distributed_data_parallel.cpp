@@ -1,0 +1,249 @@
+// mci::torch::DistributedDataParallel: LibTorch's autograd drives the
+// shared gradient Reducer (src/ddp). A post hook on each parameter's
+// AccumulateGrad node marks its gradient ready the moment autograd has
+// written it; the first hook of a backward queues an engine callback that
+// runs when backward ends and completes the step, so backward returns with
+// averaged gradients. c10d's own Reducer is not used: its header does not
+// compile from Debian's libtorch-dev.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "ddp/model_check.hpp"
+#include "ddp/reducer.hpp"
+#include "mci/errors.hpp"
+#include "mci/torch.hpp"
+
+namespace mci::torch::detail {
+namespace {
+
+DType dtype_of_tensor(const at::Tensor& t, const std::string& name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DType::f32;
+    case at::kDouble: return DType::f64;
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    case at::kChar: return DType::i8;
+    case at::kByte:
+    case at::kBool: return DType::u8;  // one byte each; only ever broadcast
+    case at::kInt: return DType::i32;
+    case at::kLong: return DType::i64;
+    default:
+      throw ConfigError(fmt::format("DistributedDataParallel: '{}' has dtype {}, which mci cannot communicate "
+                                    "(it takes float, double, half, bfloat16 and 8/32/64-bit integers)",
+                                    name, c10::toString(t.scalar_type())));
+  }
+}
+
+Device device_of_tensor(const at::Tensor& t, const std::string& name) {
+  if (t.is_cpu()) return Device::cpu();
+  if (t.is_cuda()) return Device::cuda(t.get_device());
+  throw ConfigError(fmt::format("DistributedDataParallel: '{}' lives on {}; mci communicates host (cpu) and "
+                                "CUDA tensors only",
+                                name, t.device().str()));
+}
+
+// A contiguous tensor's memory as a BufferView.
+BufferView view_of(const at::Tensor& t, const std::string& name) {
+  return BufferView{t.data_ptr(), static_cast<std::size_t>(t.numel()), dtype_of_tensor(t, name),
+                    device_of_tensor(t, name)};
+}
+
+ddp::ParamInfo info_of(const std::string& name, const at::Tensor& t) {
+  const auto sizes = t.sizes();
+  return {name, static_cast<std::size_t>(t.numel()), dtype_of_tensor(t, name), device_of_tensor(t, name),
+          std::vector<std::int64_t>(sizes.begin(), sizes.end())};
+}
+
+// Every rank's tensor <- rank 0's, through a contiguous copy when needed.
+void broadcast_from_rank0(ProcessGroup& pg, at::Tensor& t, const std::string& name) {
+  at::Tensor c = t.contiguous();
+  pg.broadcast(view_of(c, name), 0);
+  if (!c.is_same(t)) {
+    at::NoGradGuard no_grad;
+    t.copy_(c);
+  }
+}
+
+// The gradient autograd just wrote (or the one kept from earlier steps),
+// contiguous so that the reducer can read and write it as one buffer.
+at::Tensor& contiguous_grad(at::Tensor& param) {
+  at::Tensor& g = param.mutable_grad();
+  if (!g.defined()) {
+    g = at::zeros_like(param, at::MemoryFormat::Contiguous);
+  } else if (!g.is_contiguous()) {
+    g = g.contiguous();
+  }
+  return g;
+}
+
+}  // namespace
+
+struct Replica::State : std::enable_shared_from_this<Replica::State> {
+  std::shared_ptr<ProcessGroup> pg;
+  std::shared_ptr<::torch::nn::Module> module;
+  DdpOptions opts;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;  // those that require a gradient, in registration order
+  std::vector<std::string> buffer_names;
+  std::vector<at::Tensor> buffers;
+  std::unique_ptr<ddp::Reducer> reducer;
+  // The parameters hold their AccumulateGrad nodes weakly: keep them alive
+  // so our hooks stay attached, and remove the hooks when DDP goes away.
+  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
+  std::vector<std::uintptr_t> hook_keys;
+  // Gradients that live in the reducer's buckets (no copy in or out).
+  std::vector<bool> in_bucket;
+  bool sync = true;
+  bool callback_queued = false;
+
+  ~State() {
+    for (std::size_t i = 0; i < accumulators.size() && i < hook_keys.size(); ++i) {
+      accumulators[i]->del_post_hook(hook_keys[i]);
+    }
+    // The buckets go with us; gradients still in them move to memory of their own.
+    for (std::size_t i = 0; i < in_bucket.size(); ++i) {
+      at::Tensor& g = params[i].mutable_grad();
+      if (in_bucket[i] && g.defined() && g.data_ptr() == reducer->slot(i).data) g = g.clone();
+    }
+  }
+
+  // PyTorch's gradient_as_bucket_view: each gradient of a shared bucket is
+  // a tensor over its place in the bucket, so that autograd accumulates
+  // into the bucket directly. Not an autograd view (from_blob), so
+  // optimizers' zero_grad() may detach_() it.
+  void place_gradients_in_buckets() {
+    in_bucket.assign(params.size(), false);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const BufferView slot = reducer->slot(i);
+      if (!slot.data) continue;
+      at::Tensor& p = params[i];
+      at::Tensor alias = at::from_blob(slot.data, p.sizes(), p.options().requires_grad(false));
+      if (p.grad().defined()) {
+        alias.copy_(p.grad());
+      } else {
+        alias.zero_();
+      }
+      p.mutable_grad() = alias;
+      in_bucket[i] = true;
+    }
+  }
+
+  void on_grad_ready(std::size_t i) {
+    if (!sync) return;  // no_sync(): gradients only accumulate
+    if (!callback_queued) {
+      callback_queued = true;
+      ::torch::autograd::Engine::get_default_engine().queue_callback([weak = weak_from_this()] {
+        if (auto s = weak.lock()) s->finish_backward();
+      });
+    }
+    reducer->grad_ready(i, view_of(contiguous_grad(params[i]), names[i]));
+  }
+
+  // Runs as backward ends. Parameters whose gradient never came still take
+  // part (with the gradient they hold, zeros if none), so every rank issues
+  // the same collectives whatever its own graph used.
+  void finish_backward() {
+    callback_queued = false;
+    std::vector<std::string> unused;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (reducer->is_ready(i)) continue;
+      unused.push_back("'" + names[i] + "'");
+      reducer->grad_ready(i, view_of(contiguous_grad(params[i]), names[i]));
+    }
+    reducer->finish();
+    if (!unused.empty() && !opts.find_unused_parameters) {
+      throw ConfigError(fmt::format(
+          "DistributedDataParallel: {} of {} parameters received no gradient in this backward: {}. "
+          "Construct DistributedDataParallel with DdpOptions::find_unused_parameters = true when the "
+          "forward does not use every parameter, or make the loss depend on all of them (the gradients "
+          "were still averaged, with these parameters' current gradients)",
+          unused.size(), params.size(), fmt::join(unused, ", ")));
+    }
+  }
+};
+
+namespace {
+
+class GradReadyHook final : public ::torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(std::weak_ptr<Replica::State> state, std::size_t index) : state_(std::move(state)), index_(index) {}
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
+                                              const ::torch::autograd::variable_list& /*inputs*/) override {
+    if (auto s = state_.lock()) s->on_grad_ready(index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<Replica::State> state_;
+  std::size_t index_;
+};
+
+}  // namespace
+
+Replica::Replica(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<::torch::nn::Module> module, DdpOptions opts)
+    : state_(std::make_shared<State>()) {
+  if (!pg) throw ConfigError("DistributedDataParallel needs a process group (got a null pointer)");
+  if (!module) throw ConfigError("DistributedDataParallel needs a module (got a null pointer)");
+  if (opts.bucket_cap_mb < 0) {
+    throw ConfigError(fmt::format("DistributedDataParallel: bucket_cap_mb is {}; give 0 (one bucket per "
+                                  "parameter) or more",
+                                  opts.bucket_cap_mb));
+  }
+  State& s = *state_;
+  s.pg = std::move(pg);
+  s.module = std::move(module);
+  s.opts = std::move(opts);
+  std::vector<ddp::ParamInfo> infos;
+  for (const auto& item : s.module->named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    s.names.push_back(item.key());
+    s.params.push_back(item.value());
+    infos.push_back(info_of(item.key(), item.value()));
+  }
+  std::vector<ddp::ParamInfo> checked = infos;
+  for (const auto& item : s.module->named_buffers(/*recurse=*/true)) {
+    s.buffer_names.push_back(item.key());
+    s.buffers.push_back(item.value());
+    checked.push_back(info_of(item.key(), item.value()));
+  }
+  ProcessGroup& g = *s.pg;
+  ddp::check_same_model(g, checked);
+  for (std::size_t i = 0; i < s.params.size(); ++i) broadcast_from_rank0(g, s.params[i], s.names[i]);
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from_rank0(g, s.buffers[i], s.buffer_names[i]);
+
+  const auto cap = static_cast<std::size_t>(s.opts.bucket_cap_mb * 1024.0 * 1024.0);
+  s.reducer = std::make_unique<ddp::Reducer>(g, std::move(infos), cap, s.opts.comm_hook);
+  s.place_gradients_in_buckets();
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = ::torch::autograd::impl::grad_accumulator(s.params[i]);
+    s.hook_keys.push_back(acc->add_post_hook(std::make_unique<GradReadyHook>(state_, i)));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
+Replica::~Replica() = default;
+Replica::Replica(Replica&&) noexcept = default;
+Replica& Replica::operator=(Replica&&) noexcept = default;
+
+void Replica::before_forward() {
+  State& s = *state_;
+  if (!s.opts.broadcast_buffers) return;
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from_rank0(*s.pg, s.buffers[i], s.buffer_names[i]);
+}
+
+void Replica::set_sync(bool on) { state_->sync = on; }
+bool Replica::sync() const { return state_->sync; }
+void Replica::register_comm_hook(CommHook hook) { state_->reducer->set_hook(std::move(hook)); }
+std::size_t Replica::num_buckets() const { return state_->reducer->num_buckets(); }
+ProcessGroup& Replica::process_group() const { return *state_->pg; }
+
+}  // namespace mci::torch::detail
