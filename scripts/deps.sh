@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
   libtorch-dev
+  libhwloc-dev
   iproute2 procps
   openmpi-bin libopenmpi-dev
   python3-torch
