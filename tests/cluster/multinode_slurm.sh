@@ -80,8 +80,10 @@ done
 torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}
 if "$torch_python" -c "import torch.distributed" 2>/dev/null; then
   script=$(cd "$(dirname "$0")/../fixtures/pytorch" && pwd)/train_multinode_cpu.py
-  port=$((30000 + RANDOM % 20000))  # inside fresh namespaces: nothing else listens there
   for backend in gloo mci; do
+    # A port node 0's namespace says is free (the OS picks it).
+    port=$(ip netns exec node0 "$torch_python" -c \
+      'import socket; s = socket.socket(); s.bind(("10.77.0.1", 0)); print(s.getsockname()[1])')
     out1=$(mktemp)
     pids=()
     for n in 0 1; do
@@ -96,7 +98,6 @@ if "$torch_python" -c "import torch.distributed" 2>/dev/null; then
     check "train_multinode (CPU, $backend): mcirun --nnodes=2 on two hosts" 0 $((rc0 | rc1)) "$out" \
       "Rang 0 terminé" "Rang 1 terminé" "Rang 2 terminé" "Rang 3 terminé"
     rm -f "$out1" "${out1}.0" "${out1}.1"
-    port=$((port + 1))
   done
 else
   echo "skip train_multinode: $torch_python cannot import torch"

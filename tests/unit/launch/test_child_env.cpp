@@ -3,6 +3,7 @@
 #include <map>
 
 #include "launch/child_env.hpp"
+#include "support/ports.hpp"
 
 namespace mci::launch {
 namespace {
@@ -23,15 +24,17 @@ JobConfig two_nodes() {
   j.node_rank = 1;
   j.nproc_per_node = 3;
   j.master_addr = "node01";
-  j.master_port = 29531;
-  j.program_port = 41234;
+  // Nothing listens in these tests; the ports are still ones the OS says are free.
+  j.master_port = test::free_port();
+  j.program_port = test::free_port();
   j.run_id = "job7";
   j.error_dir = "/tmp/errs";
   return j;
 }
 
 TEST(ChildEnv, PlacesTheProcessInTheJob) {
-  auto m = as_map(child_environment({"HOME=/root", "PATH=/bin"}, two_nodes(), 2, "tok", false));
+  const JobConfig job = two_nodes();
+  auto m = as_map(child_environment({"HOME=/root", "PATH=/bin"}, job, 2, "tok", false));
   EXPECT_EQ(m["RANK"], "5");
   EXPECT_EQ(m["LOCAL_RANK"], "2");
   EXPECT_EQ(m["WORLD_SIZE"], "6");
@@ -39,9 +42,9 @@ TEST(ChildEnv, PlacesTheProcessInTheJob) {
   EXPECT_EQ(m["GROUP_RANK"], "1");
   EXPECT_EQ(m["GROUP_WORLD_SIZE"], "2");
   EXPECT_EQ(m["MASTER_ADDR"], "node01");
-  EXPECT_EQ(m["MASTER_PORT"], "41234");  // the program's, not the store's
+  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.program_port));  // the program's, not the store's
   EXPECT_EQ(m["MCI_STORE_ADDR"], "node01");
-  EXPECT_EQ(m["MCI_STORE_PORT"], "29531");
+  EXPECT_EQ(m["MCI_STORE_PORT"], std::to_string(job.master_port));
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m["MCI_JOB_TOKEN"], "tok");
   EXPECT_EQ(m["HOME"], "/root");
@@ -81,11 +84,12 @@ TEST(ChildEnv, PutsThePythonPackageFirstOnPythonpath) {
 }
 
 TEST(ChildEnv, ReplacesInheritedValuesAndDropsAnEmptyToken) {
+  const JobConfig job = two_nodes();
   auto m = as_map(child_environment({"RANK=9", "MASTER_PORT=1", "MCI_STORE_HOSTED=0", "MCI_JOB_TOKEN=old",
                                      "OMP_NUM_THREADS=8", "X=a=b"},
-                                    two_nodes(), 0, "", true));
+                                    job, 0, "", true));
   EXPECT_EQ(m["RANK"], "3");
-  EXPECT_EQ(m["MASTER_PORT"], "41234");
+  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.program_port));
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m.count("MCI_JOB_TOKEN"), 0u);
   EXPECT_EQ(m["OMP_NUM_THREADS"], "1");
