@@ -284,19 +284,21 @@ class ProcessGroupMCI(dist.ProcessGroup):
         return self._submit(_lib.REDUCE, buf, buf, buf.numel(), _DTYPES[t.dtype], code, root=opts.rootRank,
                             finish=lambda: (back(), [t])[1])
 
-    def _gathered(self, inp, outs, what):
-        for i, o in enumerate(outs):
-            _check_tensor(o, f"{what} output {i}")
-            if o.numel() != inp.numel() or o.dtype != inp.dtype:
-                _fail_config(f"{what}: output {i} has {o.numel()} {o.dtype} elements, the input {inp.numel()} {inp.dtype}")
+    def _one_per_rank(self, ref, tensors, what, side):
+        """tensors: one per rank, each like ref (the tensor on the other side)."""
+        if len(tensors) != self._size:
+            _fail_config(f"{what} needs {self._size} {side} tensors (one per rank), got {len(tensors)}")
+        for i, t in enumerate(tensors):
+            _check_tensor(t, f"{what} {side} {i}")
+            if t.numel() != ref.numel() or t.dtype != ref.dtype:
+                _fail_config(f"{what}: {side} {i} has {t.numel()} {t.dtype} elements, the other side "
+                             f"{ref.numel()} {ref.dtype}")
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         (inp,) = input_tensors
         (outs,) = output_tensors
         _check_tensor(inp, "all_gather input")
-        if len(outs) != self._size:
-            _fail_config(f"all_gather needs {self._size} output tensors (one per rank), got {len(outs)}")
-        self._gathered(inp, outs, "all_gather")
+        self._one_per_rank(inp, outs, "all_gather", "output")
         src = inp.contiguous()
         flat = torch.empty((self._size, inp.numel()), dtype=inp.dtype)
 
@@ -329,9 +331,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         flat = torch.empty((self._size, inp.numel()), dtype=inp.dtype) if self._rank == root else torch.empty(0, dtype=inp.dtype)
         outs = output_tensors[0] if self._rank == root else []
         if self._rank == root:
-            if len(outs) != self._size:
-                _fail_config(f"gather needs {self._size} output tensors on the root, got {len(outs)}")
-            self._gathered(inp, outs, "gather")
+            self._one_per_rank(inp, outs, "gather", "output")
 
         def finish():
             for i, o in enumerate(outs):
@@ -347,9 +347,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         self._check_root(root, "scatter")
         if self._rank == root:
             ins = input_tensors[0]
-            if len(ins) != self._size:
-                _fail_config(f"scatter needs {self._size} input tensors on the root, got {len(ins)}")
-            self._gathered(out, ins, "scatter")
+            self._one_per_rank(out, ins, "scatter", "input")
             flat = torch.stack([t.reshape(-1) for t in ins])
         else:
             flat = torch.empty(0, dtype=out.dtype)
@@ -361,9 +359,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         (out,) = output_tensors
         (ins,) = input_tensors
         _check_tensor(out, "reduce_scatter output")
-        if len(ins) != self._size:
-            _fail_config(f"reduce_scatter needs {self._size} input tensors (one per rank), got {len(ins)}")
-        self._gathered(out, ins, "reduce_scatter")
+        self._one_per_rank(out, ins, "reduce_scatter", "input")
         flat = torch.stack([t.reshape(-1) for t in ins])
         return self._reduce_scatter_flat(out, flat, opts, output_tensors)
 
