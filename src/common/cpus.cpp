@@ -31,6 +31,15 @@ int online_cpus() {
   return n > 0 ? n : 1;
 }
 
+std::vector<int> affinity_cpus() {
+  const Mask m = own_mask();
+  std::vector<int> cpus;
+  for (std::size_t c = 0; c < m.size(); ++c) {
+    if (m.test(c)) cpus.push_back(static_cast<int>(c));
+  }
+  return cpus;
+}
+
 std::string affinity_mask_text() { return own_mask().to_string(); }
 
 int cpus_in_union(const std::vector<std::string>& masks) {

@@ -10,6 +10,8 @@ namespace mci {
 
 // How many CPUs this process may run on (its affinity mask).
 int online_cpus();
+// The CPUs this process may run on, in order.
+std::vector<int> affinity_cpus();
 // This process's affinity mask, as text to publish.
 std::string affinity_mask_text();
 // How many CPUs the union of published masks covers (0 if none parse).

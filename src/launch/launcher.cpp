@@ -1,7 +1,6 @@
 #include "launch/launcher.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cpus.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "launch/child_env.hpp"
@@ -43,17 +43,6 @@ void ensure_standard_fds() {
   }
 }
 
-std::vector<int> own_affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 // mcirun --bind: read this machine once (mci-topo's model), place each
 // local rank and say where, so a slow rank can be traced to its placement.
 std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
@@ -62,7 +51,7 @@ std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
   const char* mode = job.bind == topo::BindMode::numa ? "numa" : "core";
   try {
     const topo::Topology t = topo::read_live({});
-    const std::vector<topo::RankCpus> plan = topo::plan_binding(t, job.bind, job.nproc_per_node, own_affinity());
+    const std::vector<topo::RankCpus> plan = topo::plan_binding(t, job.bind, job.nproc_per_node, affinity_cpus());
     for (int local = 0; local < job.nproc_per_node; ++local) {
       const topo::RankCpus& p = plan[static_cast<std::size_t>(local)];
       cpus[static_cast<std::size_t>(local)] = p.cpus;
