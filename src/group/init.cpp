@@ -169,12 +169,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     so.timeout = opts.timeout;
     so.connect_timeout = opts.timeout;
     so.token = settings.token;
-    auto tcp = std::make_shared<TcpStore>(so);
-    listen_host = tcp->local_address();
-    base = tcp;
+    base = std::make_shared<TcpStore>(so);
   }
-  // Peers reach this rank on the address it reaches the store from.
-  if (auto* tcp = dynamic_cast<TcpStore*>(base.get()); tcp && listen_host.empty()) listen_host = tcp->local_address();
+  // Peers reach this rank on the address it reaches the store from (its
+  // own or the user's, when that is a TcpStore).
+  if (auto* tcp = dynamic_cast<TcpStore*>(base.get())) listen_host = tcp->local_address();
   if (!settings.host_addr.empty()) listen_host = settings.host_addr;
   if (listen_host.empty()) listen_host = "127.0.0.1";
   base->set_timeout(opts.timeout);
