@@ -3,9 +3,8 @@
 #include <map>
 #include <optional>
 
-#include <fmt/format.h>
-
 #include "common/auth.hpp"
+#include "launch/error_files.hpp"
 
 extern char** environ;
 
@@ -47,7 +46,7 @@ EnvLookup environment_of(const std::vector<std::string>& base) {
 }  // namespace
 
 std::string error_file(const JobConfig& job, int local_rank) {
-  return fmt::format("{}/rank{}/error.json", job.error_dir, job.rank_of(local_rank));
+  return error_file_path(job.error_dir, job.rank_of(local_rank));
 }
 
 std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,

@@ -22,13 +22,17 @@ ErrorFiles::ErrorFiles(int first_rank, int nranks) {
   }
   dir_ = buf.data();
   for (int r = first_rank; r < first_rank + nranks; ++r) {
-    std::filesystem::create_directory(fmt::format("{}/rank{}", dir_, r));
+    std::filesystem::create_directory(std::filesystem::path(error_file_path(dir_, r)).parent_path());
   }
 }
 
 ErrorFiles::~ErrorFiles() {
   std::error_code ec;  // best effort: a rank may have left files we cannot remove
   std::filesystem::remove_all(dir_, ec);
+}
+
+std::string error_file_path(const std::string& dir, int rank) {
+  return fmt::format("{}/rank{}/error.json", dir, rank);
 }
 
 std::optional<std::string> recorded_exception(const std::string& path) {

@@ -24,6 +24,9 @@ class ErrorFiles {
   std::string dir_;
 };
 
+// Where rank's error file is under a job's folder (dir/rankR/error.json).
+std::string error_file_path(const std::string& dir, int rank);
+
 // The exception recorded in an error file ("RuntimeError: ..."), or nullopt
 // when there is none or it is not torch's format.
 std::optional<std::string> recorded_exception(const std::string& path);
