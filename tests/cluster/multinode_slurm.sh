@@ -74,33 +74,53 @@ for n in node0 node1; do
   fi
 done
 
-# The seed's Example 2 (train_multinode.py, on CPU) started as the seed
-# starts it, one launcher per host with --nnodes/--node_rank and node 0's
-# address: PyTorch on gloo, then on mci's backend.
+# One mcirun per host, as the seed starts its examples: --nnodes/--node_rank
+# and node 0's address, on a port node 0's namespace says is free.
+#   two_hosts NAME "ENV=V ..." PROGRAM PATTERN...
+two_hosts() {
+  local name=$1 vars=$2 program=$3 port out1 n rc0 rc1 pids=()
+  shift 3
+  port=$(ip netns exec node0 /usr/bin/python3 -c \
+    'import socket; s = socket.socket(); s.bind(("10.77.0.1", 0)); print(s.getsockname()[1])')
+  out1=$(mktemp)
+  for n in 0 1; do
+    # shellcheck disable=SC2086  # vars is a list of NAME=VALUE words
+    ip netns exec "node$n" timeout 120 env MCI_JOB_TOKEN=multinode-check OMP_NUM_THREADS=1 $vars \
+      "$build/bin/mcirun" --nnodes=2 --node_rank=$n --nproc_per_node=2 --master_addr=10.77.0.1 \
+      --master_port="$port" "$program" >"${out1}.$n" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[0]}"; rc0=$?
+  wait "${pids[1]}"; rc1=$?
+  cat "${out1}.0" "${out1}.1" >"$out"
+  check "$name: mcirun --nnodes=2 on two hosts" 0 $((rc0 | rc1)) "$out" "$@"
+  rm -f "$out1" "${out1}.0" "${out1}.1"
+}
+all_done=("Rang 0 terminé" "Rang 1 terminé" "Rang 2 terminé" "Rang 3 terminé")
+
+# The seed's Example 2 (train_multinode.py, on CPU): PyTorch on gloo, then on
+# mci's backend.
 torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}
 if "$torch_python" -c "import torch.distributed" 2>/dev/null; then
   script=$(cd "$(dirname "$0")/../fixtures/pytorch" && pwd)/train_multinode_cpu.py
   for backend in gloo mci; do
-    # A port node 0's namespace says is free (the OS picks it).
-    port=$(ip netns exec node0 "$torch_python" -c \
-      'import socket; s = socket.socket(); s.bind(("10.77.0.1", 0)); print(s.getsockname()[1])')
-    out1=$(mktemp)
-    pids=()
-    for n in 0 1; do
-      ip netns exec "node$n" timeout 120 env MCI_JOB_TOKEN=multinode-check MCI_PYTHON="$torch_python" \
-        MCI_TORCH_BACKEND=$backend OMP_NUM_THREADS=1 "$build/bin/mcirun" --nnodes=2 --node_rank=$n \
-        --nproc_per_node=2 --master_addr=10.77.0.1 --master_port=$port "$script" >"${out1}.$n" 2>&1 &
-      pids+=($!)
-    done
-    wait "${pids[0]}"; rc0=$?
-    wait "${pids[1]}"; rc1=$?
-    cat "${out1}.0" "${out1}.1" >"$out"
-    check "train_multinode (CPU, $backend): mcirun --nnodes=2 on two hosts" 0 $((rc0 | rc1)) "$out" \
-      "Rang 0 terminé" "Rang 1 terminé" "Rang 2 terminé" "Rang 3 terminé"
-    rm -f "$out1" "${out1}.0" "${out1}.1"
+    two_hosts "train_multinode.py (CPU, $backend)" "MCI_PYTHON=$torch_python MCI_TORCH_BACKEND=$backend" \
+      "$script" "${all_done[@]}"
   done
 else
-  echo "skip train_multinode: $torch_python cannot import torch"
+  echo "skip train_multinode.py: $torch_python cannot import torch"
+fi
+
+# The same two examples in C++ (LibTorch + mci's DDP), on mci's engine and
+# on Gloo: 4 ranks over two hosts, each rank's last epoch printed.
+if [ -x "$build/bin/train_multinode" ]; then
+  for backend in cpu gloo; do
+    two_hosts "train_multinode (C++, $backend)" "MCI_BACKEND=$backend" "$build/bin/train_multinode" "${all_done[@]}"
+    two_hosts "train_ddp (C++, $backend)" "MCI_BACKEND=$backend" "$build/bin/train_ddp" \
+      "Rang 0, Époque 4, Perte : " "Rang 3, Époque 4, Perte : "
+  done
+else
+  echo "skip train_multinode/train_ddp (C++): not built (no LibTorch)"
 fi
 
 rm -f "$out"
