@@ -50,6 +50,14 @@ constexpr std::array kTable{
     host(Algo::shm_staged, K::all_to_all, shm_all_to_all),
     host(Algo::shm_flags, K::barrier, shm_barrier),
     hier(Algo::hierarchical, K::all_reduce, hierarchical_all_reduce),
+    hier(Algo::hierarchical, K::broadcast, hierarchical_broadcast),
+    hier(Algo::hierarchical, K::reduce, hierarchical_reduce),
+    hier(Algo::hierarchical, K::all_gather, hierarchical_all_gather),
+    hier(Algo::hierarchical, K::gather, hierarchical_gather),
+    hier(Algo::hierarchical, K::scatter, hierarchical_scatter),
+    hier(Algo::hierarchical, K::reduce_scatter, hierarchical_reduce_scatter),
+    hier(Algo::hierarchical, K::all_to_all, hierarchical_all_to_all),
+    hier(Algo::hierarchical, K::barrier, hierarchical_barrier),
 };
 
 // Dispatch runs on every call: an index by (algorithm, collective) instead
@@ -130,7 +138,7 @@ void run_algorithm(const Places& p, const CollectiveDesc& d, const Deadline& dl,
   }
   const bool ready = row->place == Place::mesh           ? p.mesh != nullptr
                      : row->place == Place::host         ? p.host != nullptr && p.copier != nullptr
-                     : row->place == Place::hierarchical ? p.mesh && p.leaders && p.copier
+                     : row->place == Place::hierarchical ? p.mesh && p.hosts && p.packed && p.copier
                                                          : false;
   if (!ready) {
     throw Error(fmt::format("mci: {} {} needs a {} this group does not have (an mci bug in selection)",
@@ -140,7 +148,7 @@ void run_algorithm(const Places& p, const CollectiveDesc& d, const Deadline& dl,
     case Place::mesh: return row->on_mesh(Ctx{*p.mesh, d, dl, scratch});
     case Place::host: return row->on_host(ShmCtx{*p.host, d, dl, scratch, *p.copier});
     case Place::hierarchical:
-      return row->on_hier(HierCtx{*p.mesh, p.host, *p.leaders, d, dl, scratch, *p.copier});
+      return row->on_hier(HierCtx{*p.mesh, p.host, *p.hosts, d, dl, scratch, *p.packed, *p.copier});
     case Place::library: break;
   }
 }

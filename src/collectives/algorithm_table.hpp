@@ -53,7 +53,8 @@ std::string forcible_algorithms_help();
 struct Places {
   transport::Transport* mesh = nullptr;
   transport::ShmWorld* host = nullptr;     // nullptr when alone on this host
-  const std::vector<int>* leaders = nullptr;  // hierarchical: the lowest rank of each host
+  const HostMap* hosts = nullptr;          // hierarchical: which rank is on which host
+  Scratch* packed = nullptr;               // hierarchical: room for a host's blocks between phases
   SharedCopier* copier = nullptr;
 };
 

@@ -42,7 +42,7 @@ out=$(mktemp)
 # 4 ranks on 2 hosts: all-reduce takes the hierarchical path.
 run -N 2 --ntasks-per-node=2 env MCI_LOG_LEVEL=info "$build/bin/mci-perf" all_reduce -b 8 -e 1M -f 32 -c 1 >"$out" 2>&1
 check "srun -N 2 --ntasks-per-node=2 mci-perf all_reduce (hierarchical)" 0 $? "$out" \
-  "ranks=4 " "wrong=0 status=OK" "all_reduce is hierarchical" "on      node1"
+  "ranks=4 " "wrong=0 status=OK" "collectives are hierarchical" "on      node1"
 
 # One mcirun per node, each starting that node's ranks.
 run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 "$build/bin/mci-perf" all_reduce -b 8 -e 64K -f 8 \

@@ -138,7 +138,7 @@ struct Case {
   std::string algo;
   std::string transport = "";
   // Pretend hosts (MCI_HOST_ID of each rank, comma-separated): several
-  // hosts make all-reduce hierarchical.
+  // hosts make every collective hierarchical.
   std::string hosts = "";
 };
 
@@ -176,9 +176,11 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
         }
       }
     } else if (!c.hosts.empty()) {
-      EXPECT_NE(out.find("all_reduce is hierarchical"), std::string::npos) << out;
-      EXPECT_EQ(algorithms_of("all_reduce", out), "hierarchical") << out;
-      EXPECT_EQ(algorithms_of("broadcast", out), "tree") << out;
+      EXPECT_NE(out.find("collectives are hierarchical"), std::string::npos) << out;
+      for (const char* kind : {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
+                               "reduce_scatter", "all_to_all", "barrier"}) {
+        EXPECT_EQ(algorithms_of(kind, out), "hierarchical") << kind << "\n" << out;
+      }
     } else if (c.transport == "tcp" || c.world == 1) {
       EXPECT_EQ(algorithms_of("all_reduce", out), "recursive_doubling+ring") << out;
       EXPECT_EQ(algorithms_of("all_to_all", out), "pairwise") << out;

@@ -1,7 +1,7 @@
 // mci's own engine on host memory: shared-memory algorithms when every rank
-// is on this host; across hosts, hierarchical all-reduce (shared memory in
-// each host, TCP between leaders) and the TCP algorithm suite for the rest
-// (and for point-to-point). Which algorithm runs where is the algorithm
+// is on this host; across hosts, hierarchical collectives (shared memory in
+// each host, TCP between one rank per host), and the TCP algorithm suite
+// where every rank is alone on its host (and for point-to-point). Which algorithm runs where is the algorithm
 // table's business (collectives/algorithm_table.hpp); this class connects
 // the places and keeps the arrival bookkeeping.
 #include <map>
@@ -45,13 +45,13 @@ class CpuBackend final : public Backend {
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;
     shm_ = std::move(setup.world);
-    leaders_ = std::move(setup.leaders);
+    hosts_ = coll::HostMap(std::move(setup.hosts));
     if (setup.one_host && shm_) {
       layout_ = coll::Layout::one_host;
-    } else if (!leaders_.empty()) {
+    } else if (!hosts_.empty()) {
       layout_ = coll::Layout::hierarchical;
-      log::info("rank {}: {} hosts, this one with {} rank(s); all_reduce is hierarchical", ctx.rank,
-                leaders_.size(), setup.members.size());
+      log::info("rank {}: {} hosts, this one with {} rank(s); collectives are hierarchical", ctx.rank,
+                hosts_.hosts(), setup.members.size());
     }
   }
 
@@ -139,7 +139,7 @@ class CpuBackend final : public Backend {
     began_ns_ = place_ == coll::Place::host ? entered_ns_ : wall_ns();
     if (place_ != coll::Place::host && arrivals_) arrivals_->begin_op(began_ns_);
     if (place_ != coll::Place::mesh && shm_) shm_->begin_op(entered_ns_);
-    coll::run_algorithm(coll::Places{mesh_.get(), shm_.get(), &leaders_, &copier_}, d, dl, scratch_);
+    coll::run_algorithm(coll::Places{mesh_.get(), shm_.get(), &hosts_, &packed_, &copier_}, d, dl, scratch_);
   }
 
   // Wall clock, comparable between processes (and, with NTP, hosts).
@@ -155,9 +155,10 @@ class CpuBackend final : public Backend {
   std::unique_ptr<transport::ShmWorld> shm_;
   DeviceStaging staging_;
   coll::Layout layout_ = coll::Layout::flat;
-  std::vector<int> leaders_;  // hierarchical layout: the lowest rank of each host
+  coll::HostMap hosts_;  // hierarchical layout: which rank is on which host
   coll::Place place_ = coll::Place::mesh;  // where the last operation ran
   coll::Scratch scratch_;
+  coll::Scratch packed_;
   coll::SharedCopier copier_;
   std::map<std::uint64_t, transport::OpHandle> inflight_;
   std::uint64_t next_ticket_ = 0;

@@ -131,11 +131,9 @@ ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, cons
   }
   if (!out.one_host) {
     for (const auto& h : hosts) {
+      auto& ranks = out.hosts.emplace_back();
       for (int r = 0; r < size; ++r) {
-        if (host_of[r] == h) {
-          out.leaders.push_back(r);
-          break;
-        }
+        if (host_of[r] == h) ranks.push_back(r);
       }
     }
   }

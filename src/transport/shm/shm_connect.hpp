@@ -26,9 +26,10 @@ struct ShmSetup {
   std::vector<int> members;
   // Every rank of the group is in `world`.
   bool one_host = false;
-  // Several hosts, and every rank agreed on the layout: the lowest rank of
-  // each host, ascending (each host's leader). Empty otherwise.
-  std::vector<int> leaders;
+  // Several hosts, and every rank agreed on the layout: each host's ranks,
+  // ascending, hosts in the order of their lowest rank (their leader).
+  // Empty otherwise.
+  std::vector<std::vector<int>> hosts;
   // Ranks of the group on this machine (hostname and boot id, whatever
   // MCI_HOST_ID says): what wait policies must count against the cores.
   int machine_ranks = 0;

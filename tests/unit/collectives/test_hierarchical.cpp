@@ -1,4 +1,4 @@
-// Hierarchical all-reduce through run_algorithm with one thread per rank and
+// Hierarchical collectives through run_algorithm with one thread per rank and
 // pretend hosts: the ranks of a host share a ShmWorld mapped in this process,
 // a rank alone on its host has none, and the mesh between the leaders (the
 // lowest rank of each host) is a loopback over all ranks. Results are checked
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <latch>
 #include <optional>
 #include <stdexcept>
@@ -56,22 +57,27 @@ std::string unique_name(char host) {
   return fmt::format("/mci-test-hier-{}-{}-{}", ::getpid(), host, counter++);
 }
 
+// What one rank runs: its places, its rank and the world size; returns
+// what it found wrong.
+using RankBody = std::function<std::vector<std::string>(const Places&, int rank, int n)>;
+
 // hosts[r] names rank r's host: "aabb" is two hosts of two ranks each.
 // Returns every failure, rank by rank.
-std::vector<std::string> run_hosts(const std::string& hosts) {
+std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run) {
   const int n = static_cast<int>(hosts.size());
-  std::vector<int> leaders;
+  std::vector<std::vector<int>> by_host;
   std::vector<std::vector<int>> members(static_cast<std::size_t>(n));  // rank -> its host's ranks
   for (int r = 0; r < n; ++r) {
     for (int q = 0; q < n; ++q) {
       if (hosts[q] == hosts[r]) members[r].push_back(q);
     }
-    if (members[r].front() == r) leaders.push_back(r);
+    if (members[r].front() == r) by_host.push_back(members[r]);
   }
+  const HostMap map(by_host);
   // Each host's segment is created before any rank opens it.
   std::vector<std::string> names(static_cast<std::size_t>(n));
   std::vector<std::optional<transport::ShmSegment>> created(static_cast<std::size_t>(n));
-  for (int leader : leaders) {
+  for (int leader : map.leaders()) {
     if (members[leader].size() < 2) continue;
     names[leader] = unique_name(hosts[leader]);
     created[leader].emplace(transport::ShmSegment::create(names[leader], static_cast<int>(members[leader].size()),
@@ -87,7 +93,6 @@ std::vector<std::string> run_hosts(const std::string& hosts) {
     const int local = static_cast<int>(std::find(mine.begin(), mine.end(), r) - mine.begin());
     std::optional<transport::ShmWorld> host;
     bool arrived = false;
-    std::string where = "setup";
     try {
       if (size > 1) {
         const std::string& name = names[mine.front()];
@@ -97,55 +102,177 @@ std::vector<std::string> run_hosts(const std::string& hosts) {
       arrived = true;
       mapped.arrive_and_wait();
       if (host && local == 0) host->unlink_name();
-
       SharedCopier copier;
-      Scratch scratch;
-      const Places places{.mesh = &mesh, .host = host ? &*host : nullptr, .leaders = &leaders, .copier = &copier};
-      int round = 0;
-      for (const Case& c : cases()) {
-        ++round;
-        where = fmt::format("all_reduce f32 x {} {}{}", c.count, reduce_op_name(c.op), c.in_place ? " in place" : "");
-        const std::size_t bytes = c.count * 4;
-        Bytes in(bytes), out(bytes, 0xA5), want(bytes);
-        perf::fill_values(DType::f32, in.data(), c.count,
-                          [&](std::size_t i) { return perf::input_value(DType::f32, r, round, i, false); });
-        perf::fill_values(DType::f32, want.data(), c.count,
-                          [&](std::size_t i) { return perf::reduced_value(DType::f32, c.op, n, round, i, false); });
-        const Bytes keep = in;
-        CollectiveDesc d;
-        d.kind = OpKind::all_reduce;
-        d.dtype = DType::f32;
-        d.count = c.count;
-        d.op = c.op;
-        d.in = in.data();
-        d.out = c.in_place ? in.data() : out.data();
-        d.seq = static_cast<std::uint64_t>(round);
-        d.algo = select_algo(OpKind::all_reduce, bytes, n, std::nullopt, Layout::hierarchical);
-        ASSERT_EQ(d.algo, Algo::hierarchical);
-        run_algorithm(places, d, Deadline(60s), scratch);
-        const auto* got = static_cast<const std::uint8_t*>(d.out);
-        if (bytes && std::memcmp(got, want.data(), bytes) != 0) {
-          std::size_t i = 0;
-          while (std::memcmp(got + 4 * i, want.data() + 4 * i, 4) == 0) ++i;
-          failures[r].push_back(fmt::format("rank {} of {}: {}: element {} is {} but must be {}", r, hosts, where, i,
-                                            perf::get_value(DType::f32, got, i),
-                                            perf::get_value(DType::f32, want.data(), i)));
-        }
-        if (!c.in_place && in != keep) failures[r].push_back(fmt::format("rank {} of {}: {}: input changed", r, hosts, where));
-      }
+      Scratch packed;
+      const Places places{
+          .mesh = &mesh, .host = host ? &*host : nullptr, .hosts = &map, .packed = &packed, .copier = &copier};
+      for (auto& f : run(places, r, n)) failures[r].push_back(fmt::format("rank {} of {}: {}", r, hosts, f));
     } catch (const std::exception& e) {
       if (!arrived) mapped.count_down();
       // The others fail at once instead of at their deadline.
       mesh.abort(e.what());
       if (host) host->abort(e.what());
-      throw std::runtime_error(fmt::format("rank {} of {}: {}: threw {}", r, hosts, where, e.what()));
+      throw std::runtime_error(fmt::format("rank {} of {}: threw {}", r, hosts, e.what()));
     }
   });
   return test::flatten(failures, errors);
 }
 
-void expect_clean(const std::string& hosts) {
-  const std::vector<std::string> failures = run_hosts(hosts);
+std::vector<std::string> all_reduces(const Places& places, int r, int n) {
+  std::vector<std::string> failures;
+  Scratch scratch;
+  int round = 0;
+  for (const Case& c : cases()) {
+    ++round;
+    const std::string where =
+        fmt::format("all_reduce f32 x {} {}{}", c.count, reduce_op_name(c.op), c.in_place ? " in place" : "");
+    const std::size_t bytes = c.count * 4;
+    Bytes in(bytes), out(bytes, 0xA5), want(bytes);
+    perf::fill_values(DType::f32, in.data(), c.count,
+                      [&](std::size_t i) { return perf::input_value(DType::f32, r, round, i, false); });
+    perf::fill_values(DType::f32, want.data(), c.count,
+                      [&](std::size_t i) { return perf::reduced_value(DType::f32, c.op, n, round, i, false); });
+    const Bytes keep = in;
+    CollectiveDesc d;
+    d.kind = OpKind::all_reduce;
+    d.dtype = DType::f32;
+    d.count = c.count;
+    d.op = c.op;
+    d.in = in.data();
+    d.out = c.in_place ? in.data() : out.data();
+    d.seq = static_cast<std::uint64_t>(round);
+    d.algo = select_algo(OpKind::all_reduce, bytes, n, std::nullopt, Layout::hierarchical);
+    if (d.algo != Algo::hierarchical) return {"all_reduce across hosts is not hierarchical"};
+    run_algorithm(places, d, Deadline(60s), scratch);
+    const auto* got = static_cast<const std::uint8_t*>(d.out);
+    if (bytes && std::memcmp(got, want.data(), bytes) != 0) {
+      std::size_t i = 0;
+      while (std::memcmp(got + 4 * i, want.data() + 4 * i, 4) == 0) ++i;
+      failures.push_back(fmt::format("{}: element {} is {} but must be {}", where, i,
+                                     perf::get_value(DType::f32, got, i), perf::get_value(DType::f32, want.data(), i)));
+    }
+    if (!c.in_place && in != keep) failures.push_back(where + ": input changed");
+  }
+  return failures;
+}
+
+// Every other collective, every root kind, against values computed here:
+// rank r's element i of block b is value(r, b, i), small integers exact in
+// f32 (and their sums).
+float value(int rank, int block, std::size_t i, int round) {
+  return static_cast<float>(rank * 131 + block * 7 + static_cast<int>(i % 89) + round);
+}
+
+std::vector<std::string> every_collective(const Places& places, int r, int n, std::atomic<int>& arrived) {
+  std::vector<std::string> failures;
+  Scratch scratch;
+  int round = 0, barriers = 0;
+  auto run = [&](OpKind kind, std::size_t count, int root, ReduceOp op, const void* in, void* out) {
+    CollectiveDesc d;
+    d.kind = kind;
+    d.dtype = DType::f32;
+    d.count = count;
+    d.op = op;
+    d.root = has_root(kind) ? root : -1;
+    d.in = in;
+    d.out = out;
+    d.seq = static_cast<std::uint64_t>(round);
+    d.algo = select_algo(kind, d.bytes(), n, std::nullopt, Layout::hierarchical);
+    if (d.algo != Algo::hierarchical) throw std::runtime_error(fmt::format("{} is not hierarchical", op_name(kind)));
+    run_algorithm(places, d, Deadline(60s), scratch);
+  };
+  auto expect = [&](const std::string& what, const std::vector<float>& got, auto want) {
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want(i)) {
+        failures.push_back(fmt::format("{}: element {} is {} but must be {}", what, i, got[i], want(i)));
+        return;
+      }
+    }
+  };
+  const std::size_t un = static_cast<std::size_t>(n);
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{40000}}) {
+    for (int root : {0, 1, n - 1}) {
+      ++round;
+      const std::string at = fmt::format("x {} root {} round {}", count, root, round);
+      // broadcast
+      std::vector<float> mine(count), out(count, -1.0f);
+      for (std::size_t i = 0; i < count; ++i) mine[i] = value(r, 0, i, round);
+      run(OpKind::broadcast, count, root, ReduceOp::sum, mine.data(), out.data());
+      expect("broadcast " + at, out, [&](std::size_t i) { return value(root, 0, i, round); });
+      // reduce, sum and avg (avg of these sums is exact for n in 2..5 only
+      // where it divides; compare with the same division in float)
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+        ++round;
+        for (std::size_t i = 0; i < count; ++i) mine[i] = value(r, 0, i, round);
+        std::fill(out.begin(), out.end(), -1.0f);
+        run(OpKind::reduce, count, root, op, mine.data(), out.data());
+        if (r == root) {
+          expect(fmt::format("reduce {} {}", reduce_op_name(op), at), out, [&](std::size_t i) {
+            float acc = op == ReduceOp::max ? value(n - 1, 0, i, round) : 0.0f;
+            if (op != ReduceOp::max) {
+              for (int q = 0; q < n; ++q) acc += value(q, 0, i, round);
+            }
+            return op == ReduceOp::avg ? acc / static_cast<float>(n) : acc;
+          });
+        }
+      }
+      // gather
+      std::vector<float> all(count * un, -1.0f);
+      run(OpKind::gather, count, root, ReduceOp::sum, mine.data(), all.data());
+      if (r == root) {
+        const std::size_t block = std::max<std::size_t>(count, 1);
+        expect("gather " + at, all, [&](std::size_t i) { return value(static_cast<int>(i / block), 0, i % block, round); });
+      }
+      // scatter
+      std::vector<float> rows(count * un);
+          for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = value(r, static_cast<int>(i / count), i % count, round);
+      std::fill(out.begin(), out.end(), -1.0f);
+      run(OpKind::scatter, count, root, ReduceOp::sum, rows.data(), out.data());
+      expect("scatter " + at, out, [&](std::size_t i) { return value(root, r, i, round); });
+    }
+    ++round;
+    const std::string at = fmt::format("x {} round {}", count, round);
+    const std::size_t block = std::max<std::size_t>(count, 1);
+    std::vector<float> rows(count * un), all(count * un, -1.0f), out(count, -1.0f);
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = value(r, static_cast<int>(i / block), i % block, round);
+    // all_gather, out of place then in place
+    run(OpKind::all_gather, count, -1, ReduceOp::sum, rows.data() + r * count, all.data());
+    const auto gathered = [&](std::size_t i) {
+      const int q = static_cast<int>(i / block);  // rank q's input is its block q
+      return value(q, q, i % block, round);
+    };
+    expect("all_gather " + at, all, gathered);
+    std::vector<float> inplace(count * un, -1.0f);
+    std::copy(rows.begin() + static_cast<std::ptrdiff_t>(r * count), rows.begin() + static_cast<std::ptrdiff_t>((r + 1) * count), inplace.begin() + static_cast<std::ptrdiff_t>(r * count));
+    run(OpKind::all_gather, count, -1, ReduceOp::sum, inplace.data() + r * count, inplace.data());
+    expect("all_gather in place " + at, inplace, gathered);
+    // reduce_scatter: block r of the sum
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      std::fill(out.begin(), out.end(), -1.0f);
+      run(OpKind::reduce_scatter, count, -1, op, rows.data(), out.data());
+      expect(fmt::format("reduce_scatter {} {}", reduce_op_name(op), at), out, [&](std::size_t i) {
+        float acc = 0.0f;
+        for (int q = 0; q < n; ++q) acc += value(q, r, i, round);
+        return op == ReduceOp::avg ? acc / static_cast<float>(n) : acc;
+      });
+    }
+    // all_to_all: block s of the output is block r of rank s's input
+    run(OpKind::all_to_all, count, -1, ReduceOp::sum, rows.data(), all.data());
+    expect("all_to_all " + at, all, [&](std::size_t i) { return value(static_cast<int>(i / block), r, i % block, round); });
+    // barrier: nobody leaves before everyone arrived
+    ++barriers;
+    arrived.fetch_add(1);
+    run(OpKind::barrier, 0, -1, ReduceOp::sum, nullptr, nullptr);
+    if (const int seen = arrived.load(); seen < n * barriers) {
+      failures.push_back(fmt::format("barrier {} let rank {} through after {} of {} arrivals", barriers, r, seen,
+                                     n * barriers));
+    }
+  }
+  return failures;
+}
+
+void expect_clean(const std::string& hosts, const RankBody& run = all_reduces) {
+  const std::vector<std::string> failures = run_hosts(hosts, run);
   for (std::size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
 }
 
@@ -155,5 +282,16 @@ TEST(HierarchicalAllReduce, ARankAloneOnItsHostHasNoSharedMemory) { expect_clean
 
 TEST(HierarchicalAllReduce, HostsNeedNotHoldConsecutiveRanks) { expect_clean("abab"); }
 
+void expect_every_collective(const std::string& hosts) {
+  std::atomic<int> arrived{0};
+  expect_clean(hosts, [&](const Places& p, int r, int n) { return every_collective(p, r, n, arrived); });
+}
+
+TEST(HierarchicalCollectives, TwoHostsOfTwoRanks) { expect_every_collective("aabb"); }
+TEST(HierarchicalCollectives, ARankAloneOnItsHost) { expect_every_collective("abb"); }
+TEST(HierarchicalCollectives, InterleavedHostsOfUnequalSize) { expect_every_collective("abaab"); }
+TEST(HierarchicalCollectives, ThreeHosts) { expect_every_collective("abcabc"); }
+
 }  // namespace
 }  // namespace mci::coll
+
