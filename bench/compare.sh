@@ -14,6 +14,11 @@
 #   bench/compare.sh -c all_gather --ranks "2 3" --rounds 3 -e 4M
 #   bench/compare.sh --baseline /tmp/old-build --tools "mci-auto base-auto"
 #                                     before/after a change, in the same run
+#   bench/compare.sh --hosts 2 --shape 2gbit --ranks 2
+#                                     across 2 network-namespace hosts of 2
+#                                     ranks each, links shaped to 2 Gbit/s,
+#                                     every tool started by Slurm's srun
+#                                     (Open MPI with --mpi=pmix); needs root
 #
 # Open MPI is used only when mpicc/mpirun are installed (--setup installs
 # them); Gloo only when this build of mci has the gloo backend. Extra
@@ -41,11 +46,17 @@ Options:
   --stat best|median what the busbw and ratio columns use (default best: the fast state)
   --baseline DIR     another mci build (e.g. of the previous commit): adds the tools
                      base-auto and base-tcp, its mci-perf with --transport auto and tcp
+  --hosts H          H hosts (network namespaces node0..), --ranks ranks on each; needs
+                     root, ip netns, slurm-wlm + munge and the namespace and Slurm scripts
+  --shape RATE       with --hosts: limit each host's link (tc tbf), e.g. 2gbit, 10gbit
+  --netns-tools DIR  with --hosts: where netns-nodes.sh and slurm-local.sh are
+                     (default ../shared/tools)
 USAGE
 }
 
 collective=all_reduce ranks="2 4" rounds=5 minb=8 maxb=16M factor=4 iters=20 warmup=5
 dtype=float op=sum tools="" build=build do_build=1 out="" setup=0 stat=best baseline=""
+hosts=1 shape="" netns_tools=../shared/tools
 while [ $# -gt 0 ]; do
   case $1 in
     --setup) setup=1 ;;
@@ -65,6 +76,9 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift ;;
     --stat) stat=$2; shift ;;
     --baseline) baseline=$2; shift ;;
+    --hosts) hosts=$2; shift ;;
+    --shape) shape=$2; shift ;;
+    --netns-tools) netns_tools=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -97,6 +111,24 @@ if [ ! -x "$perf" ] || [ ! -x "$mcirun" ]; then
   exit 1
 fi
 
+# Several hosts: network namespaces as hosts, one slurmd each; srun starts
+# every tool. Each namespace host has its own /tmp, so nothing the ranks
+# read or write may live there.
+if [ "$hosts" -gt 1 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "compare.sh: --hosts needs root (it creates network namespaces); run it as root" >&2; exit 1; }
+  for f in netns-nodes.sh slurm-local.sh; do
+    [ -f "$netns_tools/$f" ] || { echo "compare.sh: --hosts needs $netns_tools/$f (set --netns-tools DIR)" >&2; exit 1; }
+  done
+  command -v srun >/dev/null || { echo "compare.sh: --hosts needs Slurm: apt-get install slurm-wlm munge" >&2; exit 1; }
+  case $build in /tmp/*) echo "compare.sh: --hosts: the build $build is under /tmp, which each host sees differently" >&2; exit 1 ;; esac
+  [ -n "$out" ] || out=$(mktemp -d /var/tmp/mci-compare.XXXXXX)
+  case $out in /tmp/*) echo "compare.sh: --hosts: --out must not be under /tmp" >&2; exit 1 ;; esac
+  bash "$netns_tools/slurm-local.sh" down >/dev/null 2>&1 || true
+  bash "$netns_tools/netns-nodes.sh" up "$hosts" >/dev/null
+  trap 'bash "$netns_tools/slurm-local.sh" down >/dev/null 2>&1; bash "$netns_tools/netns-nodes.sh" down >/dev/null 2>&1' EXIT
+  [ -z "$shape" ] || bash "$netns_tools/netns-nodes.sh" shape "$shape"
+  bash "$netns_tools/slurm-local.sh" up --netns "$hosts" >/dev/null
+fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/mci-compare.XXXXXX)
 mkdir -p "$out/raw"
 
@@ -140,7 +172,7 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
   mpicc -O2 -std=gnu11 -o "$out/mpi-perf" bench/peers/mpi_perf.c
   available+=(ompi)
   # mci over MPI (backend mpi), when this build has it.
-  if mpirun --allow-run-as-root -np 1 "$perf" barrier -b 0 -e 0 -n 1 -w 0 --backend mpi >/dev/null 2>&1; then
+  if [ "$hosts" = 1 ] && mpirun --allow-run-as-root -np 1 "$perf" barrier -b 0 -e 0 -n 1 -w 0 --backend mpi >/dev/null 2>&1; then
     available+=(mci-mpi)
   fi
   mpi_note=$(mpirun --version 2>/dev/null | head -1)
@@ -164,37 +196,50 @@ read -r -a mpirun_extra <<<"${MPIRUN_ARGS:-}"
 # One run of one tool at one size; its CSV lands in raw/.
 run_tool() {
   local tool=$1 n=$2 size=$3 round=$4
-  local csv="$out/raw/$tool.n$n.s$size.r$round.csv"
-  local common=(-b "$size" -e "$size" -n "$iters" -w "$warmup" -d "$dtype" -o "$op" --barrier-ref)
-  local cmd
+  # With --hosts, n ranks on each host: the results count them all.
+  local total=$((n * hosts))
+  local csv="$out/raw/$tool.n$total.s$size.r$round.csv"
+  local common=(-b "$size" -e "$size" -n "$iters" -w "$warmup" -d "$dtype" -o "$op" --barrier-ref --csv "$csv")
+  # What runs on every rank, and the environment it needs.
+  local -a prog env=()
   case $tool in
-    mci-auto) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
-                   --backend cpu --transport auto --csv "$csv") ;;
-    mci-tcp) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
-                  --backend cpu --transport tcp --csv "$csv") ;;
+    mci-auto|mci-tcp) prog=("$perf" "$collective" "${common[@]}" -c 1 --backend cpu --transport "${tool#mci-}") ;;
     base-auto|base-tcp)
       # Its own library first: the baseline's binaries may point at this build's.
-      cmd=(env "LD_LIBRARY_PATH=$baseline/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$baseline/bin/mcirun"
-           --nproc_per_node="$n" --standalone "$baseline/bin/mci-perf" "$collective" "${common[@]}" -c 1
-           --backend cpu --transport "${tool#base-}" --csv "$csv") ;;
-    gloo) cmd=("$mcirun" --nproc_per_node="$n" --standalone "$perf" "$collective" "${common[@]}" -c 1
-               --backend gloo --csv "$csv") ;;
-    mci-mpi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n" "$perf" "$collective"
-                  "${common[@]}" -c 1 --backend mpi --csv "$csv") ;;
-    ompi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n" "$out/mpi-perf" "$collective"
-               "${common[@]}" --csv "$csv") ;;
+      env=("LD_LIBRARY_PATH=$baseline/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+      prog=("$baseline/bin/mci-perf" "$collective" "${common[@]}" -c 1 --backend cpu --transport "${tool#base-}") ;;
+    gloo) prog=("$perf" "$collective" "${common[@]}" -c 1 --backend gloo) ;;
+    mci-mpi) prog=("$perf" "$collective" "${common[@]}" -c 1 --backend mpi) ;;
+    ompi) prog=("$out/mpi-perf" "$collective" "${common[@]}") ;;
   esac
-  local load rc=0
+  local -a cmd
+  if [ "$hosts" -gt 1 ]; then
+    local -a srun_cmd=(ip netns exec node0 srun -N "$hosts" --ntasks-per-node="$n")
+    case $tool in
+      # Ranks outnumber cores here: Open MPI must yield while it waits.
+      ompi) cmd=("${srun_cmd[@]}" --mpi=pmix env OMPI_MCA_mpi_yield_when_idle=1 "${env[@]}" "${prog[@]}") ;;
+      *) cmd=("${srun_cmd[@]}" env MCI_JOB_TOKEN=compare-sh "${env[@]}" "${prog[@]}") ;;
+    esac
+  else
+    case $tool in
+      mci-mpi|ompi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n"
+                         "${prog[@]}") ;;
+      base-*) cmd=(env "${env[@]}" "$baseline/bin/mcirun" --nproc_per_node="$n" --standalone "${prog[@]}") ;;
+      *) cmd=("$mcirun" --nproc_per_node="$n" --standalone "${prog[@]}") ;;
+    esac
+  fi
+  local load rc=0 log="$out/raw/$tool.n$total.s$size.r$round.log"
   load=$(cut -d' ' -f1 /proc/loadavg)
-  OMP_NUM_THREADS=1 timeout 300 "${cmd[@]}" >"$out/raw/$tool.n$n.s$size.r$round.log" 2>&1 || rc=$?
-  echo "$round,$n,$tool,$size,$load,$rc" >>"$out/runs.csv"
-  [ "$rc" = 0 ] || echo "  $tool on $n ranks at $size B failed (exit $rc): see $out/raw/$tool.n$n.s$size.r$round.log" >&2
+  OMP_NUM_THREADS=1 timeout 300 "${cmd[@]}" >"$log" 2>&1 || rc=$?
+  echo "$round,$total,$tool,$size,$load,$rc" >>"$out/runs.csv"
+  [ "$rc" = 0 ] || echo "  $tool on $total ranks at $size B failed (exit $rc): see $log" >&2
 }
 
 {
   echo "# mci compare: $collective $dtype $op, ranks: $ranks, rounds: $rounds, sizes: ${sizes[*]}, iters $iters warmup $warmup"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -r)"
   echo "# tools: ${available[*]}${mpi_note:+ ($mpi_note)}"
+  [ "$hosts" = 1 ] || echo "# hosts: $hosts network namespaces, ranks per host: $ranks (the ranks column counts all), links: ${shape:-unshaped}"
   echo "# started $(date '+%Y-%m-%d %H:%M:%S')"
 } >"$out/header.txt"
 cat "$out/header.txt"

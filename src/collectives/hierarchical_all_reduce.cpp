@@ -1,4 +1,5 @@
 #include <cstring>
+#include <vector>
 
 #include "collectives/hierarchical_steps.hpp"
 #include "collectives/reduce_kernels.hpp"
@@ -6,11 +7,84 @@
 
 namespace mci::coll {
 
+namespace {
+
+// Large messages between two hosts, in pieces: while the network carries
+// piece k, the host reduces piece k+1 and hands out piece k-1, so the link
+// (the bottleneck) never waits for shared memory. Two leaders exchange
+// their hosts' sums whole (the same bytes each way as a ring of two) and
+// add them in either order: x + y == y + x bit for bit, so every rank ends
+// with the same bits.
+constexpr std::size_t kPieceBytes = 1 << 20;
+
+bool pipelined_between_two(const HierCtx& c) {
+  return c.hosts.hosts() == 2 && c.d.bytes() >= 2 * kPieceBytes;
+}
+
+void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
+  const CollectiveDesc& d = c.d;
+  const std::size_t es = dtype_size(d.dtype);
+  const Chunks pieces{d.count, kPieceBytes / es};
+  const int me = c.t.rank(), h = c.hosts.host_of(me);
+  const bool leader = me == c.hosts.leaders()[h];
+  const int other = c.hosts.leaders()[1 - h];
+  const Fingerprint fp = d.fingerprint();
+  std::uint8_t* theirs = leader ? c.packed.get(d.bytes()) : nullptr;
+  std::vector<transport::OpHandle> arriving;
+
+  auto reduce_piece = [&](std::size_t k) {
+    const std::size_t off = pieces.begin(k) * es, len = pieces.size(k) * es;
+    if (c.local) {
+      CollectiveDesc r = d;
+      r.in = at(d.in, pieces.begin(k), es);
+      r.out = at(d.out, pieces.begin(k), es);
+      r.count = pieces.size(k);
+      r.root = 0;
+      r.op = op;
+      r.algo = host_reduce_algo(len);
+      hier::on_host(c, r, r.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
+    } else if (d.in != d.out) {
+      std::memcpy(at(d.out, pieces.begin(k), es), at(d.in, pieces.begin(k), es), len);
+    }
+    if (leader) {
+      c.t.post_send(other, fp, at(d.out, pieces.begin(k), es), len);
+      arriving.push_back(c.t.post_recv(other, fp, theirs + off, len));
+    }
+  };
+  auto finish_piece = [&](std::size_t k) {
+    if (leader) {
+      c.t.wait(arriving[k], c.dl);
+      reduce_into(at(d.out, pieces.begin(k), es), theirs + pieces.begin(k) * es, pieces.size(k), d.dtype, op);
+    }
+    CollectiveDesc b = d;
+    b.in = at(d.out, pieces.begin(k), es);
+    b.out = at(d.out, pieces.begin(k), es);
+    b.count = pieces.size(k);
+    b.root = 0;
+    b.algo = Algo::shm_staged;
+    hier::on_host(c, b, shm_broadcast);
+  };
+
+  for (std::size_t k = 0; k < pieces.count(); ++k) {
+    reduce_piece(k);
+    if (k > 0) finish_piece(k - 1);
+  }
+  finish_piece(pieces.count() - 1);
+  if (leader) c.t.wait_all(c.dl);
+}
+
+}  // namespace
+
 void hierarchical_all_reduce(const HierCtx& c) {
   const CollectiveDesc& d = c.d;
   // avg: sums all the way, one division at the end on every rank (the same
   // bits everywhere, since every rank divides the same sum).
   const ReduceOp op = d.op == ReduceOp::avg ? ReduceOp::sum : d.op;
+  if (pipelined_between_two(c)) {
+    all_reduce_two_hosts_pipelined(c, op);
+    if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
+    return;
+  }
 
   // 1. Inside the host: the host's result at its leader (local rank 0).
   if (c.local) {

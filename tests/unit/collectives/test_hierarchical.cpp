@@ -40,11 +40,12 @@ struct Case {
 };
 
 // Up to and above the shared-memory buffer (several chunks), across the
-// direct/sliced threshold inside a host and the recursive-doubling/ring
-// threshold between leaders.
+// direct/sliced threshold inside a host, the recursive-doubling/ring
+// threshold between leaders, and (5 MB) the pipelined exchange of two hosts.
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{40000}, std::size_t{300007}}) {
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{40000}, std::size_t{300007},
+                            std::size_t{1300001}}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
       for (bool in_place : {false, true}) out.push_back(Case{count, op, in_place});
     }
