@@ -1,25 +1,87 @@
+#include <cstring>
+#include <vector>
+
 #include "collectives/hierarchical_steps.hpp"
 
 namespace mci::coll {
 
+namespace {
+
+// Large messages go in pieces: a delegate hands piece k to its host while
+// piece k+1 is still on the wire, so the network (the bottleneck) never
+// waits for shared memory.
+constexpr std::size_t kPieceBytes = 1 << 20;
+
+// The delegates' binomial tree, rooted at the root's host (as
+// broadcast_tree numbers it): this delegate's parent (-1 at the root) and
+// children, as group ranks.
+struct TreeLinks {
+  int parent = -1;
+  std::vector<int> children;
+};
+
+TreeLinks tree_links(const std::vector<int>& delegates, int me_index, int root_index) {
+  const int n = static_cast<int>(delegates.size());
+  const int v = mod(me_index - root_index, n);
+  int limit = 1;
+  if (v == 0) {
+    while (limit < n) limit <<= 1;
+  } else {
+    limit = v & -v;
+  }
+  TreeLinks out;
+  for (int k = limit >> 1; k >= 1; k >>= 1) {
+    if (v + k < n) out.children.push_back(delegates[static_cast<std::size_t>(mod(v + k + root_index, n))]);
+  }
+  if (v != 0) out.parent = delegates[static_cast<std::size_t>(mod((v & (v - 1)) + root_index, n))];
+  return out;
+}
+
+}  // namespace
+
 void hierarchical_broadcast(const HierCtx& c) {
   const CollectiveDesc& d = c.d;
   const std::vector<int> delegates = c.hosts.delegates(d.root);
-  const int me = c.t.rank();
-  const int delegate = delegates[static_cast<std::size_t>(c.hosts.host_of(me))];
+  const int me = c.t.rank(), h = c.hosts.host_of(me);
+  const int delegate = delegates[static_cast<std::size_t>(h)];
+  const std::size_t es = dtype_size(d.dtype);
+  if (me == d.root && d.in != d.out && d.bytes()) std::memcpy(d.out, d.in, d.bytes());
 
-  // 1. Between hosts: from the root to every other host's delegate.
-  CollectiveDesc a = d;
-  a.root = c.hosts.host_of(d.root);
-  if (me != d.root) a.in = d.out;
-  hier::among(c, delegates, a);
+  // Small messages: between delegates with the flat algorithm, then in one
+  // piece inside each host.
+  const Chunks pieces{d.count, d.bytes() >= 2 * kPieceBytes ? kPieceBytes / es : std::max<std::size_t>(d.count, 1)};
+  TreeLinks links;
+  std::vector<transport::OpHandle> arriving;
+  const Fingerprint fp = d.fingerprint();
+  if (pieces.count() == 1) {
+    CollectiveDesc a = d;
+    a.root = c.hosts.host_of(d.root);
+    a.in = d.out;
+    hier::among(c, delegates, a);
+  } else if (me == delegate) {
+    links = tree_links(delegates, h, c.hosts.host_of(d.root));
+    for (std::size_t k = 0; links.parent >= 0 && k < pieces.count(); ++k) {
+      arriving.push_back(c.t.post_recv(links.parent, fp, at(d.out, pieces.begin(k), es), pieces.size(k) * es));
+    }
+  }
 
-  // 2. Inside each host: from its delegate (the root on the root's host).
-  CollectiveDesc b = d;
-  b.root = c.hosts.local_of(delegate);
-  b.in = d.out;
-  b.algo = Algo::shm_staged;
-  hier::on_host(c, b, shm_broadcast);
+  for (std::size_t k = 0; k < pieces.count(); ++k) {
+    if (pieces.count() > 1 && me == delegate) {
+      if (links.parent >= 0) c.t.wait(arriving[k], c.dl);
+      for (int child : links.children) c.t.post_send(child, fp, at(d.out, pieces.begin(k), es), pieces.size(k) * es);
+    }
+    // Inside each host: from its delegate (the root on the root's host).
+    CollectiveDesc b = d;
+    b.root = c.hosts.local_of(delegate);
+    b.in = at(d.out, pieces.begin(k), es);
+    b.out = at(d.out, pieces.begin(k), es);
+    b.count = pieces.size(k);
+    b.algo = Algo::shm_staged;
+    hier::on_host(c, b, shm_broadcast);
+    // Keep the sends moving while this rank works inside its host.
+    if (pieces.count() > 1 && me == delegate && !links.children.empty()) c.t.progress(std::chrono::milliseconds(0), c.dl);
+  }
+  if (me == delegate) c.t.wait_all(c.dl);
 }
 
 }  // namespace mci::coll

@@ -191,6 +191,16 @@ std::vector<std::string> every_collective(const Places& places, int r, int n, st
     }
   };
   const std::size_t un = static_cast<std::size_t>(n);
+  // Broadcast large enough to go between hosts in pieces.
+  for (int root : {0, 1, n - 1}) {
+    ++round;
+    const std::size_t count = 600001;
+    std::vector<float> mine(count), out(count, -1.0f);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = value(r, 0, i, round);
+    run(OpKind::broadcast, count, root, ReduceOp::sum, mine.data(), r == root ? mine.data() : out.data());
+    expect(fmt::format("broadcast x {} root {}", count, root), r == root ? mine : out,
+           [&](std::size_t i) { return value(root, 0, i, round); });
+  }
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{40000}}) {
     for (int root : {0, 1, n - 1}) {
       ++round;

@@ -66,12 +66,15 @@ const Case kCases[] = {
     {K_::all_reduce, 8, 4, Algo::ring, one_host, Algo::ring},
     {K_::broadcast, 8, 4, Algo::ring, one_host, Algo::shm_staged},
     {K_::all_gather, 8, 4, Algo::direct, one_host, Algo::direct},
-    // Several hosts: all-reduce is hierarchical unless a mesh algorithm is
-    // forced; the other collectives run on the mesh.
+    // Several hosts: every collective is hierarchical unless a mesh
+    // algorithm is forced for it.
     {K_::all_reduce, 8, 4, {}, hierarchical, Algo::hierarchical},
     {K_::all_reduce, 64 * M, 4, Algo::hierarchical, hierarchical, Algo::hierarchical},
     {K_::all_reduce, 64 * M, 4, Algo::ring, hierarchical, Algo::ring},
-    {K_::broadcast, 8, 4, {}, hierarchical, Algo::tree},
+    {K_::broadcast, 8, 4, {}, hierarchical, Algo::hierarchical},
+    {K_::all_to_all, 64 * M, 4, {}, hierarchical, Algo::hierarchical},
+    {K_::barrier, 0, 4, {}, hierarchical, Algo::hierarchical},
+    {K_::broadcast, 8, 4, Algo::tree, hierarchical, Algo::tree},
     {K_::all_reduce, 8, 4, Algo::shm_direct, hierarchical, Algo::hierarchical},
 };
 
