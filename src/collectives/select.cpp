@@ -54,7 +54,10 @@ Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> 
     const AlgoRow* row = find_algorithm(*forced, kind);
     if (row && row->forcible && place_exists(row->place, layout)) return *forced;
   }
-  if (layout == Layout::hierarchical) return Algo::hierarchical;
+  if (layout == Layout::hierarchical) {
+    return kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes ? mesh_default(kind, bytes)
+                                                                        : Algo::hierarchical;
+  }
   if (layout == Layout::one_host) return host_default(kind, bytes);
   return mesh_default(kind, bytes);
 }
