@@ -73,6 +73,42 @@ void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
   if (leader) c.t.wait_all(c.dl);
 }
 
+// Small messages when every host holds as many ranks: every rank gets its
+// host's sum in one shared-memory step, then all-reduces it with the ranks
+// of the same local index on the other hosts (as Open MPI's recursive
+// doubling does across its shared-memory and TCP pairs). One network round
+// trip and no third phase: the leader's broadcast back was a wake-up of
+// every other rank. It sends the message once per rank instead of once per
+// host, so only while latency, not the link, decides.
+constexpr std::size_t kCounterpartMaxBytes = 4096;
+
+bool by_counterparts(const HierCtx& c) {
+  if (c.d.bytes() > kCounterpartMaxBytes) return false;
+  for (int h = 1; h < c.hosts.hosts(); ++h) {
+    if (c.hosts.members(h).size() != c.hosts.members(0).size()) return false;
+  }
+  return true;
+}
+
+void all_reduce_by_counterparts(const HierCtx& c, ReduceOp op) {
+  const CollectiveDesc& d = c.d;
+  CollectiveDesc a = d;
+  a.op = op;
+  if (c.local) {
+    // Every rank reduces every staged input in the same order: the same
+    // bits on every rank of the host.
+    a.algo = Algo::shm_direct;
+    hier::on_host(c, a, shm_all_reduce_direct);
+  } else if (d.in != d.out && d.bytes()) {
+    std::memcpy(d.out, d.in, d.bytes());
+  }
+  const int local = c.hosts.local_of(c.t.rank());
+  std::vector<int> counterparts;
+  for (int h = 0; h < c.hosts.hosts(); ++h) counterparts.push_back(c.hosts.members(h)[static_cast<std::size_t>(local)]);
+  a.in = d.out;
+  hier::among(c, counterparts, a);
+}
+
 }  // namespace
 
 void hierarchical_all_reduce(const HierCtx& c) {
@@ -80,6 +116,11 @@ void hierarchical_all_reduce(const HierCtx& c) {
   // avg: sums all the way, one division at the end on every rank (the same
   // bits everywhere, since every rank divides the same sum).
   const ReduceOp op = d.op == ReduceOp::avg ? ReduceOp::sum : d.op;
+  if (by_counterparts(c)) {
+    all_reduce_by_counterparts(c, op);
+    if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
+    return;
+  }
   if (pipelined_between_two(c)) {
     all_reduce_two_hosts_pipelined(c, op);
     if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
