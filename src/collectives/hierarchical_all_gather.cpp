@@ -4,25 +4,6 @@
 
 namespace mci::coll {
 
-namespace {
-
-// This host's blocks, one after the other in its ranks' order, at every
-// rank of the host (`to`: room for the host's blocks).
-void host_blocks(const HierCtx& c, std::uint8_t* to) {
-  const CollectiveDesc& d = c.d;
-  if (!c.local) {
-    if (d.bytes() && to != d.in) std::memcpy(to, d.in, d.bytes());
-    return;
-  }
-  CollectiveDesc g = d;
-  g.root = 0;
-  g.out = to;
-  g.algo = Algo::shm_staged;
-  hier::on_host(c, g, shm_all_gather);
-}
-
-}  // namespace
-
 // All-gather: block r of every rank's output is rank r's input.
 void hierarchical_all_gather(const HierCtx& c) {
   const CollectiveDesc& d = c.d;
@@ -35,7 +16,8 @@ void hierarchical_all_gather(const HierCtx& c) {
 
   // 1. Inside each host: the host's blocks at the leader (in host order).
   std::uint8_t* packed = c.packed.get(static_cast<std::size_t>(n) * block);
-  host_blocks(c, packed + off[h] * block);
+  hier::on_host_or_copy(c, hier::phase(d, d.count, 0, d.in, packed + off[h] * block, Algo::shm_staged),
+                        shm_all_gather);
 
   // 2. Between leaders: every host's blocks to every leader.
   if (me == hosts.leaders()[h]) {
@@ -51,12 +33,8 @@ void hierarchical_all_gather(const HierCtx& c) {
   }
 
   // 3. Inside each host: the whole result from the leader.
-  CollectiveDesc b = d;
-  b.count = d.count * static_cast<std::size_t>(n);
-  b.root = 0;
-  b.in = d.out;
-  b.algo = Algo::shm_staged;
-  hier::on_host(c, b, shm_broadcast);
+  hier::on_host(c, hier::phase(d, d.count * static_cast<std::size_t>(n), 0, d.out, d.out, Algo::shm_staged),
+                shm_broadcast);
 }
 
 // Gather: the root's output holds every rank's block, in rank order.
@@ -70,15 +48,10 @@ void hierarchical_gather(const HierCtx& c) {
   std::uint8_t* packed = c.packed.get(static_cast<std::size_t>(c.t.size()) * block);
 
   // 1. Inside each host: its blocks at its delegate.
-  if (c.local) {
-    CollectiveDesc g = d;
-    g.root = hosts.local_of(delegates[static_cast<std::size_t>(h)]);
-    g.out = packed + off[h] * block;
-    g.algo = Algo::shm_staged;
-    hier::on_host(c, g, shm_all_gather);
-  } else if (block) {
-    std::memcpy(packed + off[h] * block, d.in, block);
-  }
+  hier::on_host_or_copy(c,
+                        hier::phase(d, d.count, hosts.local_of(delegates[static_cast<std::size_t>(h)]), d.in,
+                                    packed + off[h] * block, Algo::shm_staged),
+                        shm_all_gather);
 
   // 2. Between hosts: each delegate's blocks to the root.
   const Fingerprint fp = d.fingerprint();

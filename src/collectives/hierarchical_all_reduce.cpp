@@ -34,18 +34,10 @@ void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
 
   auto reduce_piece = [&](std::size_t k) {
     const std::size_t off = pieces.begin(k) * es, len = pieces.size(k) * es;
-    if (c.local) {
-      CollectiveDesc r = d;
-      r.in = at(d.in, pieces.begin(k), es);
-      r.out = at(d.out, pieces.begin(k), es);
-      r.count = pieces.size(k);
-      r.root = 0;
-      r.op = op;
-      r.algo = host_reduce_algo(len);
-      hier::on_host(c, r, r.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
-    } else if (d.in != d.out) {
-      std::memcpy(at(d.out, pieces.begin(k), es), at(d.in, pieces.begin(k), es), len);
-    }
+    CollectiveDesc r =
+        hier::phase(d, pieces.size(k), 0, at(d.in, pieces.begin(k), es), at(d.out, pieces.begin(k), es), Algo::unset);
+    r.op = op;
+    hier::host_reduce(c, r);
     if (leader) {
       c.t.post_send(other, fp, at(d.out, pieces.begin(k), es), len);
       arriving.push_back(c.t.post_recv(other, fp, theirs + off, len));
@@ -56,13 +48,8 @@ void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
       c.t.wait(arriving[k], c.dl);
       reduce_into(at(d.out, pieces.begin(k), es), theirs + pieces.begin(k) * es, pieces.size(k), d.dtype, op);
     }
-    CollectiveDesc b = d;
-    b.in = at(d.out, pieces.begin(k), es);
-    b.out = at(d.out, pieces.begin(k), es);
-    b.count = pieces.size(k);
-    b.root = 0;
-    b.algo = Algo::shm_staged;
-    hier::on_host(c, b, shm_broadcast);
+    std::uint8_t* piece = at(d.out, pieces.begin(k), es);
+    hier::on_host(c, hier::phase(d, pieces.size(k), 0, piece, piece, Algo::shm_staged), shm_broadcast);
   };
 
   for (std::size_t k = 0; k < pieces.count(); ++k) {
@@ -94,14 +81,10 @@ void all_reduce_by_counterparts(const HierCtx& c, ReduceOp op) {
   const CollectiveDesc& d = c.d;
   CollectiveDesc a = d;
   a.op = op;
-  if (c.local) {
-    // Every rank reduces every staged input in the same order: the same
-    // bits on every rank of the host.
-    a.algo = Algo::shm_direct;
-    hier::on_host(c, a, shm_all_reduce_direct);
-  } else if (d.in != d.out && d.bytes()) {
-    std::memcpy(d.out, d.in, d.bytes());
-  }
+  // Every rank reduces every staged input in the same order: the same bits
+  // on every rank of the host.
+  a.algo = Algo::shm_direct;
+  hier::on_host_or_copy(c, a, shm_all_reduce_direct);
   const int local = c.hosts.local_of(c.t.rank());
   std::vector<int> counterparts;
   for (int h = 0; h < c.hosts.hosts(); ++h) counterparts.push_back(c.hosts.members(h)[static_cast<std::size_t>(local)]);
@@ -128,15 +111,9 @@ void hierarchical_all_reduce(const HierCtx& c) {
   }
 
   // 1. Inside the host: the host's result at its leader (local rank 0).
-  if (c.local) {
-    CollectiveDesc r = d;
-    r.root = 0;
-    r.op = op;
-    r.algo = host_reduce_algo(d.bytes());
-    hier::on_host(c, r, r.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
-  } else if (d.in != d.out && d.bytes()) {
-    std::memcpy(d.out, d.in, d.bytes());
-  }
+  CollectiveDesc r = hier::phase(d, d.count, 0, d.in, d.out, Algo::unset);
+  r.op = op;
+  hier::host_reduce(c, r);
 
   // 2. Between hosts: the leaders all-reduce their hosts' results in place.
   CollectiveDesc a = d;
@@ -145,11 +122,7 @@ void hierarchical_all_reduce(const HierCtx& c) {
   hier::among(c, c.hosts.leaders(), a);
 
   // 3. Inside the host: the leader's result to every rank.
-  CollectiveDesc b = d;
-  b.root = 0;
-  b.in = d.out;
-  b.algo = Algo::shm_staged;
-  hier::on_host(c, b, shm_broadcast);
+  hier::on_host(c, hier::phase(d, d.count, 0, d.out, d.out, Algo::shm_staged), shm_broadcast);
   if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
 }
 

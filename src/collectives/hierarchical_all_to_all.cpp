@@ -24,16 +24,8 @@ void hierarchical_all_to_all(const HierCtx& c) {
   std::uint8_t* outputs = recv + across;
 
   // 1. Inside each host: every input at the leader.
-  if (c.local) {
-    CollectiveDesc g = d;
-    g.count = d.count * static_cast<std::size_t>(n);
-    g.root = 0;
-    g.out = inputs;
-    g.algo = Algo::shm_staged;
-    hier::on_host(c, g, shm_all_gather);
-  } else if (row) {
-    std::memcpy(inputs, d.in, row);  // the output may be the input
-  }
+  hier::on_host_or_copy(c, hier::phase(d, d.count * static_cast<std::size_t>(n), 0, d.in, inputs, Algo::shm_staged),
+                        shm_all_gather);
 
   if (me == hosts.leaders()[h]) {
     // 2. Between leaders. Outgoing to host g: for each of our ranks i, its
@@ -79,16 +71,8 @@ void hierarchical_all_to_all(const HierCtx& c) {
   }
 
   // 3. Inside each host: each rank's output row from the leader.
-  if (c.local) {
-    CollectiveDesc s = d;
-    s.count = d.count * static_cast<std::size_t>(n);
-    s.root = 0;
-    s.in = outputs;
-    s.algo = Algo::shm_staged;
-    hier::on_host(c, s, shm_scatter);
-  } else if (row) {
-    std::memcpy(d.out, outputs, row);
-  }
+  hier::on_host_or_copy(c, hier::phase(d, d.count * static_cast<std::size_t>(n), 0, outputs, d.out, Algo::shm_staged),
+                        shm_scatter);
 }
 
 }  // namespace mci::coll

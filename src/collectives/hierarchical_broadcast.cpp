@@ -71,13 +71,9 @@ void hierarchical_broadcast(const HierCtx& c) {
       for (int child : links.children) c.t.post_send(child, fp, at(d.out, pieces.begin(k), es), pieces.size(k) * es);
     }
     // Inside each host: from its delegate (the root on the root's host).
-    CollectiveDesc b = d;
-    b.root = c.hosts.local_of(delegate);
-    b.in = at(d.out, pieces.begin(k), es);
-    b.out = at(d.out, pieces.begin(k), es);
-    b.count = pieces.size(k);
-    b.algo = Algo::shm_staged;
-    hier::on_host(c, b, shm_broadcast);
+    std::uint8_t* piece = at(d.out, pieces.begin(k), es);
+    hier::on_host(c, hier::phase(d, pieces.size(k), c.hosts.local_of(delegate), piece, piece, Algo::shm_staged),
+                  shm_broadcast);
     // Keep the sends moving while this rank works inside its host.
     if (pieces.count() > 1 && me == delegate && !links.children.empty()) c.t.progress(std::chrono::milliseconds(0), c.dl);
   }

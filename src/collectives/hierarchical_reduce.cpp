@@ -17,16 +17,9 @@ void hierarchical_reduce(const HierCtx& c) {
   void* sum = me == d.root ? d.out : me == delegate ? c.packed.get(d.bytes()) : d.out;
 
   // 1. Inside each host: the host's result at its delegate.
-  if (c.local) {
-    CollectiveDesc r = d;
-    r.root = c.hosts.local_of(delegate);
-    r.op = op;
-    r.out = sum;
-    r.algo = host_reduce_algo(d.bytes());
-    hier::on_host(c, r, r.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
-  } else if (sum != d.in && d.bytes()) {
-    std::memcpy(sum, d.in, d.bytes());
-  }
+  CollectiveDesc r = hier::phase(d, d.count, c.hosts.local_of(delegate), d.in, sum, Algo::unset);
+  r.op = op;
+  hier::host_reduce(c, r);
 
   // 2. Between hosts: the delegates' results reduced at the root.
   CollectiveDesc a = d;

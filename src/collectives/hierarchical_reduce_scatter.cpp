@@ -24,17 +24,9 @@ void hierarchical_reduce_scatter(const HierCtx& c) {
   std::uint8_t* partials = packed + all;
 
   // 1. Inside each host: the sum of every block at the leader.
-  if (c.local) {
-    CollectiveDesc r = d;
-    r.count = d.count * static_cast<std::size_t>(n);
-    r.root = 0;
-    r.op = op;
-    r.out = sum;
-    r.algo = host_reduce_algo(all);
-    hier::on_host(c, r, r.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
-  } else if (all) {
-    std::memcpy(sum, d.in, all);
-  }
+  CollectiveDesc r = hier::phase(d, d.count * static_cast<std::size_t>(n), 0, d.in, sum, Algo::unset);
+  r.op = op;
+  hier::host_reduce(c, r);
 
   // 2. Between leaders: each host's blocks to its leader, reduced there.
   if (leader) {
@@ -55,15 +47,7 @@ void hierarchical_reduce_scatter(const HierCtx& c) {
   }
 
   // 3. Inside each host: each rank's block from the leader.
-  if (c.local) {
-    CollectiveDesc s = d;
-    s.root = 0;
-    s.in = packed + off[h] * block;
-    s.algo = Algo::shm_staged;
-    hier::on_host(c, s, shm_scatter);
-  } else if (block) {
-    std::memcpy(d.out, packed + off[h] * block, block);
-  }
+  hier::on_host_or_copy(c, hier::phase(d, d.count, 0, packed + off[h] * block, d.out, Algo::shm_staged), shm_scatter);
   if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, n);
 }
 

@@ -30,15 +30,9 @@ void hierarchical_scatter(const HierCtx& c) {
   }
 
   // 2. Inside each host: from its delegate, one block to each rank.
-  if (c.local) {
-    CollectiveDesc s = d;
-    s.root = hosts.local_of(delegate);
-    s.in = packed + off[h] * block;
-    s.algo = Algo::shm_staged;
-    hier::on_host(c, s, shm_scatter);
-  } else if (block) {
-    std::memcpy(d.out, packed + off[h] * block, block);
-  }
+  hier::on_host_or_copy(
+      c, hier::phase(d, d.count, hosts.local_of(delegate), packed + off[h] * block, d.out, Algo::shm_staged),
+      shm_scatter);
 }
 
 }  // namespace mci::coll

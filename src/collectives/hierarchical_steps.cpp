@@ -36,8 +36,31 @@ bool contains(const std::vector<int>& ranks, int rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
+CollectiveDesc phase(const CollectiveDesc& d, std::size_t count, int root, const void* in, void* out, Algo algo) {
+  CollectiveDesc sub = d;
+  sub.count = count;
+  sub.root = root;
+  sub.in = in;
+  sub.out = out;
+  sub.algo = algo;
+  return sub;
+}
+
 void on_host(const HierCtx& c, const CollectiveDesc& sub, void (*algo)(const ShmCtx&)) {
   if (c.local) algo(ShmCtx{*c.local, sub, c.dl, c.scratch, c.copier});
+}
+
+void on_host_or_copy(const HierCtx& c, const CollectiveDesc& sub, void (*algo)(const ShmCtx&)) {
+  if (c.local) {
+    on_host(c, sub, algo);
+  } else if (sub.in != sub.out && sub.bytes()) {
+    std::memcpy(sub.out, sub.in, sub.bytes());
+  }
+}
+
+void host_reduce(const HierCtx& c, CollectiveDesc sub) {
+  sub.algo = host_reduce_algo(sub.bytes());
+  on_host_or_copy(c, sub, sub.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
 }
 
 void among(const HierCtx& c, const std::vector<int>& ranks, CollectiveDesc sub) {

@@ -14,9 +14,19 @@ namespace mci::coll::hier {
 
 bool contains(const std::vector<int>& ranks, int rank);
 
+// c.d as one phase runs it: another element count, local root, buffers
+// and algorithm (kind, sequence number, dtype and op stay the caller's).
+CollectiveDesc phase(const CollectiveDesc& d, std::size_t count, int root, const void* in, void* out, Algo algo);
+
 // Runs `algo` over this host's ranks; nothing when this rank is alone on
-// its host (the caller moves the data itself then).
+// its host.
 void on_host(const HierCtx& c, const CollectiveDesc& sub, void (*algo)(const ShmCtx&));
+// The same, and a rank alone on its host copies sub.in to sub.out: what a
+// gather, scatter or reduce among one rank gives.
+void on_host_or_copy(const HierCtx& c, const CollectiveDesc& sub, void (*algo)(const ShmCtx&));
+// A reduction to sub.root inside the host (shm_direct or shm_sliced by
+// size), or the copy of a rank alone.
+void host_reduce(const HierCtx& c, CollectiveDesc sub);
 
 // Runs `sub` among `ranks` (one per host) with the algorithm mci would pick
 // for a flat group of that size; sub.root is an index into `ranks`. Nothing
