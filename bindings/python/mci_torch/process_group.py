@@ -309,12 +309,16 @@ class ProcessGroupMCI(dist.ProcessGroup):
 
         return self._submit(_lib.ALL_GATHER, src, flat, inp.numel(), _DTYPES[inp.dtype], finish=finish)
 
+    def _check_whole_tensor(self, op, whole_name, whole, share):
+        """whole holds one share per rank, of share's dtype."""
+        _check_tensor(whole, f"{op} {whole_name}")
+        _check_tensor(share, f"{op} {'input' if whole_name == 'output' else 'output'}")
+        if whole.numel() != share.numel() * self._size or whole.dtype != share.dtype:
+            _fail_config(f"{op}: the {whole_name} needs {self._size} x {share.numel()} {share.dtype} "
+                         f"elements, it has {whole.numel()} {whole.dtype}")
+
     def _allgather_base(self, output, input, opts=None):  # noqa: A002 - torch's name
-        _check_tensor(input, "all_gather_into_tensor input")
-        _check_tensor(output, "all_gather_into_tensor output")
-        if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
-            _fail_config(f"all_gather_into_tensor: the output needs {self._size} x {input.numel()} {input.dtype} "
-                         f"elements, it has {output.numel()} {output.dtype}")
+        self._check_whole_tensor("all_gather_into_tensor", "output", output, input)
         src = input.contiguous()
         out, back = _staged(output)
         return self._submit(_lib.ALL_GATHER, src, out, input.numel(), _DTYPES[input.dtype],
@@ -364,11 +368,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         return self._reduce_scatter_flat(out, flat, opts, output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 - torch's name
-        _check_tensor(output, "reduce_scatter_tensor output")
-        _check_tensor(input, "reduce_scatter_tensor input")
-        if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
-            _fail_config(f"reduce_scatter_tensor: the input needs {self._size} x {output.numel()} {output.dtype} "
-                         f"elements, it has {input.numel()} {input.dtype}")
+        self._check_whole_tensor("reduce_scatter_tensor", "input", input, output)
         return self._reduce_scatter_flat(output, input.contiguous(), opts, [output])
 
     reduce_scatter_tensor = _reduce_scatter_base
