@@ -211,6 +211,13 @@ def errors():
     rank = dist.get_rank()
     expect_error(mci_torch.ConfigError, ["CPU tensors", "nccl"], lambda: dist.all_reduce(torch.ones(2, device="meta")))
     expect_error(mci_torch.ConfigError, ["integer"], lambda: dist.all_reduce(torch.ones(2), op=R.BAND))
+    world = dist.get_world_size()
+    gather_into = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+    expect_error(mci_torch.ConfigError, ["all_gather_into_tensor", f"output needs {world} x 3"],
+                 lambda: gather_into(torch.ones(3 * world + 1), torch.ones(3)))
+    scatter_from = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+    expect_error(mci_torch.ConfigError, ["reduce_scatter_tensor", f"input needs {world} x 2"],
+                 lambda: scatter_from(torch.ones(2), torch.ones(2 * world, dtype=torch.float64)))
     # ranks that call different collectives get MismatchError, not a wrong
     # result; the group is then aborted, so on a group of its own
     sub = dist.new_group(backend="mci")
