@@ -24,7 +24,8 @@ struct MeshOptions {
   std::string listen_host;  // the address peers reach this rank at
   std::string session;      // unique name of the group instance, proven on connect
   std::string token;        // job token, empty if none
-  std::chrono::nanoseconds spin{0};  // poll without sleeping this long before a wait sleeps
+  std::chrono::nanoseconds spin{0};   // poll without sleeping this long before a wait sleeps
+  std::chrono::nanoseconds yield{0};  // then poll and give the core away this long (ranks outnumber cores)
 };
 
 struct Mesh {

@@ -35,12 +35,13 @@ class CpuBackend final : public Backend {
                                         dl);
     // Spin on the sockets before sleeping only while this machine's ranks
     // each have a core (with more ranks than cores a spinner steals the time
-    // of the rank it waits for).
+    // of the rank it waits for); then poll and yield the core instead.
     const bool core_each = std::max(setup.machine_ranks, 1) <= setup.machine_cpus;
     auto mesh = transport::connect_mesh(
         "tcp", *ctx.store,
         transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
-                               core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0)},
+                               core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0),
+                               core_each ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(s.tcp_yield)},
         dl);
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;

@@ -60,6 +60,7 @@ CpuSettings CpuSettings::from_env() {
   s.shm_wait.spin = microseconds_setting("MCI_SHM_SPIN_US", s.shm_wait.spin);
   s.shm_wait.yield = microseconds_setting("MCI_SHM_YIELD_US", s.shm_wait.yield);
   s.tcp_spin = microseconds_setting("MCI_TCP_SPIN_US", s.tcp_spin);
+  s.tcp_yield = microseconds_setting("MCI_TCP_YIELD_US", s.tcp_yield);
   s.host_id = env_str("MCI_HOST_ID").value_or("");
   // Ranks publish their host as a line of text (shm_connect.cpp).
   if (s.host_id.find('\n') != std::string::npos) {

@@ -142,9 +142,10 @@ std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
                                                const std::string& listen_host,
                                                const std::string& session,
                                                const std::string& token, const Deadline& dl,
-                                               std::chrono::nanoseconds spin) {
+                                               std::chrono::nanoseconds spin,
+                                               std::chrono::nanoseconds yield) {
   std::vector<Fd> peers(static_cast<std::size_t>(size));
-  if (size == 1) return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin);
+  if (size == 1) return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin, yield);
 
   Fd listener = listen_tcp(listen_host, 0);
   set_nonblocking(listener.get());
@@ -182,7 +183,7 @@ std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
     peers[who] = std::move(fd);
     --missing;
   }
-  return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin);
+  return std::make_unique<TcpTransport>(rank, size, std::move(peers), spin, yield);
 }
 
 }  // namespace mci::transport

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_transport.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -38,8 +39,9 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin)
-    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)), spin_ns_(spin.count()) {
+TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin,
+                           std::chrono::nanoseconds yield)
+    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)), spin_ns_(spin.count()), yield_ns_(yield.count()) {
   for (int i = 0; i < size; ++i) {
     peers_[i].fd = std::move(peers[i]);
     if (peers_[i].fd.valid()) {
@@ -377,9 +379,12 @@ void TcpTransport::step(int poll_ms) {
 
 template <class Done>
 bool TcpTransport::spin(Done done, const Deadline& dl) {
-  if (spin_ns_ <= 0) return false;
-  const auto until = std::min(dl.at(), std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_));
+  const bool yielding = spin_ns_ <= 0;
+  const std::int64_t ns = yielding ? yield_ns_ : spin_ns_;
+  if (ns <= 0) return false;
+  const auto until = std::min(dl.at(), std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns));
   do {
+    if (yielding) sched_yield();
     step(0);
     if (done()) return true;
   } while (std::chrono::steady_clock::now() < until);

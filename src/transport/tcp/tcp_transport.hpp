@@ -29,8 +29,12 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // peers[i] is the connected socket to rank i (invalid for this rank).
   // Before sleeping in poll(), a wait keeps polling without sleeping for
   // `spin`: a sleeping process wakes several microseconds after its data
-  // arrives. Only worth it while every rank of this host has a core.
-  TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin = {});
+  // arrives. Only worth it while every rank of this host has a core; when
+  // ranks outnumber cores, a wait polls and gives its core away
+  // (sched_yield) for `yield` instead: the rank it waits for may need the
+  // core, and a sleep in poll() costs a wake-up of tens of microseconds.
+  TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin = {},
+               std::chrono::nanoseconds yield = {});
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -91,7 +95,8 @@ class TcpTransport final : public Transport, public ArrivalLog {
 
   template <class Done>
   void progress_until(Done done, const Deadline& dl);
-  // Polls without sleeping for up to spin_ns_, returns whether done().
+  // Polls without sleeping for up to spin_ns_ (or, with no spin, polls and
+  // yields the core for up to yield_ns_); returns whether done().
   template <class Done>
   bool spin(Done done, const Deadline& dl);
   bool pending() const;
@@ -114,6 +119,7 @@ class TcpTransport final : public Transport, public ArrivalLog {
   int size_;
   std::vector<Peer> peers_;
   std::int64_t spin_ns_ = 0;
+  std::int64_t yield_ns_ = 0;
   std::vector<pollfd> poll_fds_;  // reused by step()
   std::vector<int> poll_who_;
   bool broken_ = false;
@@ -127,6 +133,7 @@ std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
                                                const std::string& listen_host,
                                                const std::string& session,
                                                const std::string& token, const Deadline& dl,
-                                               std::chrono::nanoseconds spin = {});
+                                               std::chrono::nanoseconds spin = {},
+                                               std::chrono::nanoseconds yield = {});
 
 }  // namespace mci::transport
