@@ -104,6 +104,11 @@ void hierarchical_all_reduce(const HierCtx& c) {
     if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
     return;
   }
+  if (c.hosts.hosts() > 2 && d.bytes() >= 2 * kPieceBytes) {
+    hier::all_reduce_ring_of_hosts(c, op);
+    if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
+    return;
+  }
   if (pipelined_between_two(c)) {
     all_reduce_two_hosts_pipelined(c, op);
     if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());

@@ -43,4 +43,7 @@ std::vector<std::size_t> host_offsets(const HostMap& hosts);
 void pack_host(const HostMap& hosts, int host, const std::uint8_t* ranked, std::uint8_t* packed, std::size_t block);
 void unpack_host(const HostMap& hosts, int host, const std::uint8_t* packed, std::uint8_t* ranked, std::size_t block);
 
+// Large all-reduces across three hosts or more (hierarchical_all_reduce_ring.cpp).
+void all_reduce_ring_of_hosts(const HierCtx& c, ReduceOp op);
+
 }  // namespace mci::coll::hier

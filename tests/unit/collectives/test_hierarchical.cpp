@@ -293,6 +293,10 @@ TEST(HierarchicalAllReduce, ARankAloneOnItsHostHasNoSharedMemory) { expect_clean
 
 TEST(HierarchicalAllReduce, HostsNeedNotHoldConsecutiveRanks) { expect_clean("abab"); }
 
+TEST(HierarchicalAllReduce, ARingOfThreeHosts) { expect_clean("abcabc"); }
+
+TEST(HierarchicalAllReduce, ARingOfFourUnequalHosts) { expect_clean("abcdab"); }
+
 void expect_every_collective(const std::string& hosts) {
   std::atomic<int> arrived{0};
   expect_clean(hosts, [&](const Places& p, int r, int n) { return every_collective(p, r, n, arrived); });
