@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -244,6 +245,45 @@ MCI_SCENARIO(torch_rank_dies_mid_backward) {
   return exit_code::failed;  // the survivors' third backward must throw
 }
 
+// One bucket per parameter: the hook of each bucket must run during
+// backward, as soon as its gradients are ready, not after backward: fc2's
+// buckets (whose gradients autograd computes first) are started before
+// fc1's weight gradient exists. Events are logged in the order they happen.
+MCI_SCENARIO(torch_buckets_start_during_backward) {
+  auto pg = join();
+  const int rank = pg->rank();
+  ::torch::manual_seed(42);
+  Net net;
+  mci::torch::DdpOptions o;
+  o.bucket_cap_mb = 0;
+  std::vector<std::string> events;
+  o.comm_hook = [&events, inner = allreduce_hook()](ProcessGroup& g, BufferView bucket) {
+    events.push_back(fmt::format("bucket of {}", bucket.count));
+    return inner(g, bucket);
+  };
+  mci::torch::DistributedDataParallel ddp(pg, net, o);
+  auto [x, y] = batch(0, rank);
+  auto hidden = ::torch::relu(net->fc1(x));
+  // The gradient flowing into fc1 (computed after fc2's parameters' own).
+  hidden.register_hook([&events](::torch::Tensor g) {
+    events.push_back("fc1 input gradient");
+    return g;
+  });
+  ::torch::nn::functional::cross_entropy(net->fc2(hidden) + net->b(x), y).backward();
+  events.push_back("backward returned");
+  std::string order;
+  for (const auto& e : events) order += e + "; ";
+  say("order: " + order);
+  // fc2.weight is 4 x 32 = 128 elements: its bucket must come before the
+  // hook on fc1's output, and fc1.weight's (32 x 16 = 512) after it.
+  const auto pos = [&](const std::string& e) { return std::find(events.begin(), events.end(), e) - events.begin(); };
+  const bool ok = pos("bucket of 128") < pos("fc1 input gradient") &&
+                  pos("fc1 input gradient") < pos("bucket of 512") &&
+                  pos("bucket of 512") < pos("backward returned");
+  say(ok ? "buckets start during backward" : "buckets did not start during backward");
+  return ok ? exit_code::ok : exit_code::failed;
+}
+
 TEST(TorchDdp, MatchesOneProcessOnTheUnionOfBatches) {
   for (int world : {2, 3}) {
     Job job(world, Scenario{"torch_matches_one_process"});
@@ -321,6 +361,21 @@ TEST(TorchDdp, ARankDyingMidBackwardGivesPeerErrorNotAHang) {
     const auto at = out.find("failed after ");
     ASSERT_NE(at, std::string::npos) << out;
     EXPECT_LT(std::stol(out.substr(at + 13)), 20000) << out;
+  }
+}
+
+}  // namespace
+}  // namespace mci::test
+
+namespace mci::test {
+namespace {
+
+TEST(TorchDdp, EachBucketStartsDuringBackwardAsSoonAsItsGradientsAreReady) {
+  Job job(2, Scenario{"torch_buckets_start_during_backward"});
+  job.wait(std::chrono::seconds(120));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(job.status(r).code, exit_code::ok) << job.all_output();
+    EXPECT_NE(job.output(r).find("buckets start during backward"), std::string::npos) << job.all_output();
   }
 }
 
