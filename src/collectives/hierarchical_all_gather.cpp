@@ -16,8 +16,7 @@ void hierarchical_all_gather(const HierCtx& c) {
 
   // 1. Inside each host: the host's blocks at the leader (in host order).
   std::uint8_t* packed = c.packed.get(static_cast<std::size_t>(n) * block);
-  hier::on_host_or_copy(c, hier::phase(d, d.count, 0, d.in, packed + off[h] * block, Algo::shm_staged),
-                        shm_all_gather);
+  hier::on_host_or_copy(c, hier::phase(d, d.count, 0, d.in, packed + off[h] * block, Algo::shm_staged), shm_all_gather);
 
   // 2. Between leaders: every host's blocks to every leader.
   if (me == hosts.leaders()[h]) {
@@ -57,7 +56,8 @@ void hierarchical_gather(const HierCtx& c) {
   const Fingerprint fp = d.fingerprint();
   if (me == d.root) {
     for (int g = 0; g < hosts.hosts(); ++g) {
-      if (g != h) c.t.post_recv(delegates[static_cast<std::size_t>(g)], fp, packed + off[g] * block, (off[g + 1] - off[g]) * block);
+      if (g == h) continue;
+      c.t.post_recv(delegates[static_cast<std::size_t>(g)], fp, packed + off[g] * block, (off[g + 1] - off[g]) * block);
     }
     c.t.wait_all(c.dl);
     for (int g = 0; g < hosts.hosts(); ++g) {

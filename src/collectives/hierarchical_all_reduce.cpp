@@ -17,9 +17,7 @@ namespace {
 // with the same bits.
 constexpr std::size_t kPieceBytes = 1 << 20;
 
-bool pipelined_between_two(const HierCtx& c) {
-  return c.hosts.hosts() == 2 && c.d.bytes() >= 2 * kPieceBytes;
-}
+bool pipelined_between_two(const HierCtx& c) { return c.hosts.hosts() == 2 && c.d.bytes() >= 2 * kPieceBytes; }
 
 void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
   const CollectiveDesc& d = c.d;

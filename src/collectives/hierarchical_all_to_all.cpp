@@ -40,7 +40,8 @@ void hierarchical_all_to_all(const HierCtx& c) {
       const std::size_t k = there.size();
       for (std::size_t i = 0; i < m; ++i) {
         for (std::size_t j = 0; j < k && block; ++j) {
-          std::memcpy(send + sent + (i * k + j) * block, inputs + i * row + static_cast<std::size_t>(there[j]) * block, block);
+          std::memcpy(send + sent + (i * k + j) * block, inputs + i * row + static_cast<std::size_t>(there[j]) * block,
+                      block);
         }
       }
       c.t.post_send(hosts.leaders()[g], fp, send + sent, m * k * block);

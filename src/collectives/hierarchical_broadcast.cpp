@@ -75,7 +75,8 @@ void hierarchical_broadcast(const HierCtx& c) {
     hier::on_host(c, hier::phase(d, pieces.size(k), c.hosts.local_of(delegate), piece, piece, Algo::shm_staged),
                   shm_broadcast);
     // Keep the sends moving while this rank works inside its host.
-    if (pieces.count() > 1 && me == delegate && !links.children.empty()) c.t.progress(std::chrono::milliseconds(0), c.dl);
+    if (pieces.count() > 1 && me == delegate && !links.children.empty())
+      c.t.progress(std::chrono::milliseconds(0), c.dl);
   }
   if (me == delegate) c.t.wait_all(c.dl);
 }

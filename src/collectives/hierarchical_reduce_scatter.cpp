@@ -42,7 +42,8 @@ void hierarchical_reduce_scatter(const HierCtx& c) {
     // In host order, the same on every leader: every rank's bits agree.
     std::uint8_t* result = packed + off[h] * block;
     for (int g = 0; g < hosts.hosts(); ++g) {
-      if (g != h) reduce_into(result, partials + static_cast<std::size_t>(g) * mine * block, mine * d.count, d.dtype, op);
+      if (g != h)
+        reduce_into(result, partials + static_cast<std::size_t>(g) * mine * block, mine * d.count, d.dtype, op);
     }
   }
 

@@ -21,7 +21,9 @@ void hierarchical_scatter(const HierCtx& c) {
     const auto* in = static_cast<const std::uint8_t*>(d.in);
     for (int g = 0; g < hosts.hosts(); ++g) {
       hier::pack_host(hosts, g, in, packed + off[g] * block, block);
-      if (g != h) c.t.post_send(delegates[static_cast<std::size_t>(g)], fp, packed + off[g] * block, (off[g + 1] - off[g]) * block);
+      if (g != h)
+        c.t.post_send(delegates[static_cast<std::size_t>(g)], fp, packed + off[g] * block,
+                      (off[g + 1] - off[g]) * block);
     }
     c.t.wait_all(c.dl);
   } else if (me == delegate) {
