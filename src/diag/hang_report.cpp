@@ -114,7 +114,7 @@ void HangResponder::loop() {
   }
 }
 
-std::string collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
                                 std::chrono::milliseconds waited,
                                 std::chrono::milliseconds answer_wait) {
   const std::string what = stuck.describe();
@@ -125,7 +125,7 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what());
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
@@ -206,7 +206,7 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return out;
+  return {out, mismatched};
 }
 
 }  // namespace mci::diag
