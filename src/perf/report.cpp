@@ -209,6 +209,7 @@ std::string to_json(const RunInfo& info, const std::vector<Row>& rows, const Tot
   // mci's own configuration.
   cfg["min_bytes"] = o.sweep.min_bytes;
   cfg["max_bytes"] = o.sweep.max_bytes;
+  cfg["iters"] = o.iters;
   cfg["check_iters"] = o.check;
   cfg["blocking"] = o.blocking;
   cfg["average"] = average_name(o.average);
