@@ -34,8 +34,9 @@ class HangResponder {
   std::thread thread_;
 };
 
-// What this rank is doing, in the key=value form the responder sends.
-std::string encode_state(const FlightRecorder& fr);
+// What this rank is doing, in the key=value form the responder sends; with
+// asked_seq, also what it called at that collective position (at_seq).
+std::string encode_state(const FlightRecorder& fr, std::uint64_t asked_seq = 0);
 
 struct HangReport {
   std::string text;
