@@ -119,17 +119,21 @@ std::string table_header(const RunInfo& info) {
   const bool ref = o.barrier_ref;
   const char* time = o.report_cputime ? "cputime" : "time";
   const int ts_pad = o.report_timestamps ? 19 : 0;
+  // The rows' barrier column is 12 wide after the timestamp (21 wide, its
+  // header 20) or after #wrong (whose header line already ends in a space).
+  auto ref_column = [&](const char* text) {
+    return ref ? fmt::format("{}{:>10}", o.report_timestamps ? "   " : " ", text) : std::string();
+  };
   std::string s = "#\n";
   s += fmt::format(
       "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          {}\n", "",
       "", "", "", "", ref ? "  reference" : "");
   s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n",
                    "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw",
-                   "#wrong", o.report_timestamps ? "timestamp" : "", ts_pad,
-                   ref ? fmt::format("  {:>10}", "barrier_us") : "");
+                   "#wrong", o.report_timestamps ? "timestamp" : "", ts_pad, ref_column("barrier_us"));
   s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n",
                    "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-                   o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "", ts_pad, ref ? fmt::format("  {:>10}", "(us)") : "");
+                   o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "", ts_pad, ref_column("(us)"));
   return s;
 }
 

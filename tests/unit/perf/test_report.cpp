@@ -125,6 +125,15 @@ TEST(PerfReport, BarrierReferenceAddsOneColumn) {
   ASSERT_EQ(f.size(), 14u);
   EXPECT_EQ(f[13], "42.50");
   EXPECT_NE(table_header(info).find("barrier_us"), std::string::npos);
+  // Its header ends where its values end, with or without timestamps.
+  for (bool stamps : {false, true}) {
+    info.options.report_timestamps = stamps;
+    r.timestamp = "2026-12-01 04:00:00";
+    std::istringstream h(table_header(info));
+    std::string line;
+    for (int i = 0; i < 3; ++i) std::getline(h, line);
+    EXPECT_EQ(line.size(), format_row(info, r).size() - 1) << stamps << "\n" << line << "\n" << format_row(info, r);
+  }
 }
 
 TEST(PerfReport, FooterAndSummary) {
