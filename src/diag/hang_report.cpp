@@ -122,8 +122,7 @@ void HangResponder::loop() {
 }
 
 HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                                std::chrono::milliseconds waited,
-                                std::chrono::milliseconds answer_wait) {
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait) {
   const std::string what = stuck.describe();
   std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank,
                                 seconds(waited.count()));

@@ -49,7 +49,6 @@ struct HangReport {
 // Asks every rank and formats the report about `stuck`, which this rank has
 // waited `waited` for. Waits at most `answer_wait` for the answers.
 HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                                std::chrono::milliseconds waited,
-                                std::chrono::milliseconds answer_wait);
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait);
 
 }  // namespace mci::diag

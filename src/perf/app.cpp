@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <string_view>
-
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -12,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "mci/errors.hpp"
