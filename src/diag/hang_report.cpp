@@ -61,15 +61,17 @@ std::string local_process_fate(long long pid) {
 
 }  // namespace
 
-std::string encode_state(const FlightRecorder& fr) {
+std::string encode_state(const FlightRecorder& fr, std::uint64_t asked_seq) {
   const std::int64_t now = now_ns();
   std::uint64_t entered = 0, queued = 0;
   std::string last_completed = "none";
   std::uint64_t last_completed_id = 0;
+  std::string at_seq;  // what this rank called at the asked position, even if it has left it
   for (const OpRecord& r : fr.last(fr.capacity())) {
     if (!is_p2p(r.kind)) {
       queued = std::max(queued, r.seq);
       if (r.state != OpState::enqueued) entered = std::max(entered, r.seq);
+      if (asked_seq != 0 && r.seq == asked_seq && r.state != OpState::enqueued) at_seq = r.describe();
     }
     if (r.state == OpState::completed && r.id > last_completed_id) {
       last_completed_id = r.id;
@@ -77,6 +79,7 @@ std::string encode_state(const FlightRecorder& fr) {
     }
   }
   std::string out = fmt::format("entered={}\nqueued={}\nlast_completed={}\n", entered, queued, last_completed);
+  if (!at_seq.empty()) out += fmt::format("at_seq={}\n", at_seq);
   if (const std::uint64_t id = fr.running()) {
     if (auto r = fr.get(id)) {
       out += fmt::format("running={}\nrunning_seq={}\nrunning_ms={}\n", r->describe(), r->seq,
@@ -102,8 +105,12 @@ HangResponder::~HangResponder() {
 void HangResponder::loop() {
   for (std::uint64_t id = 1; !stopping_;) {
     try {
-      store_->get(fmt::format("diag/req/{}", id), std::chrono::hours(1));
-      store_->set(fmt::format("diag/ans/{}/{}", id, rank_), to_bytes(encode_state(fr_)));
+      // "RANK SEQ": who asks, and about which collective.
+      const std::string req = to_string(store_->get(fmt::format("diag/req/{}", id), std::chrono::hours(1)));
+      const auto space = req.find(' ');
+      const auto seq = parse_int(space == std::string::npos ? std::string() : req.substr(space + 1));
+      store_->set(fmt::format("diag/ans/{}/{}", id, rank_),
+                  to_bytes(encode_state(fr_, seq && *seq > 0 ? static_cast<std::uint64_t>(*seq) : 0)));
       ++id;
     } catch (const TimeoutError&) {
       // Nobody asked for an hour: ask again.
@@ -114,9 +121,8 @@ void HangResponder::loop() {
   }
 }
 
-std::string collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                                std::chrono::milliseconds waited,
-                                std::chrono::milliseconds answer_wait) {
+HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait) {
   const std::string what = stuck.describe();
   std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank,
                                 seconds(waited.count()));
@@ -125,7 +131,7 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what());
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
@@ -175,6 +181,11 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
       mismatched.push_back(r);
       line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives",
                           running, what);
+    } else if (!str(f, "at_seq").empty() && str(f, "at_seq") != what) {
+      // It has left that position already (its own timeout, most likely).
+      mismatched.push_back(r);
+      line += fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
+                          str(f, "at_seq"), what, doing);
     } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
       line += fmt::format("entered {} and is waiting in it ({})", what, doing);
     } else {
@@ -206,7 +217,7 @@ std::string collect_hang_report(Store& store, int rank, int size, const OpRecord
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return out;
+  return {out, mismatched};
 }
 
 }  // namespace mci::diag

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "diag/flight_recorder.hpp"
 #include "mci/store.hpp"
@@ -33,13 +34,21 @@ class HangResponder {
   std::thread thread_;
 };
 
-// What this rank is doing, in the key=value form the responder sends.
-std::string encode_state(const FlightRecorder& fr);
+// What this rank is doing, in the key=value form the responder sends; with
+// asked_seq, also what it called at that collective position (at_seq).
+std::string encode_state(const FlightRecorder& fr, std::uint64_t asked_seq = 0);
+
+struct HangReport {
+  std::string text;
+  // Ranks found inside a different collective at the stuck one's position:
+  // a mismatch, which a backend without fingerprints on the wire (gloo) can
+  // only see this way.
+  std::vector<int> mismatched;
+};
 
 // Asks every rank and formats the report about `stuck`, which this rank has
 // waited `waited` for. Waits at most `answer_wait` for the answers.
-std::string collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                                std::chrono::milliseconds waited,
-                                std::chrono::milliseconds answer_wait);
+HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait);
 
 }  // namespace mci::diag

@@ -95,7 +95,7 @@ struct ProcessGroup::Impl {
   std::vector<Straggler> stragglers_;  // guarded by exec_mu_
   std::uint64_t timed_ops_ = 0;
   std::int64_t timed_ns_ = 0;
-  std::string hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited);
+  diag::HangReport hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited);
   void drain();
   void worker_loop();
   void fail_group(const std::string& reason);

@@ -199,6 +199,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
   auto backend = make_backend(opts.backend, ctx);
+  // Only the cpu backend has mci's algorithms; the libraries pick their own.
+  // Said once, by rank 0, rather than ignored in silence.
+  if (opts.backend != "cpu" && c.rank == 0) {
+    if (const auto algo = process_env()("MCI_ALGO"); algo && !algo->empty() && *algo != "auto") {
+      log::warn("MCI_ALGO={} is ignored on the {} backend, which picks its own algorithms: MCI_ALGO applies to "
+                "mci's cpu backend (MCI_BACKEND=cpu)",
+                *algo, opts.backend);
+    }
+  }
   auto impl = std::make_unique<ProcessGroup::Impl>(
       GroupIdentity{c.rank, c.world, c.local_rank, c.local_world, opts.backend, opts.timeout}, settings,
       std::move(hosted_store), store, std::move(backend));

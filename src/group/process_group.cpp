@@ -87,8 +87,21 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
       }
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
-      throw TimeoutError(std::string(err.what()) + "\n" +
-                         hang_report(rec, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)));
+      const diag::HangReport report =
+          hang_report(rec, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0));
+      if (!report.mismatched.empty()) {
+        // A backend without fingerprints on the wire (gloo) sees ranks that
+        // called different collectives only as a timeout; the report saw them.
+        std::string who;
+        for (int r : report.mismatched) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        throw MismatchError(fmt::format(
+            "collective mismatch: rank {} called {} but rank(s) {} called a different collective at the same "
+            "position (found when the {}ms timeout expired: the {} backend cannot compare the ranks' calls "
+            "sooner). Every rank must call the same collectives in the same order with the same count, dtype, "
+            "op and root.\n{}\n{}",
+            rank, d.fingerprint().describe(), who, timeout.count(), backend_->name(), err.what(), report.text));
+      }
+      throw TimeoutError(std::string(err.what()) + "\n" + report.text);
     }
     const auto end = Clock::now();
     const auto took = end - t0;
@@ -129,7 +142,8 @@ void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono:
   const double ms = std::chrono::duration<double, std::milli>(took).count();
   ++timed_ops_;
   timed_ns_ += took.count();
-  std::string who = "unknown (this backend does not report arrivals)";
+  std::string who = fmt::format("unknown (the {} backend does not report arrivals; the cpu backend does)",
+                                backend_->name());
   if (late) {
     if (stragglers_.size() != static_cast<std::size_t>(size)) stragglers_.resize(static_cast<std::size_t>(size));
     auto& s = stragglers_[static_cast<std::size_t>(late->rank)];
@@ -152,7 +166,7 @@ void ProcessGroup::Impl::print_timing_summary() {
     if (stragglers_[r].times) order.push_back(r);
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) { return stragglers_[a].times > stragglers_[b].times; });
-  if (order.empty()) out += "; no arrival data";
+  if (order.empty()) out += fmt::format("; no arrival data (the {} backend does not report arrivals)", backend_->name());
   for (std::size_t k = 0; k < order.size(); ++k) {
     const auto& s = stragglers_[order[k]];
     out += fmt::format("{}rank {} arrived last {} times (mean {:.3f} ms after this rank)",
@@ -218,7 +232,8 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
         try {
           throw TimeoutError(std::string(err.what()) + "\n" +
                              hang_report(live.front().t.rec, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                Clock::now() - live.front().t0)));
+                                                                Clock::now() - live.front().t0))
+                                 .text);
         } catch (...) {
           e = std::current_exception();
         }
@@ -233,12 +248,12 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
   }
 }
 
-std::string ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
+diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
   if (!store_ || report_wait_.count() <= 0) return {};
   try {
     return diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout));
   } catch (const std::exception& e) {
-    return fmt::format("(no hang report: {})", e.what());
+    return {fmt::format("(no hang report: {})", e.what()), {}};
   }
 }
 

@@ -179,4 +179,10 @@ int mcirun_main(const std::vector<std::string>& argv) {
   }
 }
 
+int run_local_job(int nproc, const std::vector<std::string>& command) {
+  std::vector<std::string> argv{"mcirun", "--standalone", "--nproc_per_node=" + std::to_string(nproc), "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return mcirun_main(argv);
+}
+
 }  // namespace mci::launch

@@ -19,4 +19,9 @@ int run_job(JobConfig job, const EnvLookup& env);
 // command line, 128+N stopped by signal N.
 int mcirun_main(const std::vector<std::string>& argv);
 
+// `nproc` processes of `command` on this host, as
+// mcirun --standalone --nproc_per_node=NPROC COMMAND... runs them (for tools
+// that start their own ranks: mci-perf -g N). Same exit codes.
+int run_local_job(int nproc, const std::vector<std::string>& command);
+
 }  // namespace mci::launch

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "mci/errors.hpp"
@@ -37,6 +39,26 @@ bool launched_as_rank0() {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
+}
+
+// What the JSON's "env" lists: the variables that steer mci and the job
+// (nccl-tests lists its whole environment); never the job's secret.
+std::vector<std::string> steering_env() {
+  static constexpr std::string_view kPrefixes[] = {"MCI_", "NCCL_", "GLOO_", "OMP_", "CUDA_"};
+  static constexpr std::string_view kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                                "MASTER_PORT"};
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (name == "MCI_JOB_TOKEN") continue;
+    const bool wanted =
+        std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](std::string_view p) { return name.starts_with(p); }) ||
+        std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+    if (wanted) out.emplace_back(entry);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string now_text() {
@@ -154,18 +176,43 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
 
+  info.env = steering_env();
+  if (printer) {
+    if (files.json.is_open()) out << "# Writing JSON output to " << o.json_path << "\n";
+    for (const std::string& n : o.notices) err << "mci-perf: note: " << n << "\n";
+  }
   info.devices = gather_ranks(*pg, runner->device());
   if (printer) out << banner(info) << table_header(info) << std::flush;
+  // -d all and -o all: every type, and for each every op, in turn (nccl-tests'
+  // order); -N: the whole sweep again, each row printed.
   std::vector<Row> rows;
-  for (std::size_t i = 0; i < runner->sizes().size(); ++i) {
-    rows.push_back(runner->run(i));
-    if (printer) out << format_row(info, rows.back()) << std::flush;
+  DType runner_type = o.dtype;
+  ReduceOp runner_op = o.op;
+  for (int cycle = 0; o.run_cycles == 0 || cycle < o.run_cycles; ++cycle) {
+    for (DType t : o.dtypes) {
+      for (ReduceOp op : o.ops) {
+        if (t != runner_type || op != runner_op) {
+          Options each = o;
+          each.dtype = t;
+          each.op = op;
+          runner.reset();  // one set of buffers at a time
+          runner.emplace(*pg, each);
+          runner_type = t;
+          runner_op = op;
+        }
+        for (std::size_t i = 0; i < runner->sizes().size(); ++i) {
+          rows.push_back(runner->run(i));
+          if (o.report_timestamps) rows.back().timestamp = now_text();
+          if (printer) out << format_row(info, rows.back()) << std::flush;
+        }
+      }
+    }
   }
   const Totals totals = summarize(rows);
   info.end_time = now_text();
   bool written = true;
   if (printer) {
-    out << footer(totals) << summary_line(info, totals, rows.size()) << std::flush;
+    out << footer(info, totals) << summary_line(info, totals, rows.size()) << std::flush;
     if (files.json.is_open()) files.json << to_json(info, rows, totals);
     if (files.csv.is_open()) files.csv << to_csv(info, rows);
     for (auto* f : {&files.json, &files.csv}) {
@@ -179,7 +226,7 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
-int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const StartRanks& start) {
   Options o;
   try {
     ParseOutcome parsed = parse_options(argv);
@@ -188,6 +235,24 @@ int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostr
       return exit->code;
     }
     o = std::get<Options>(std::move(parsed));
+    // -g N -t M, as nccl-tests drives N x M GPUs from one process: here N x M
+    // processes of one rank each, started through mcirun's launcher.
+    const int wanted = o.ranks_to_start();
+    if (wanted > 1 && std::getenv(kStartedRanksVar) == nullptr) {
+      const std::string flags = "-g " + std::to_string(o.ngpus) + " -t " + std::to_string(o.nthreads);
+      if (launched_as_a_job()) {
+        const char* world = std::getenv("WORLD_SIZE");
+        throw UsageError(flags + " asks mci-perf to start " + std::to_string(wanted) +
+                         " ranks itself, but this process is already a rank of a job a launcher started (WORLD_SIZE=" +
+                         (world ? world : "?") + "): drop -g/-t and give the launcher the number of ranks "
+                         "(mcirun --nproc_per_node=" + std::to_string(wanted) + "), or run mci-perf alone with " +
+                         flags);
+      }
+      if (!start) throw UsageError(flags + ": this mci-perf cannot start ranks itself; use mcirun --nproc_per_node=" +
+                                   std::to_string(wanted));
+      ::setenv(kStartedRanksVar, std::to_string(wanted).c_str(), 1);
+      return start(wanted, argv);
+    }
   } catch (const UsageError& e) {
     // Every rank sees the same bad command line; one message is enough.
     // The others linger a moment before exiting: a launcher tears the job

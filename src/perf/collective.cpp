@@ -31,12 +31,22 @@ std::optional<Collective> parse_collective(std::string_view text) {
     }
     return out;
   };
-  const std::string want = squash(text);
+  std::string want = squash(text);
+  // nccl-tests' program names: all_reduce_perf, alltoall_perf, ...
+  if (want.size() > 4 && want.ends_with("perf")) want.resize(want.size() - 4);
   if (want.empty()) return std::nullopt;
   for (Collective c : kAllCollectives) {
     if (squash(collective_name(c)) == want) return c;
   }
   return std::nullopt;
+}
+
+std::string nccl_program_name(Collective c) {
+  switch (c) {
+    case Collective::all_to_all: return "alltoall_perf";
+    case Collective::send_recv: return "sendrecv_perf";
+    default: return std::string(collective_name(c)) + "_perf";
+  }
 }
 
 std::string collective_list() {

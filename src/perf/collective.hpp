@@ -30,8 +30,12 @@ inline constexpr std::array kAllCollectives = {
 
 std::string_view collective_name(Collective c) noexcept;
 // mci's names (all_reduce), plus the spellings nccl-tests and MPI users type
-// (allreduce, all-reduce, alltoall, sendrecv); nullopt when unknown.
+// (allreduce, all-reduce, alltoall, sendrecv) and nccl-tests' program names
+// (all_reduce_perf); nullopt when unknown.
 std::optional<Collective> parse_collective(std::string_view text);
+// The nccl-tests program that measures c (all_reduce_perf, alltoall_perf,
+// sendrecv_perf; barrier_perf, which nccl-tests lacks, by the same rule).
+std::string nccl_program_name(Collective c);
 // "all_reduce, broadcast, ..." for error messages and --help.
 std::string collective_list();
 

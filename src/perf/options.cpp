@@ -95,6 +95,14 @@ std::optional<Average> parse_average(std::string_view text) {
   return std::nullopt;
 }
 
+std::vector<DType> every_dtype() {
+  return {DType::i8, DType::u8, DType::i32, DType::i64, DType::f16, DType::f32, DType::f64, DType::bf16};
+}
+
+std::vector<ReduceOp> every_reduce_op() {
+  return {ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min, ReduceOp::avg};
+}
+
 std::string_view nccl_type_name(DType t) noexcept {
   switch (t) {
     case DType::f32: return "float";
@@ -112,14 +120,18 @@ std::string_view nccl_type_name(DType t) noexcept {
 ParseOutcome parse_options(const std::vector<std::string>& argv) {
   CLI::App app{
       "mci-perf: nccl-tests-style bandwidth and latency sweeps of mci's collectives.\n"
-      "Run one process per rank, e.g.: mcirun --nproc_per_node=2 mci-perf all_reduce -b 8 -e 128M -f 2",
+      "One process per rank: mci-perf all_reduce -b 8 -e 128M -f 2 -g 4 starts 4 ranks itself (as mcirun\n"
+      "--standalone --nproc_per_node=4 would); under a launcher (mcirun, srun, mpirun) each process is one rank;\n"
+      "alone, without -g, it runs a job of one rank.",
       "mci-perf"};
   app.set_version_flag("--version", std::string("mci-perf ") + MCI_PERF_VERSION);
   // Values are taken as text and checked below, so every message names
   // the flag, the value and what is accepted.
   std::string collective, minb = "8", maxb = "32M", factor, stepb, iters = "20", warmup = "5", check = "1", op = "sum",
                           dtype = "float", root = "0", blocking = "1", average = "3", backend = "cpu", transport, algo, device,
-                          timeout = "300", ngpus = "1", nthreads = "1";
+                          timeout = "300", ngpus = "1", nthreads = "1", agg = "1", cycles = "1", cputime = "0",
+                          stamps = "0", short_timeout, graph = "0", reg = "0", pinit = "0", stream_null = "0",
+                          mem_report = "0";
   Options o;
   app.add_option("collective", collective, "one of: " + collective_list())->type_name("COLLECTIVE");
   app.add_option("-b,--minbytes", minb, "smallest size, bytes with optional K/M/G suffix (default 8)")
@@ -133,8 +145,15 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
                  "checked iterations per size: every element compared with a locally computed "
                  "reference, #wrong counted (0 disables; default 1)")
       ->type_name("N");
-  app.add_option("-o,--op", op, "reduce op: sum prod min max avg (default sum)")->type_name("OP");
-  app.add_option("-d,--datatype", dtype, std::string("element type: ") + kDtypeChoices + " (default float)")
+  app.add_option("-m,--agg_iters", agg,
+                 "operations per timed iteration (nccl-tests groups them; mci issues them back to back); "
+                 "the time is per operation (default 1)")
+      ->type_name("N");
+  app.add_option("-N,--run_cycles", cycles, "run and print the whole sweep this many times (0: until stopped; default 1)")
+      ->type_name("N");
+  app.add_option("-o,--op", op, "reduce op: sum prod min max avg, or all: each in turn (default sum)")->type_name("OP");
+  app.add_option("-d,--datatype", dtype,
+                 std::string("element type: ") + kDtypeChoices + ", or all: each in turn (default float)")
       ->type_name("TYPE");
   app.add_option("-r,--root", root, "root rank of broadcast, reduce, gather, scatter (default 0)")->type_name("RANK");
   app.add_option("-z,--blocking", blocking,
@@ -159,14 +178,37 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
       ->type_name("NAME");
   app.add_option("--timeout", timeout, "group timeout in seconds: a hung collective fails after it (default 300)")
       ->type_name("SECONDS");
-  app.add_option("--json", o.json_path, "write every result to this JSON file (rank 0)")->type_name("FILE");
+  app.add_option("-T", short_timeout, "nccl-tests' spelling of --timeout (0: mci's default, 300)")
+      ->type_name("SECONDS");
+  app.add_option("-C,--report_cputime", cputime,
+                 "1: the time column is the time to issue the operations (CPU time), as nccl-tests -C 1; "
+                 "bandwidths still come from the time to completion")
+      ->type_name("0|1");
+  app.add_option("-S,--report_timestamps", stamps, "1: a timestamp after each row")->type_name("0|1");
+  app.add_option("-g,--ngpus", ngpus,
+                 "ranks per thread as nccl-tests counts GPUs: mci-perf started alone starts -g x -t processes of "
+                 "one rank each (one GPU each with --device cuda), through mcirun's launcher (default 1)")
+      ->type_name("N");
+  app.add_option("-t,--nthreads", nthreads, "threads per process in nccl-tests; here multiplies -g (default 1)")
+      ->type_name("N");
+  app.add_option("-J,--json,--output_file", o.json_path,
+                 "write every result to this JSON file (rank 0): nccl-tests' keys, plus mci's")
+      ->type_name("FILE");
   app.add_option("--csv", o.csv_path, "write every result to this CSV file (rank 0)")->type_name("FILE");
   app.add_flag("--barrier-ref", o.barrier_ref,
                "add a barrier_us column: the time of a barrier measured after each size, to see "
                "whether the machine's latency changed during the run");
-  // nccl-tests users pass these out of habit; one rank per process here.
-  app.add_option("-g,--ngpus", ngpus)->group("");
-  app.add_option("-t,--nthreads", nthreads)->group("");
+  // nccl-tests' flags that mean nothing for mci: accepted, and said so.
+  app.add_option("-G,--cudagraph", graph, "accepted for nccl-tests; CUDA graphs are not used (a notice says so)")
+      ->type_name("N");
+  app.add_option("-R,--local_register", reg, "accepted for nccl-tests; buffers are not registered (notice)")
+      ->type_name("0|1|2");
+  app.add_option("-p,--parallel_init", pinit, "accepted for nccl-tests; one rank per process, nothing to parallelise")
+      ->type_name("0|1");
+  app.add_option("-y,--stream_null", stream_null, "accepted for nccl-tests; mci chooses its streams (notice)")
+      ->type_name("0|1");
+  app.add_option("-M,--memory_report", mem_report, "accepted for nccl-tests; no GPU memory report (notice)")
+      ->type_name("0|1");
 
   std::vector<const char*> args;
   for (const auto& a : argv) args.push_back(a.c_str());
@@ -176,6 +218,13 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
     return ExitRequest{0, app.help()};
   } catch (const CLI::CallForVersion&) {
     return ExitRequest{0, std::string("mci-perf ") + MCI_PERF_VERSION + "\n"};
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 lists the extras last first ("1 -q"); say them as typed.
+    std::string extras;
+    for (const auto& a : app.remaining()) extras += (extras.empty() ? "" : " ") + a;
+    throw UsageError("not an mci-perf option: " + extras +
+                     " (mci-perf takes nccl-tests' flags -t -g -b -e -i -f -n -m -w -N -p -c -o -d -r -z -y -T -G -C "
+                     "-S -J -a -R -M, and its own; see mci-perf --help)");
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + " (see mci-perf --help)");
   }
@@ -188,16 +237,28 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   if (!coll) throw UsageError("unknown collective '" + collective + "': use one of " + collective_list());
   o.collective = *coll;
 
-  if (ngpus != "1" || nthreads != "1") {
-    throw UsageError("-g/-t: mci-perf drives one rank per process; start several with mcirun --nproc_per_node=N");
-  }
+  o.ngpus = static_cast<int>(parse_int(ngpus, "-g", 1, 1024));
+  o.nthreads = static_cast<int>(parse_int(nthreads, "-t", 1, 1024));
+  if (o.ranks_to_start() > 1024) throw UsageError("-g x -t: at most 1024 ranks on one machine");
 
-  const auto dt = parse_dtype(dtype);
-  if (!dt) throw UsageError("-d " + dtype + ": unknown type; use one of " + kDtypeChoices);
-  o.dtype = *dt;
-  const auto rop = parse_reduce_op(op);
-  if (!rop) throw UsageError("-o " + op + ": unknown reduce op; use sum, prod, min, max or avg");
-  o.op = *rop;
+  if (lower(dtype) == "all") {
+    o.dtypes = every_dtype();
+  } else {
+    const auto dt = parse_dtype(dtype);
+    if (!dt) throw UsageError("-d " + dtype + ": unknown type; use one of " + kDtypeChoices + ", or all");
+    o.dtypes = {*dt};
+  }
+  o.dtype = o.dtypes.front();
+  if (lower(op) == "all") {
+    o.ops = every_reduce_op();
+  } else {
+    const auto rop = parse_reduce_op(op);
+    if (!rop) throw UsageError("-o " + op + ": unknown reduce op; use sum, prod, min, max, avg or all");
+    o.ops = {*rop};
+  }
+  // nccl-tests runs a collective without a reduce op once, whatever -o says.
+  if (!uses_reduce_op(o.collective)) o.ops.resize(1);
+  o.op = o.ops.front();
   const auto avg = parse_average(average);
   if (!avg) throw UsageError("-a " + average + ": use 0 (rank 0), 1 (avg), 2 (min) or 3 (max)");
   o.average = *avg;
@@ -214,17 +275,19 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
     o.sweep.step_bytes = parse_bytes(stepb, "-i");
     if (o.sweep.step_bytes == 0) throw UsageError("-i 0 never grows the size: give a step of one element or more");
   }
-  const std::size_t es = dtype_size(o.dtype);
-  auto multiple = [&](std::size_t bytes, const char* flag) {
-    if (bytes % es != 0) {
-      throw UsageError(std::string(flag) + " " + std::to_string(bytes) + " is not a multiple of the " +
-                       std::to_string(es) + "-byte " + std::string(nccl_type_name(o.dtype)) +
-                       " element: sizes are whole elements");
-    }
-  };
-  multiple(o.sweep.min_bytes, "-b");
-  multiple(o.sweep.max_bytes, "-e");
-  multiple(o.sweep.step_bytes, "-i");
+  for (DType t : o.dtypes) {
+    const std::size_t es = dtype_size(t);
+    auto multiple = [&](std::size_t bytes, const char* flag) {
+      if (bytes % es != 0) {
+        throw UsageError(std::string(flag) + " " + std::to_string(bytes) + " is not a multiple of the " +
+                         std::to_string(es) + "-byte " + std::string(nccl_type_name(t)) +
+                         " element: sizes are whole elements");
+      }
+    };
+    multiple(o.sweep.min_bytes, "-b");
+    multiple(o.sweep.max_bytes, "-e");
+    multiple(o.sweep.step_bytes, "-i");
+  }
   size_sweep(o.sweep);  // rejects sweeps that cannot run, before any rank joins
 
   constexpr long long kIntMax = std::numeric_limits<int>::max();
@@ -232,8 +295,30 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   o.warmup = static_cast<int>(parse_int(warmup, "-w", 0, kIntMax));
   o.check = static_cast<int>(parse_int(check, "-c", 0, kIntMax));
   o.root = static_cast<int>(parse_int(root, "-r", 0, kIntMax));
+  o.agg_iters = static_cast<int>(parse_int(agg, "-m", 1, 1 << 20));
+  o.run_cycles = static_cast<int>(parse_int(cycles, "-N", 0, kIntMax));
   o.blocking = parse_bool01(blocking, "-z");
+  o.report_cputime = parse_bool01(cputime, "-C");
+  o.report_timestamps = parse_bool01(stamps, "-S");
   o.timeout = std::chrono::seconds(parse_int(timeout, "--timeout", 1, 7 * 24 * 3600));
+  if (!short_timeout.empty()) {
+    // nccl-tests' -T 0 means no timeout; every wait in mci is bounded.
+    const long long t = parse_int(short_timeout, "-T", 0, 7 * 24 * 3600);
+    if (t > 0) {
+      o.timeout = std::chrono::seconds(t);
+    } else {
+      o.notices.push_back("-T 0: mci bounds every wait; the timeout stays " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()) + " s");
+    }
+  }
+  auto ignored = [&](const std::string& value, const char* flag, long long hi, const std::string& why) {
+    if (parse_int(value, flag, 0, hi) != 0) o.notices.push_back(std::string(flag) + " " + value + ": ignored, " + why);
+  };
+  ignored(graph, "-G", kIntMax, "mci-perf does not capture CUDA graphs (graph: 0 in the header)");
+  ignored(reg, "-R", 2, "mci does not register buffers with NCCL");
+  ignored(pinit, "-p", 1, "each process holds one rank, so there is no init to run in parallel");
+  ignored(stream_null, "-y", 1, "mci chooses the streams its collectives run on");
+  ignored(mem_report, "-M", 1, "mci-perf has no GPU memory report");
 
   o.backend = lower(backend);
   const auto known = mci::list_backends();

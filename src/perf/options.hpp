@@ -26,8 +26,28 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   int check = 1;  // checked iterations per size and placement (0: none)
+  // The op and type of the sweep being run; -o all and -d all list several,
+  // run one after the other in nccl-tests' order (types outer, ops inner).
   ReduceOp op = ReduceOp::sum;
   DType dtype = DType::f32;
+  std::vector<DType> dtypes{DType::f32};
+  std::vector<ReduceOp> ops{ReduceOp::sum};
+  // -m: operations per timed iteration (nccl-tests groups them in one
+  // ncclGroupStart/End; mci has no group call, so they are issued back to
+  // back); the time column is per operation.
+  int agg_iters = 1;
+  // -N: the whole sweep this many times, each printed (0: until stopped).
+  int run_cycles = 1;
+  bool report_cputime = false;     // -C: the time column is the time to issue, bandwidths still from completion
+  bool report_timestamps = false;  // -S: a timestamp after each row
+  // -g and -t as nccl-tests counts them (GPUs per thread, threads per
+  // process): mci drives one rank per process, so mci-perf started alone
+  // with -g N -t M starts N x M processes itself, through mcirun's launcher.
+  int ngpus = 1;
+  int nthreads = 1;
+  // Flags accepted for nccl-tests' command lines that mean nothing here:
+  // one line each, printed once by rank 0.
+  std::vector<std::string> notices;
   int root = 0;
   // Host memory has no stream to queue on: a blocking call runs on the
   // caller's thread and is what a CPU training loop does, so it is the
@@ -44,10 +64,13 @@ struct Options {
   std::optional<std::string> transport;
   std::optional<std::string> algo;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  std::string json_path;
+  std::string json_path;  // --json or nccl-tests' -J
   std::string csv_path;
   bool barrier_ref = false;       // time an 8-byte-class barrier after each size
   std::vector<std::string> argv;  // the command line, for the JSON record
+
+  // Processes mci-perf starts itself: -g x -t.
+  int ranks_to_start() const { return ngpus * nthreads; }
 };
 
 // What the command line asks for: a run, or text to print and an exit code
@@ -69,5 +92,8 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view text);
 std::optional<Average> parse_average(std::string_view text);
 // nccl-tests' name of a dtype for the table's type column: float, half, ...
 std::string_view nccl_type_name(DType t) noexcept;
+// What -d all and -o all run, in nccl-tests' order.
+std::vector<DType> every_dtype();
+std::vector<ReduceOp> every_reduce_op();
 
 }  // namespace mci::perf

@@ -1,6 +1,7 @@
 #include "perf/runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -142,10 +143,11 @@ void Runner::issue(const Views& v, Exec e, std::vector<Work>& pending) {
   }
 }
 
-double Runner::time_batch(const Views& v) {
+Runner::Timing Runner::time_batch(const Views& v) {
   const Exec e = o_.blocking ? Exec::blocking : Exec::async;
+  const std::size_t ops = static_cast<std::size_t>(o_.iters) * static_cast<std::size_t>(o_.agg_iters);
   std::vector<Work> pending;
-  pending.reserve(static_cast<std::size_t>(std::max(o_.iters, o_.warmup)) * 2);
+  pending.reserve(std::max(ops, static_cast<std::size_t>(o_.warmup)) * 2);
   auto drain = [&] {
     for (const Work& w : pending) w.wait();
     pending.clear();
@@ -156,11 +158,15 @@ double Runner::time_batch(const Views& v) {
   pg_.barrier();
   // CUDA events on the group's stream for device memory (NCCL returns
   // before the GPU is done), a steady clock for host memory.
+  std::chrono::steady_clock::duration issuing{};
   const double ms = time_ms(pg_, device_, [&] {
-    for (int i = 0; i < o_.iters; ++i) issue(v, e, pending);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < ops; ++i) issue(v, e, pending);
+    issuing = std::chrono::steady_clock::now() - t0;
     drain();
   });
-  return ms / 1e3 / o_.iters;
+  const double n = static_cast<double>(ops);
+  return {ms / 1e3 / n, std::chrono::duration<double>(issuing).count() / n};
 }
 
 double Runner::time_barriers() {
@@ -294,16 +300,24 @@ Row Runner::run(std::size_t index) {
   Row row;
   row.bytes = l.bytes;
   row.count = size / es_;
+  row.dtype = o_.dtype;
+  row.op = o_.op;
 
   const bool with_in_place = has_in_place(o_.collective);
-  // [out-of-place, in-place, barrier] seconds on this rank.
-  std::vector<double> times(3, 0.0);
+  // [out-of-place, in-place, barrier, out-of-place issue, in-place issue]
+  // seconds on this rank.
+  std::vector<double> times(5, 0.0);
   std::vector<std::int64_t> wrong(2, 0);
   const int round_base = static_cast<int>(index) * 4 * std::max(o_.check, 1);
-  times[0] = time_batch(views(l, false));
+  auto timed = [&](int k, bool in_place) {
+    const Timing t = time_batch(views(l, in_place));
+    times[static_cast<std::size_t>(k)] = t.seconds;
+    times[static_cast<std::size_t>(k) + 3] = t.issue_seconds;
+  };
+  timed(0, false);
   if (o_.check > 0) wrong[0] = static_cast<std::int64_t>(check(l, false, round_base));
   if (with_in_place) {
-    times[1] = time_batch(views(l, true));
+    timed(1, true);
     if (o_.check > 0) wrong[1] = static_cast<std::int64_t>(check(l, true, round_base + 2 * o_.check));
   }
   if (o_.barrier_ref) times[2] = time_barriers();
@@ -314,6 +328,7 @@ Row Runner::run(std::size_t index) {
   auto cell = [&](int k) {
     Cell c;
     c.time_us = times[k] * 1e6;
+    c.cpu_time_us = times[k + 3] * 1e6;
     c.bw = bandwidth(o_.collective, ranks_, l.bytes, times[k]);
     if (o_.check > 0) c.wrong = static_cast<std::uint64_t>(wrong[k]);
     return c;

@@ -57,8 +57,12 @@ class Runner {
   Views host_views(const Layout& l, bool in_place) const;
   Views views_on(const Layout& l, bool in_place, std::uint8_t* a, std::uint8_t* b, Device d) const;
   void issue(const Views& v, Exec e, std::vector<Work>& pending);
-  // Seconds per iteration on this rank.
-  double time_batch(const Views& v);
+  struct Timing {
+    double seconds = 0;        // per operation, to completion
+    double issue_seconds = 0;  // per operation, until the last was issued (-C)
+  };
+  // Per operation on this rank.
+  Timing time_batch(const Views& v);
   double time_barriers();
   // Wrong elements on this rank over the checked iterations.
   std::uint64_t check(const Layout& l, bool in_place, int round_base);

@@ -116,20 +116,28 @@ TEST(GlooPeerDeath, SurvivorsGetPeerErrorNamingTheDeadRankLongBeforeTheTimeout) 
 }
 
 // Gloo carries no fingerprint; the backend hashes it into the slot so ranks
-// that disagree never exchange data. They wait for the timeout instead of
-// raising MismatchError.
-TEST(GlooMismatch, DifferentCollectivesEndInTimeoutNotWrongData) {
+// that disagree never exchange data. They wait for the timeout; the hang
+// report then sees the other rank in a different collective at the same
+// position, and the group raises MismatchError with the report.
+TEST(GlooMismatch, DifferentCollectivesAreAMismatchFoundAtTheTimeout) {
   MCI_REQUIRE_GLOO();
   Job job(2, Scenario{"mismatch"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}}));
   job.wait(std::chrono::seconds(30));
   const auto a = job.status(0), b = job.status(1);
   EXPECT_FALSE(a.timed_out || b.timed_out) << job.all_output();
-  // One rank times out; the other times out too or hears that it aborted.
-  EXPECT_TRUE(a.code == exit_code::timeout || b.code == exit_code::timeout) << job.all_output();
-  EXPECT_TRUE((a.code == exit_code::timeout || a.code == exit_code::peer) && (b.code == exit_code::timeout || b.code == exit_code::peer)) << job.all_output();
+  // One rank finds the mismatch; the other finds it too or hears that it aborted.
+  EXPECT_TRUE(a.code == exit_code::mismatch || b.code == exit_code::mismatch) << job.all_output();
+  EXPECT_TRUE((a.code == exit_code::mismatch || a.code == exit_code::peer) &&
+              (b.code == exit_code::mismatch || b.code == exit_code::peer))
+      << job.all_output();
+  EXPECT_NE(job.all_output().find("MismatchError: collective mismatch: rank "), std::string::npos) << job.all_output();
+  EXPECT_NE(job.all_output().find("found when the 1500ms timeout expired: the gloo backend cannot compare the ranks' "
+                                  "calls sooner"),
+            std::string::npos)
+      << job.all_output();
   EXPECT_NE(job.all_output().find("all_reduce #1"), std::string::npos) << job.all_output();
   EXPECT_NE(job.all_output().find("broadcast #1"), std::string::npos) << job.all_output();
-  // Without fingerprints on the wire, the hang report is the diagnosis.
+  // The hang report that saw it comes with it.
   EXPECT_NE(job.all_output().find("at the same position"), std::string::npos) << job.all_output();
   EXPECT_NE(job.all_output().find("A mismatch, not a hang"), std::string::npos) << job.all_output();
 }

@@ -16,6 +16,7 @@
 
 #include "mci/init.hpp"
 #include "support/job.hpp"
+#include "support/nccl_tests_parser.hpp"
 #include "support/spawn.hpp"
 
 namespace mci::test {
@@ -132,7 +133,7 @@ TEST_P(PerfAllReduce, SweepChecksEveryElementAndWritesTheSummaryAndJson) {
       << out;
   EXPECT_NE(summary.find(" avg_busbw_GBps="), std::string::npos) << summary;
   EXPECT_NE(out.find("# Using devices"), std::string::npos) << out;
-  EXPECT_NE(out.find("#  Rank  " + std::to_string(world - 1) + " Pid"), std::string::npos) << out;
+  EXPECT_NE(out.find("#  Rank  " + std::to_string(world - 1) + " Group  0 Pid"), std::string::npos) << out;
 
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["tool"], "mci-perf");
@@ -267,8 +268,13 @@ ExitStatus run_alone(const std::vector<std::string>& args, std::string& out) {
   Spawner sp;
   std::vector<std::string> argv{built("mci-perf")};
   argv.insert(argv.end(), args.begin(), args.end());
-  sp.spawn(argv, {{"RANK", "\x01"}, {"WORLD_SIZE", "\x01"}});
-  const auto st = sp.wait(0, std::chrono::seconds(30));
+  std::map<std::string, std::string> env;
+  for (const char* v : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "MCI_JOB_TOKEN", "MCI_STORE_HOSTED", "MCI_PERF_STARTED_RANKS", "MCI_TRANSPORT", "MCI_ALGO"}) {
+    env.emplace(v, "\x01");
+  }
+  sp.spawn(argv, env);
+  const auto st = sp.wait(0, std::chrono::seconds(60));
   out = sp.child(0).output();
   return st;
 }
@@ -296,6 +302,122 @@ TEST(Perf, AloneItRunsAOneRankJob) {
   EXPECT_EQ(st.code, 0) << out;
   EXPECT_NE(out.find("ranks=1 "), std::string::npos) << out;
   EXPECT_NE(out.find("wrong=0 status=OK"), std::string::npos) << out;
+}
+
+// A parser written for nccl-tests' output (support/nccl_tests_parser.hpp)
+// reads mci-perf's stdout and -J file as they are.
+TEST(Perf, ANcclTestsParserReadsTheOutputAndTheJsonFile) {
+  TempDir dir;
+  const std::string json = dir.path + "/nccl.json";
+  const std::string out = run_perf(2, {"all_reduce", "-b", "8", "-e", "64K", "-f", "4", "-n", "2", "-w", "1", "-J", json});
+  const auto text = nccl_tests::parse_text(out);
+  EXPECT_EQ(text.program, "all_reduce_perf");
+  EXPECT_EQ(text.nthread, 1);
+  EXPECT_EQ(text.ngpus, 1);
+  EXPECT_EQ(text.min_bytes, 8);
+  EXPECT_EQ(text.max_bytes, 65536);
+  EXPECT_EQ(text.iters, 2);
+  EXPECT_EQ(text.validation, 1);
+  ASSERT_EQ(text.devices.size(), 2u);
+  EXPECT_EQ(text.devices[1].rank, 1);
+  EXPECT_NE(text.devices[0].pid, text.devices[1].pid);
+  ASSERT_EQ(text.rows.size(), 7u);
+  for (const auto& r : text.rows) {
+    ASSERT_TRUE(r.out_of_place && r.in_place);
+    EXPECT_EQ(r.out_of_place->wrong, 0.0);
+    EXPECT_GT(r.out_of_place->time, 0.0);
+  }
+  EXPECT_TRUE(text.out_of_bounds_ok);
+  EXPECT_NE(out.find("# Writing JSON output to " + json), std::string::npos) << out;
+
+  const auto file = nccl_tests::parse_json(slurp(json));
+  EXPECT_EQ(file.devices.size(), 2u);
+  ASSERT_EQ(file.rows.size(), 7u);
+  EXPECT_EQ(file.rows[6].size, 32768);  // 8 to 64K by 4
+  EXPECT_EQ(file.rows[6].type, "float");
+  EXPECT_EQ(file.rows[6].redop, "sum");
+  EXPECT_EQ(file.rows[6].in_place->wrong, 0.0);
+  EXPECT_TRUE(file.out_of_bounds_ok);
+  // Its environment record never holds the job's secret.
+  EXPECT_EQ(slurp(json).find("MCI_JOB_TOKEN"), std::string::npos);
+}
+
+// nccl-tests' -d all and -o all: every type, and for each every op.
+TEST(Perf, AllTypesAndAllOpsRunInTurnAndAreChecked) {
+  const std::string out = run_perf(2, {"all_reduce", "-b", "8", "-e", "16", "-n", "1", "-w", "0", "-d", "all", "-o", "all"});
+  expect_all_rows_right(out, 8 * 5 * 2, true);
+  const auto text = nccl_tests::parse_text(out);
+  EXPECT_EQ(text.rows.front().type, "int8");
+  EXPECT_EQ(text.rows.front().redop, "sum");
+  EXPECT_EQ(text.rows[2].redop, "prod");
+  EXPECT_EQ(text.rows.back().type, "bfloat16");
+  EXPECT_EQ(text.rows.back().redop, "avg");
+}
+
+TEST(Perf, CyclesAggregatedIterationsAndCpuTime) {
+  TempDir dir;
+  const std::string json = dir.path + "/c.json";
+  const std::string out =
+      run_perf(2, {"broadcast", "-b", "8", "-e", "64", "-f", "8", "-n", "2", "-w", "0", "-N", "2", "-m", "3", "-C", "1",
+                   "-J", json});
+  expect_all_rows_right(out, 4, true);  // two sizes, twice
+  const auto text = nccl_tests::parse_text(out);
+  EXPECT_EQ(text.agg_iters, 3);
+  EXPECT_EQ(text.time_label, "cputime");
+  EXPECT_EQ(text.rows[0].size, text.rows[2].size);
+  const auto file = nccl_tests::parse_json(slurp(json));
+  EXPECT_EQ(file.time_label, "cputime");
+  EXPECT_EQ(file.agg_iters, 3);
+}
+
+// Flags that mean nothing for mci are accepted and said once, by rank 0.
+TEST(Perf, IgnoredNcclTestsFlagsAreSaidOnce) {
+  const std::string out = run_perf(2, {"all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-G", "4", "-p", "1"});
+  const std::string note = "mci-perf: note: -G 4: ignored, mci-perf does not capture CUDA graphs";
+  const auto first = out.find(note);
+  EXPECT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find(note, first + 1), std::string::npos) << out;
+  EXPECT_NE(out.find("mci-perf: note: -p 1: ignored"), std::string::npos) << out;
+}
+
+// nccl-tests' all_reduce_perf -g 4 drives 4 GPUs from one process; mci-perf
+// -g N -t M starts N x M processes of one rank, through mcirun's launcher.
+TEST(Perf, DashGStartsItsOwnRanks) {
+  std::string out;
+  const auto st = run_alone({"all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-g", "2", "-t", "2"},
+                            out);
+  EXPECT_EQ(st.code, 0) << out;
+  const auto text = nccl_tests::parse_text(out);
+  EXPECT_EQ(text.ngpus, 2);
+  EXPECT_EQ(text.nthread, 2);
+  ASSERT_EQ(text.devices.size(), 4u) << out;
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(text.devices[static_cast<std::size_t>(r)].rank, r);
+  EXPECT_NE(text.devices[0].pid, text.devices[3].pid);
+  EXPECT_EQ(text.rows.size(), 4u);
+  EXPECT_TRUE(text.out_of_bounds_ok);
+  EXPECT_NE(out.find("ranks=4 "), std::string::npos) << out;
+  // One table: the other ranks print nothing of it.
+  EXPECT_EQ(out.find("# Collective test starting", out.find("# Collective test starting") + 1), std::string::npos)
+      << out;
+}
+
+// The launcher's rules hold for those ranks: one fails, the job stops and
+// the launcher says which.
+TEST(Perf, DashGRanksFailAsAJob) {
+  std::string out;
+  const auto st = run_alone({"broadcast", "-r", "5", "-b", "8", "-e", "8", "-g", "2"}, out);
+  EXPECT_EQ(st.code, 1) << out;
+  EXPECT_NE(out.find("-r 5 is not a rank of this job: the job has ranks 0..1"), std::string::npos) << out;
+  EXPECT_NE(out.find("mcirun: job failed: rank "), std::string::npos) << out;
+}
+
+TEST(Perf, DashGInsideALauncherJobIsRefused) {
+  Job job(2, {"mci-perf", "all_reduce", "-g", "2", "-b", "8", "-e", "8"});
+  job.wait(std::chrono::seconds(60));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(job.status(r).code, 2) << job.all_output();
+  EXPECT_NE(job.output(0).find("-g 2 -t 1 asks mci-perf to start 2 ranks itself, but this process is already a rank"),
+            std::string::npos)
+      << job.all_output();
 }
 
 TEST(Perf, RootOutsideTheJobIsRefusedOnEveryRank) {

@@ -19,7 +19,8 @@
 //   never match each other's messages, so they end in a TimeoutError (after
 //   the group timeout) instead of Gloo aborting the process on a size check in
 //   its device thread or silently filling part of a buffer. It costs nothing
-//   per call; the price is that a mismatch is a timeout, not a MismatchError.
+//   per call; the price is that a mismatch is found only when the timeout
+//   expires (the hang report sees it, and the group raises MismatchError).
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -574,7 +575,7 @@ void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, std::
     throw TimeoutError(fmt::format(
         "Timed out waiting {}ms for {}: {} never arrived, stopped answering, or called a different "
         "collective{} (on the gloo backend ranks that disagree on the collective, its count, dtype, "
-        "root or op wait for the timeout instead of raising MismatchError). Check that every rank "
+        "root or op wait for the timeout; the hang report then tells a mismatch from a hang). Check that every rank "
         "calls the same collectives in the same order, and look at the other ranks' output. "
         "Gloo: {}",
         budget.count(), where, rank_list(rank_, size_), size_ > 2 ? " (Gloo does not say which)" : "",

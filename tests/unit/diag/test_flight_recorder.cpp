@@ -52,6 +52,18 @@ TEST(FlightRecorder, StateEncodingSaysWhereTheRankIs) {
   EXPECT_NE(encode_state(fr).find("last_completed=all_reduce #1"), std::string::npos);
 }
 
+// A rank asked about a position it has already left (a failed call) still
+// says what it called there: a mismatch is seen even after its own timeout.
+TEST(FlightRecorder, StateSaysWhatTheRankCalledAtTheAskedPosition) {
+  FlightRecorder fr(16);
+  auto rec = fr.enqueue(desc(1, 2), now_ns());
+  fr.start(rec, now_ns());
+  fr.finish(rec, false, now_ns());
+  EXPECT_NE(encode_state(fr, 1).find("at_seq=all_reduce #1 (f32 x 2, sum)\n"), std::string::npos) << encode_state(fr, 1);
+  EXPECT_EQ(encode_state(fr, 2).find("at_seq="), std::string::npos);
+  EXPECT_EQ(encode_state(fr).find("at_seq="), std::string::npos);
+}
+
 TEST(FlightRecorder, ReadersNeverSeeATornRecord) {
   FlightRecorder fr(8);
   std::atomic<bool> stop{false};

@@ -133,6 +133,50 @@ TEST(PerfOptions, HelpAndVersionAreNotErrors) {
   EXPECT_NE(std::get<ExitRequest>(version).text.find("mci-perf"), std::string::npos);
 }
 
+TEST(PerfOptions, TheRestOfNcclTestsFlags) {
+  Options o = parse({"all_reduce", "-g", "4", "-t", "2", "-m", "3", "-N", "2", "-C", "1", "-S", "1", "-T", "9", "-J",
+                     "/tmp/r.json"});
+  EXPECT_EQ(o.ngpus, 4);
+  EXPECT_EQ(o.nthreads, 2);
+  EXPECT_EQ(o.ranks_to_start(), 8);
+  EXPECT_EQ(o.agg_iters, 3);
+  EXPECT_EQ(o.run_cycles, 2);
+  EXPECT_TRUE(o.report_cputime);
+  EXPECT_TRUE(o.report_timestamps);
+  EXPECT_EQ(o.timeout, std::chrono::seconds(9));
+  EXPECT_EQ(o.json_path, "/tmp/r.json");
+  EXPECT_TRUE(o.notices.empty());
+  o = parse({"all_reduce", "--output_file", "/tmp/s.json", "--agg_iters", "2", "--run_cycles", "0"});
+  EXPECT_EQ(o.json_path, "/tmp/s.json");
+  EXPECT_EQ(o.run_cycles, 0);
+  // What means nothing here is accepted, and said once.
+  o = parse({"all_reduce", "-G", "10", "-R", "1", "-p", "1", "-y", "1", "-M", "1", "-T", "0"});
+  ASSERT_EQ(o.notices.size(), 6u);
+  EXPECT_NE(o.notices[0].find("-T 0: mci bounds every wait"), std::string::npos) << o.notices[0];
+  EXPECT_NE(o.notices[1].find("-G 10: ignored, mci-perf does not capture CUDA graphs"), std::string::npos);
+  EXPECT_NE(o.notices[2].find("-R 1: ignored"), std::string::npos);
+  EXPECT_EQ(o.timeout, std::chrono::seconds(300));
+  // Their defaults say nothing.
+  EXPECT_TRUE(parse({"all_reduce", "-G", "0", "-R", "0", "-p", "0", "-y", "0"}).notices.empty());
+}
+
+TEST(PerfOptions, AllTypesAndAllOpsInNcclTestsOrder) {
+  Options o = parse({"all_reduce", "-d", "all", "-o", "all"});
+  EXPECT_EQ(o.dtypes, every_dtype());
+  EXPECT_EQ(o.dtypes.front(), DType::i8);
+  EXPECT_EQ(o.ops, (std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min,
+                                          ReduceOp::avg}));
+  EXPECT_EQ(o.dtype, DType::i8);
+  EXPECT_EQ(o.op, ReduceOp::sum);
+  // A collective without a reduce op runs once per type.
+  o = parse({"all_gather", "-o", "all"});
+  EXPECT_EQ(o.ops.size(), 1u);
+  EXPECT_EQ(o.dtypes, std::vector<DType>{DType::f32});
+  // nccl-tests' program names work as the collective.
+  EXPECT_EQ(parse({"alltoall_perf"}).collective, Collective::all_to_all);
+  EXPECT_EQ(parse({"all_reduce_perf"}).collective, Collective::all_reduce);
+}
+
 TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
   std::string e = error_of({});
@@ -172,8 +216,15 @@ TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   EXPECT_TRUE(has(e, "--transport ib: use auto, shm or tcp")) << e;
   e = error_of({"all_reduce", "--frobnicate"});
   EXPECT_TRUE(has(e, "--frobnicate")) << e;
-  e = error_of({"all_reduce", "-g", "8"});
-  EXPECT_TRUE(has(e, "one rank per process")) << e;
+  e = error_of({"all_reduce", "-g", "0"});
+  EXPECT_TRUE(has(e, "-g 0: must be between 1")) << e;
+  e = error_of({"all_reduce", "-g", "64", "-t", "64"});
+  EXPECT_TRUE(has(e, "at most 1024 ranks")) << e;
+  // An unknown flag is named as typed, not CLI11's reversed list.
+  e = error_of({"all_reduce", "-q", "1"});
+  EXPECT_TRUE(has(e, "not an mci-perf option: -q 1 (")) << e;
+  e = error_of({"all_reduce", "-d", "all", "-b", "4"});
+  EXPECT_TRUE(has(e, "-b 4 is not a multiple of the 8-byte int64 element")) << e;
   e = error_of({"all_reduce", "-b", "0"});
   EXPECT_TRUE(has(e, "-b 0 with a step factor")) << e;
 }

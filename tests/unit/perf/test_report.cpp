@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "perf/report.hpp"
+#include "support/nccl_tests_parser.hpp"
 
 namespace mci::perf {
 namespace {
@@ -88,9 +89,11 @@ TEST(PerfReport, HeaderNamesEveryColumnAndAlignsWithRows) {
   const auto names = split_ws(lines[2]);
   EXPECT_EQ(names, (std::vector<std::string>{"#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
                                              "#wrong", "time", "algbw", "busbw", "#wrong"}));
-  // Right-aligned columns end where the row's values end.
+  // Right-aligned columns end where the row's values end (nccl-tests ends
+  // its header lines with one space, for the timestamp column).
   const std::string row = format_row(info, sample_row());
-  EXPECT_EQ(lines[2].size(), row.size() - 1);
+  EXPECT_EQ(lines[2].back(), ' ');
+  EXPECT_EQ(lines[2].size() - 1, row.size() - 1);
 }
 
 TEST(PerfReport, RootedCollectivesShowTheRootAndNoOp) {
@@ -122,6 +125,15 @@ TEST(PerfReport, BarrierReferenceAddsOneColumn) {
   ASSERT_EQ(f.size(), 14u);
   EXPECT_EQ(f[13], "42.50");
   EXPECT_NE(table_header(info).find("barrier_us"), std::string::npos);
+  // Its header ends where its values end, with or without timestamps.
+  for (bool stamps : {false, true}) {
+    info.options.report_timestamps = stamps;
+    r.timestamp = "2026-12-01 04:00:00";
+    std::istringstream h(table_header(info));
+    std::string line;
+    for (int i = 0; i < 3; ++i) std::getline(h, line);
+    EXPECT_EQ(line.size(), format_row(info, r).size() - 1) << stamps << "\n" << line << "\n" << format_row(info, r);
+  }
 }
 
 TEST(PerfReport, FooterAndSummary) {
@@ -132,7 +144,7 @@ TEST(PerfReport, FooterAndSummary) {
   EXPECT_FALSE(t.ok());
   EXPECT_EQ(t.cells, 2u);
   EXPECT_NEAR(t.avg_busbw_GBps, 0.08295, 1e-12);
-  const std::string f = footer(t);
+  const std::string f = footer(info, t);
   EXPECT_NE(f.find("# Out of bounds values : 3 FAILED"), std::string::npos) << f;
   EXPECT_NE(f.find("# Avg bus bandwidth    : 0.08295"), std::string::npos) << f;
   const std::string s = summary_line(info, t, rows.size());
@@ -146,7 +158,8 @@ TEST(PerfReport, FooterAndSummary) {
 
   rows[0].in_place->wrong = 0;
   const Totals ok = summarize(rows);
-  EXPECT_NE(footer(ok).find("# Out of bounds values : 0 OK"), std::string::npos);
+  EXPECT_NE(footer(info, ok).find("# Out of bounds values : 0 OK"), std::string::npos);
+  EXPECT_NE(footer(info, ok).find("#\n# Collective test concluded: all_reduce_perf\n#\n"), std::string::npos);
   EXPECT_NE(summary_line(info, ok, 1).find(" wrong=0 status=OK"), std::string::npos);
 }
 
@@ -165,7 +178,22 @@ TEST(PerfReport, JsonHoldsConfigDevicesAndEveryRow) {
   std::vector<Row> rows{sample_row()};
   rows[0].in_place.reset();
   const auto j = nlohmann::json::parse(to_json(info, rows, summarize(rows)));
+  // nccl-tests' keys.
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["config"]["nthreads"], 1);
+  EXPECT_EQ(j["config"]["ngpus"], 1);
+  EXPECT_EQ(j["config"]["minimum_bytes"], 8);
+  EXPECT_EQ(j["config"]["iterations"], 20);
+  EXPECT_EQ(j["config"]["blocking_collectives"], "true");
+  EXPECT_EQ(j["config"]["devices"][1]["device"], -1);
+  EXPECT_EQ(j["config"]["devices"][1]["hostname"], "hostA");
+  EXPECT_EQ(j["results"][0]["root"], "    -1");
+  EXPECT_DOUBLE_EQ(j["results"][0]["out_of_place"]["time"].get<double>(), 12.345);
+  EXPECT_EQ(j["results"][0]["out_of_place"]["nwrong"], 0);
+  EXPECT_EQ(j["out_of_bounds"]["okay"], "true");
+  // mci's, kept beside them.
   EXPECT_EQ(j["tool"], "mci-perf");
+  EXPECT_EQ(j["mci_version"], "0.1.0");
   EXPECT_EQ(j["collective"], "all_reduce");
   EXPECT_EQ(j["ranks"], 2);
   EXPECT_EQ(j["dtype"], "f32");
@@ -195,11 +223,82 @@ TEST(PerfReport, CsvHasOneLinePerRowAndPlacement) {
   EXPECT_NE(lines[2].find(",in_place,10.000,"), std::string::npos) << lines[2];
 }
 
-TEST(PerfReport, BannerListsParametersAndRanks) {
+TEST(PerfReport, BannerHasNcclTestsLinesAndMciOwn) {
   const std::string b = banner(sample_info());
-  EXPECT_NE(b.find("# mci-perf 0.1.0: all_reduce  backend cpu  transport auto"), std::string::npos) << b;
-  EXPECT_NE(b.find("minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20"), std::string::npos) << b;
-  EXPECT_NE(b.find("#  Rank  1 Pid     102 on      hostA device cpu"), std::string::npos) << b;
+  EXPECT_NE(b.find("# mci-perf version 0.1.0: all_reduce  backend cpu  transport auto"), std::string::npos) << b;
+  EXPECT_NE(b.find("\n# Collective test starting: all_reduce_perf\n"), std::string::npos) << b;
+  EXPECT_NE(b.find("\n# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg "
+                   "iters: 1 validation: 1 graph: 0 unalign: 0\n"),
+            std::string::npos)
+      << b;
+  EXPECT_NE(b.find("\n#  Rank  1 Group  0 Pid    102 on      hostA device -1 [cpu] host memory\n"), std::string::npos)
+      << b;
+}
+
+TEST(PerfReport, CudaDevicesAreNumberedAsNcclTestsDoes) {
+  RunInfo info = sample_info();
+  info.devices = {{0, 7, "gpuhost", "cuda:3"}};
+  EXPECT_NE(banner(info).find("#  Rank  0 Group  0 Pid      7 on    gpuhost device  3 [cuda:3] CUDA device 3\n"),
+            std::string::npos)
+      << banner(info);
+}
+
+// What a script written for nccl-tests reads from the whole report.
+TEST(PerfReport, AParserWrittenForNcclTestsReadsTheTextAndTheJson) {
+  RunInfo info = sample_info();
+  std::vector<Row> rows{sample_row(), sample_row()};
+  rows[1].bytes = 2048;
+  rows[1].count = 512;
+  rows[1].dtype = DType::i32;
+  const Totals t = summarize(rows);
+  std::string text = banner(info) + table_header(info);
+  for (const Row& r : rows) text += format_row(info, r);
+  text += footer(info, t) + summary_line(info, t, rows.size());
+  const auto r = test::nccl_tests::parse_text(text);
+  EXPECT_EQ(r.program, "all_reduce_perf");
+  EXPECT_EQ(r.nthread, 1);
+  EXPECT_EQ(r.ngpus, 1);
+  EXPECT_EQ(r.max_bytes, 1024);
+  EXPECT_EQ(r.step_kind, "factor");
+  EXPECT_EQ(r.agg_iters, 1);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(r.devices[1].pid, 102);
+  EXPECT_EQ(r.devices[1].device, -1);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[1].size, 2048);
+  EXPECT_EQ(r.rows[1].type, "int32");
+  EXPECT_EQ(r.rows[0].root, -1);
+  EXPECT_NEAR(r.rows[0].out_of_place->time, 12.35, 1e-9);
+  EXPECT_EQ(r.rows[0].in_place->wrong, 3.0);
+  EXPECT_EQ(r.out_of_bounds, 6);
+  EXPECT_FALSE(r.out_of_bounds_ok);
+
+  const auto j = test::nccl_tests::parse_json(to_json(info, rows, t));
+  EXPECT_EQ(j.devices.size(), 2u);
+  ASSERT_EQ(j.rows.size(), 2u);
+  EXPECT_EQ(j.rows[1].type, "int32");
+  EXPECT_EQ(j.rows[0].root, -1);
+  EXPECT_DOUBLE_EQ(j.rows[0].out_of_place->time, 12.345);
+  EXPECT_EQ(j.out_of_bounds, 6);
+}
+
+TEST(PerfReport, CpuTimeAndTimestampsAsNcclTestsLabelsThem) {
+  RunInfo info = sample_info();
+  info.options.report_cputime = true;
+  info.options.report_timestamps = true;
+  Row r = sample_row();
+  r.out_of_place->cpu_time_us = 1.5;
+  r.timestamp = "2026-12-01 04:00:00";
+  const std::string h = table_header(info);
+  EXPECT_NE(h.find("cputime"), std::string::npos) << h;
+  EXPECT_NE(h.find("timestamp"), std::string::npos) << h;
+  const auto f = split_ws(format_row(info, r));
+  ASSERT_EQ(f.size(), 15u);
+  EXPECT_EQ(f[5], "1.50");
+  EXPECT_EQ(f[13], "2026-12-01");
+  const auto j = nlohmann::json::parse(to_json(info, {r}, summarize({r})));
+  EXPECT_DOUBLE_EQ(j["results"][0]["out_of_place"]["cpu_time"].get<double>(), 1.5);
+  EXPECT_FALSE(j["results"][0]["out_of_place"].contains("time"));
 }
 
 }  // namespace
