@@ -27,7 +27,7 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const BackendContext& ctx, const CpuSettings& s)
-      : forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
+      : store_(ctx.store), forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, s, dl);
     auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size,
@@ -40,7 +40,8 @@ class CpuBackend final : public Backend {
     auto mesh = transport::connect_mesh(
         "tcp", *ctx.store,
         transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
-                               core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0)},
+                               core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0),
+                               s.connect},
         dl);
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;
@@ -125,7 +126,7 @@ class CpuBackend final : public Backend {
       const std::string& theirs = all.of_rank[static_cast<std::size_t>(r)].text;
       if (theirs != mine) {
         throw ConfigError(fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
-                                      "MCI_ALGO, MCI_TRANSPORT and MCI_SHM_BUFFER_BYTES the same on every rank "
+                                      "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
                                       "(or leave them unset everywhere).",
                                       rank, mine, r, theirs));
       }
@@ -149,6 +150,7 @@ class CpuBackend final : public Backend {
         .count();
   }
 
+  std::shared_ptr<Store> store_;  // outlives mesh_, which reads peers' addresses from it
   std::optional<Algo> forced_;
   std::unique_ptr<transport::Transport> mesh_;
   transport::ArrivalLog* arrivals_ = nullptr;  // mesh_'s, when it keeps one
