@@ -1,5 +1,6 @@
 #include "store/all_ranks.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include <fmt/format.h>
@@ -14,8 +15,13 @@ constexpr std::string_view kError = "error:";
 
 std::string encode(const Verdict& v) { return std::string(v.ok ? kOk : kError) + v.text; }
 
+// A failure is also written under topic/failed: the key that stops every
+// rank's read of the others at once, whoever has not arrived yet.
+std::string failed_key(std::string_view topic) { return fmt::format("{}/failed", topic); }
+
 void publish(Store& store, std::string_view topic, int rank, const Verdict& v) {
   store.compare_set(fmt::format("{}/{}", topic, rank), {}, to_bytes(encode(v)));
+  if (!v.ok) store.compare_set(failed_key(topic), {}, to_bytes(std::to_string(rank)));
 }
 
 Verdict decode(const std::string& s) {
@@ -43,10 +49,27 @@ int RankVerdicts::first_failed() const {
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl) {
   publish(store, topic, rank, mine);
+  // One request for all ranks' verdicts: n requests per rendezvous in all.
+  auto values = store.get_range(std::string(topic), 0, size, failed_key(topic), dl.wait_left());
+  // Stopped by a failure: every rank must name the same first failure, so
+  // the ranks below it still count (they arrive, or the wait times out as
+  // it would have without the failure).
+  const auto first_failed = [&] {
+    for (std::size_t r = 0; r < values.size(); ++r) {
+      if (values[r] && !decode(to_string(*values[r])).ok) return r;
+    }
+    return values.size();
+  }();
+  if (std::any_of(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(first_failed),
+                  [](const auto& v) { return !v.has_value(); })) {
+    auto lower = store.get_range(std::string(topic), 0, static_cast<std::int64_t>(first_failed), "", dl.wait_left());
+    std::move(lower.begin(), lower.end(), values.begin());
+  }
   RankVerdicts all;
   all.of_rank.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    all.of_rank.push_back(decode(to_string(store.get(fmt::format("{}/{}", topic, r), dl.wait_left()))));
+  for (const auto& v : values) {
+    // A rank not arrived when another failed has not failed (yet).
+    all.of_rank.push_back(v ? decode(to_string(*v)) : Verdict::value(""));
     if (!all.of_rank.back().ok) break;
   }
   return all;

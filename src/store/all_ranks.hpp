@@ -26,7 +26,8 @@ struct Verdict {
 struct RankVerdicts {
   // Indexed by rank, in rank order up to the first failure: a failure
   // decides for everyone, and a rank that disagrees on the world size would
-  // otherwise wait for ranks that do not exist.
+  // otherwise wait for ranks that do not exist. Once a rank failed, ranks
+  // that had not published yet read as ok with an empty value.
   std::vector<Verdict> of_rank;
   // "rank 1: TEXT; rank 3: TEXT", empty when every rank is ok.
   std::string failures() const;
@@ -34,9 +35,9 @@ struct RankVerdicts {
 };
 
 // Publishes `mine` (once: a second publication under the same rank keeps the
-// first) and reads the ranks' verdicts in rank order until every one is read
-// or one failed, waiting at most until `dl`. Every rank reads the same
-// verdicts, so all of them decide alike.
+// first) and reads every rank's verdict in one store request, which returns
+// once all are there or one failed, waiting at most until `dl`. Every rank
+// that reads a failure stops, so all of them decide alike.
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl);
 
