@@ -7,10 +7,13 @@
 //
 // Holding the crowd: each turn of the loop reads at most one buffer per
 // ready client and accepts at most kAcceptBatch connections, so a flood of
-// connections cannot starve the clients already in; a connection that has
-// not authenticated may send one small frame, must do so within
-// kAuthLimit, and at most kMaxUnauthed of them wait at once (the oldest
-// goes first).
+// connections cannot starve the clients already in. A connection that has
+// not authenticated may send one small frame and must do so within
+// kAuthLimit; at most kMaxUnauthed of them are held at once. Beyond that
+// the oldest goes if it had kEvictAfter to answer (a client answers the
+// greeting within a round trip); otherwise the server stops accepting until
+// one authenticates or goes, and newcomers wait in the kernel's backlog:
+// thousands of ranks starting together are served in turn, not refused.
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -42,6 +45,7 @@ constexpr std::size_t kReadChunk = 64u << 10;
 constexpr std::size_t kMaxAuthFrame = 512;  // the auth frame is ~150 bytes
 constexpr auto kAuthLimit = std::chrono::seconds(10);
 constexpr std::size_t kMaxUnauthed = 1024;
+constexpr auto kEvictAfter = std::chrono::seconds(1);
 constexpr int kAcceptBatch = 64;
 constexpr std::uint64_t kWakeId = 0, kListenId = 1, kFirstClient = 2;
 
@@ -91,6 +95,7 @@ struct StoreServer::Impl {
   Deadlines deadlines;
   std::deque<std::pair<Clock::time_point, std::uint64_t>> unauthed;  // in accept order
   std::size_t unauthed_live = 0;
+  bool accepting = true;  // the listener is in the epoll set
   std::vector<std::uint64_t> doomed;
   std::uint64_t next_id = kFirstClient;
   std::uint64_t next_waiter = 1;
@@ -98,6 +103,11 @@ struct StoreServer::Impl {
 
   void run();
   void accept_some();
+  void set_accepting(bool on);
+  // Drops the oldest unauthenticated connection if it had kEvictAfter; false
+  // if none did.
+  bool evict_oldest();
+  void unauthed_gone();
   void on_readable(std::uint64_t id, Client& c);
   void process(std::uint64_t id, Client& c);
   void handle(std::uint64_t id, Client& c, store::Request& r);
@@ -181,18 +191,45 @@ void StoreServer::Impl::run() {
   }
 }
 
+void StoreServer::Impl::set_accepting(bool on) {
+  if (accepting == on) return;
+  accepting = on;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenId;
+  ::epoll_ctl(epoll.get(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, listener.get(), &ev);
+}
+
+bool StoreServer::Impl::evict_oldest() {
+  while (!unauthed.empty()) {
+    const auto [since, id] = unauthed.front();
+    auto it = clients.find(id);
+    if (it == clients.end() || it->second.authed) {
+      unauthed.pop_front();
+      continue;
+    }
+    if (Clock::now() - since < kEvictAfter) return false;
+    unauthed.pop_front();
+    drop(id, "too many connections waiting to authenticate");
+    return true;
+  }
+  return false;
+}
+
+void StoreServer::Impl::unauthed_gone() {
+  --unauthed_live;
+  if (!accepting && unauthed_live < kMaxUnauthed) set_accepting(true);
+}
+
 void StoreServer::Impl::accept_some() {
   for (int k = 0; k < kAcceptBatch; ++k) {
+    if (unauthed_live >= kMaxUnauthed && !evict_oldest()) {
+      set_accepting(false);  // back when one authenticates, goes, or can be evicted
+      return;
+    }
     int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     set_nodelay(fd);
-    // The oldest connection still proving itself makes room.
-    while (unauthed_live >= kMaxUnauthed && !unauthed.empty()) {
-      const auto old = unauthed.front().second;
-      unauthed.pop_front();
-      auto it = clients.find(old);
-      if (it != clients.end() && !it->second.authed) drop(old, "too many connections waiting to authenticate");
-    }
     Client c;
     c.fd.reset(fd);
     c.nonce = auth::random_nonce();
@@ -299,7 +336,7 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
         }
       }
       c.authed = true;
-      --unauthed_live;
+      unauthed_gone();
       break;
     }
     case Op::set:
@@ -477,6 +514,7 @@ void StoreServer::Impl::expire() {
     }
     unauthed.pop_front();
   }
+  if (!accepting) accept_some();
 }
 
 int StoreServer::Impl::next_timeout_ms() {
@@ -484,7 +522,8 @@ int StoreServer::Impl::next_timeout_ms() {
   std::optional<Clock::time_point> first;
   if (!deadlines.empty()) first = deadlines.top().first;
   if (!unauthed.empty()) {
-    const auto t = unauthed.front().first + kAuthLimit;
+    // Paused, the next look is when the oldest may be evicted.
+    const auto t = unauthed.front().first + (accepting ? kAuthLimit : kEvictAfter);
     first = first ? std::min(*first, t) : t;
   }
   if (!first) return -1;
@@ -553,7 +592,7 @@ void StoreServer::Impl::drop(std::uint64_t id, const char* why) {
                 why, n);
     }
   }
-  if (!it->second.authed) --unauthed_live;
+  if (!it->second.authed) unauthed_gone();
   if (it->second.waiter) waiters.erase(it->second.waiter);
   clients.erase(it);  // closing the socket takes it out of the epoll set
 }
