@@ -77,7 +77,8 @@ void PeerLinks::advance_all() {
   accept_waiting();
   if (!unaddressed_.empty() && Clock::now() - last_lookup_ >= std::chrono::milliseconds(kAddressPollMs)) {
     last_lookup_ = Clock::now();
-    std::erase_if(unaddressed_, [this](int peer) { return try_dial(peer); });
+    // A peer may have dialled us meanwhile: then there is nothing to do.
+    std::erase_if(unaddressed_, [this](int peer) { return linked(peer) || try_dial(peer); });
   }
   for (std::size_t i = 0; i < dials_.size();) {
     Handshake& d = dials_[i];
@@ -121,6 +122,7 @@ void PeerLinks::advance_all() {
       // Our own dial to a higher rank loses: drop it (the peer answers it
       // with "mine wins", or sees it close).
       std::erase_if(dials_, [&](const Handshake& d) { return d.peer() == peer; });
+      std::erase(unaddressed_, peer);
       yielded_.erase(peer);
       linked_.insert(peer);
       new_links_.emplace_back(peer, a.take_fd());
