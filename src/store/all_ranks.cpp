@@ -75,6 +75,57 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
   return all;
 }
 
+GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl) {
+  publish(store, topic, rank, mine);
+  const std::string done = fmt::format("{}/done", topic);
+  if (mine.ok && store.add(fmt::format("{}/count", topic), 1) == size) store.set(done + "/0", to_bytes("ok"));
+  try {
+    const auto all = store.get_range(done, 0, 1, failed_key(topic), dl.wait_left());
+    if (all[0]) return GroupVerdict{};
+  } catch (const TimeoutError&) {
+    // Name who is missing: read what is there, stopped at once by our own key.
+    const auto there = store.get_range(std::string(topic), 0, size, fmt::format("{}/{}", topic, rank), dl.budget());
+    std::string missing;
+    int n = 0;
+    for (int r = 0; r < size; ++r) {
+      if (there[static_cast<std::size_t>(r)] || ++n > 16) continue;
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+    }
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
+                                   "they did not start, crashed before this step, or were refused by the store",
+                                   dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
+  }
+  GroupVerdict v;
+  const std::string who = to_string(store.get(failed_key(topic), dl.wait_left()));
+  const bool number = !who.empty() && who.size() < 10 && std::all_of(who.begin(), who.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  v.failed_rank = number ? std::stoi(who) : size;
+  v.failure = number && v.failed_rank < size
+                  ? decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text
+                  : fmt::format("an unreadable failure '{}' was published", who);
+  return v;
+}
+
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
+                    std::string_view what, const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    // Tell the others first; our own error is the one to raise here.
+    try {
+      publish(store, topic, rank, Verdict::error(e.what()));
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  const GroupVerdict v = agree(store, topic, rank, size, Verdict::value(""), dl);
+  if (!v.ok()) {
+    throw ConfigError(fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank,
+                                  v.failure));
+  }
+}
+
 std::vector<std::string> run_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
                                       std::string_view what, const std::function<std::string()>& step) {
   Verdict mine;

@@ -41,6 +41,25 @@ struct RankVerdicts {
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl);
 
+// "Publish mine, learn whether everyone is ok", for the rendezvous that need
+// agreement and not each other's values: a counter and a first-failure key,
+// so O(1) store requests and bytes per rank (exchange_verdicts' answers
+// grow with the group). Returns ok, or the first failure every rank reads
+// alike. Throws TimeoutError naming the ranks that never published. The
+// ranks must agree on `size` (init's check-in makes sure).
+struct GroupVerdict {
+  int failed_rank = -1;
+  std::string failure;
+  bool ok() const { return failed_rank < 0; }
+};
+GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl);
+
+// Runs `step` on this rank (it throws to fail), then agree(): throws this
+// rank's own exception when its step failed; else ConfigError "rank R could
+// not WHAT, so rank M stops too: ..." when another rank's did.
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
+                    std::string_view what, const std::function<void()>& step);
+
 // Runs `step` on this rank (its value, or it throws), publishes the outcome
 // and reads every rank's. Throws this rank's own exception when its step
 // failed; else ConfigError "rank R could not WHAT, so rank M stops too: ..."

@@ -97,6 +97,7 @@ struct StoreServer::Impl {
   std::size_t unauthed_live = 0;
   bool accepting = true;  // the listener is in the epoll set
   std::vector<std::uint64_t> doomed;
+  std::vector<std::uint8_t> read_buf = std::vector<std::uint8_t>(kReadChunk);
   std::uint64_t next_id = kFirstClient;
   std::uint64_t next_waiter = 1;
   std::uint64_t refusals = 0;
@@ -250,14 +251,14 @@ void StoreServer::Impl::accept_some() {
 }
 
 void StoreServer::Impl::on_readable(std::uint64_t id, Client& c) {
-  // One buffer per turn: a client that never stops sending cannot hold the loop.
-  const std::size_t before = c.in.size();
-  c.in.resize(before + kReadChunk);
+  // One buffer per turn: a client that never stops sending cannot hold the
+  // loop. Read through the loop's own buffer, so that a client holds only
+  // what it sent (a 64 KiB vector per client would be 256 MiB at 4,096).
   ssize_t r;
   do {
-    r = ::recv(c.fd.get(), c.in.data() + before, kReadChunk, MSG_DONTWAIT);
+    r = ::recv(c.fd.get(), read_buf.data(), read_buf.size(), MSG_DONTWAIT);
   } while (r < 0 && errno == EINTR);
-  c.in.resize(before + static_cast<std::size_t>(std::max<ssize_t>(r, 0)));
+  if (r > 0) c.in.insert(c.in.end(), read_buf.data(), read_buf.data() + r);
   if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
     // What it sent before leaving still counts (a refused process's
     // proof-less auth, which its peers should hear about); then it goes,
@@ -304,6 +305,7 @@ void StoreServer::Impl::process(std::uint64_t id, Client& c) {
     if (clients.find(id) == clients.end()) return;
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off));
+  if (c.in.empty() && c.in.capacity() > kReadChunk) StoreValue().swap(c.in);  // a big set's buffer goes
 }
 
 void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
@@ -467,12 +469,10 @@ void StoreServer::Impl::answer(std::uint64_t wid, bool timed_out) {
   if (cit == clients.end() || cit->second.waiter != wid) return;
   Client& c = cit->second;
   c.waiter = 0;
-  store::Response resp;
-  if (timed_out) {
-    resp.status = store::Status::timeout;
-  } else {
-    resp = result(w);
-  }
+  // A range that timed out still says which keys were there, so that the
+  // client can name the missing ones.
+  store::Response resp = timed_out && w.op != store::Op::get_range ? store::Response{} : result(w);
+  if (timed_out) resp.status = store::Status::timeout;
   reply(c, resp);
   process(w.client, c);
 }
@@ -558,6 +558,7 @@ void StoreServer::Impl::flush(Client& c) {
   }
   if (c.out_off == c.out.size()) {
     c.out.clear();
+    if (c.out.capacity() > kReadChunk) StoreValue().swap(c.out);  // so does a big answer's
     c.out_off = 0;
     watch_out(c, false);
     return;

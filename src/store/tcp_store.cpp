@@ -257,11 +257,21 @@ std::vector<std::optional<StoreValue>> TcpStore::get_range(const std::string& pr
   r.count = count;
   r.num = t.count();
   auto resp = impl_->call(r, t);
-  if (resp.status == store::Status::timeout) {
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys '{}/{}' .. '{}/{}' at {}{}", t.count(),
-                                   prefix, first, prefix, first + count - 1, impl_->where(), impl_->refusals("")));
-  }
   auto values = store::decode_range(resp.value, count);
+  if (resp.status == store::Status::timeout) {
+    std::string missing;
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; values && i < count; ++i) {
+      if ((*values)[static_cast<std::size_t>(i)]) continue;
+      if (++n <= 8) missing += fmt::format("{}'{}/{}'", missing.empty() ? "" : ", ", prefix, first + i);
+    }
+    if (n > 8) missing += ", ...";
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} ({} of {} missing) at {}{}", t.count(),
+                                   missing.empty() ? fmt::format("'{}/{}' .. '{}/{}'", prefix, first, prefix,
+                                                                 first + count - 1)
+                                                   : missing,
+                                   n, count, impl_->where(), impl_->refusals("")));
+  }
   if (!values) throw PeerError(fmt::format("the store at {} sent a malformed range reply", impl_->where()), -1);
   return std::move(*values);
 }

@@ -119,18 +119,24 @@ class CpuBackend final : public Backend {
  private:
   // Settings that decide algorithms and layouts must be the same on every
   // rank; a difference would make ranks wait on different transports.
+  // The first rank to arrive sets the reference; each compares its own to
+  // it (O(1) per rank: nobody reads everyone's).
   static void check_same_settings(Store& store, int rank, int size, const CpuSettings& s, const Deadline& dl) {
     const std::string mine = s.shared_part();
-    const RankVerdicts all = exchange_verdicts(store, "cpu/settings", rank, size, Verdict::value(mine), dl);
-    for (int r = 0; r < size; ++r) {
-      const std::string& theirs = all.of_rank[static_cast<std::size_t>(r)].text;
-      if (theirs != mine) {
-        throw ConfigError(fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
-                                      "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
-                                      "(or leave them unset everywhere).",
-                                      rank, mine, r, theirs));
-      }
+    const std::string claim = fmt::format("{}\n{}", rank, mine);
+    std::string error;
+    const std::string first = to_string(store.compare_set("cpu/settings/reference", {}, to_bytes(claim)));
+    const auto nl = first.find('\n');
+    if (nl == std::string::npos || first.substr(nl + 1) != mine) {
+      error = fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
+                          "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
+                          "(or leave them unset everywhere).",
+                          rank, mine, first.substr(0, nl), nl == std::string::npos ? first : first.substr(nl + 1));
     }
+    const GroupVerdict v =
+        agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
+    if (!error.empty()) throw ConfigError(error);
+    if (!v.ok()) throw ConfigError(v.failure);
   }
 
   void run_host(const coll::CollectiveDesc& d, const Deadline& dl) {

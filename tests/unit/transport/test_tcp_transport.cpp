@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -103,21 +104,28 @@ TEST_P(TcpTransportModes, SizeOrFingerprintDisagreementIsAMismatch) {
   });
 }
 
+// Rank 1 stays alive and silent until rank 0 has its answer: its leaving
+// would be a PeerError, not the timeout under test.
+void stay_until(const std::atomic<bool>& done) {
+  const auto limit = Clock::now() + 60s;
+  while (!done && Clock::now() < limit) std::this_thread::sleep_for(5ms);
+}
+
 TEST_P(TcpTransportModes, TimeoutNamesTheSilentPeerAndTheBudget) {
-  with_mesh(2, [](TcpTransport& t) {
-    if (t.rank() == 0) {
-      int v;
-      t.post_recv(1, coll(5, 1), &v, 4);
-      try {
-        t.wait_all(Deadline(300ms));
-        ADD_FAILURE();
-      } catch (const TimeoutError& e) {
-        const std::string m = e.what();
-        EXPECT_NE(m.find("Timed out waiting 300ms for all_reduce #5"), std::string::npos) << m;
-        EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
-      }
+  std::atomic<bool> done{false};
+  with_mesh(2, [&](TcpTransport& t) {
+    if (t.rank() == 1) return stay_until(done);
+    int v;
+    t.post_recv(1, coll(5, 1), &v, 4);
+    try {
+      t.wait_all(Deadline(300ms));
+      ADD_FAILURE();
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("Timed out waiting 300ms for all_reduce #5"), std::string::npos) << m;
+      EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
     }
-    std::this_thread::sleep_for(500ms);
+    done = true;
   });
 }
 
@@ -280,11 +288,13 @@ TEST(TcpLazy, SimultaneousFirstUseBothWaysMakesOneConnectionPerPair) {
 }
 
 TEST(TcpLazy, APeerThatNeverAnswersIsNamedAtTheDeadline) {
-  with_lazy_mesh(2, [](TcpTransport& t) {
+  std::atomic<bool> published{false}, done{false};
+  with_lazy_mesh(2, [&](TcpTransport& t) {
     if (t.rank() == 1) {
-      std::this_thread::sleep_for(1500ms);  // alive, listening, but never inside mci
-      return;
+      published = true;  // its address is in the store
+      return stay_until(done);  // alive, listening, but never inside mci
     }
+    stay_until(published);
     int v = 0;
     t.post_recv(1, coll(3, 1), &v, 4);
     try {
@@ -295,6 +305,7 @@ TEST(TcpLazy, APeerThatNeverAnswersIsNamedAtTheDeadline) {
       EXPECT_NE(m.find("Timed out waiting 400ms for all_reduce #3"), std::string::npos) << m;
       EXPECT_NE(m.find("handshake with rank 1"), std::string::npos) << m;
     }
+    done = true;
   });
 }
 
