@@ -208,7 +208,11 @@ TEST_P(TcpTransportModes, StashedPointToPointFramesWaitForTheirRecv) {
   });
 }
 
-TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
+// Eager: rank 0 waits at init for a rank 1 that cannot prove the token.
+// Lazy: each dials the other on first use. Either way a stranger's junk is
+// closed on at once, the wrong token never joins, and both ranks stop.
+TEST_P(TcpTransportModes, AStrangerIsRefusedAndAWrongTokenCannotJoin) {
+  const ConnectMode mode = GetParam();
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
   std::string err0, err1;
   std::thread r0([&] {
@@ -216,7 +220,10 @@ TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
       TcpStoreOptions o;
       o.port = server.port();
       TcpStore store(o);
-      auto t = connect_tcp_mesh(store, 0, 2, "127.0.0.1", "s", "tok", Deadline(1500ms));
+      auto t = connect_tcp_mesh(store, 0, 2, "127.0.0.1", "s", "tok", Deadline(1500ms), {}, mode);
+      int v = 0;
+      t->post_recv(1, coll(1, 1), &v, 4);
+      t->wait_all(Deadline(1500ms));
     } catch (const std::exception& e) {
       err0 = e.what();
     }
@@ -226,21 +233,33 @@ TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
       TcpStoreOptions o;
       o.port = server.port();
       TcpStore store(o);
-      // A stranger connects first and sends garbage.
+      // A stranger connects first and sends junk: rank 0 closes on it
+      // (well before the 10 s a silent stranger is given).
       const std::string addr = to_string(store.get("tcp/addr/0"));
       const auto colon = addr.rfind(':');
       Fd s = connect_tcp("127.0.0.1", std::stoi(addr.substr(colon + 1)), Deadline(1000ms), "r0");
-      const char junk[100] = "hello, I am not an mci rank";
+      char junk[200] = "hello, I am not an mci rank";
       (void)send_all(s.get(), junk, sizeof junk, Deadline(1000ms));
-      auto t = connect_tcp_mesh(store, 1, 2, "127.0.0.1", "s", "other-token", Deadline(1500ms));
+      Io io;
+      while ((io = recv_all(s.get(), junk, 1, Deadline(5000ms))) == Io::ok) {
+      }
+      EXPECT_NE(io, Io::timeout) << "rank 0 kept a stranger's connection open";
+      auto t = connect_tcp_mesh(store, 1, 2, "127.0.0.1", "s", "other-token", Deadline(1500ms), {}, mode);
+      int v = 1;
+      t->post_send(0, coll(1, 1), &v, 4);
+      t->wait_all(Deadline(5000ms));
     } catch (const std::exception& e) {
       err1 = e.what();
     }
   });
   r0.join();
   r1.join();
-  EXPECT_NE(err0.find("Timed out waiting"), std::string::npos) << err0;
-  EXPECT_NE(err1, "") << "a rank with the wrong token joined";
+  EXPECT_NE(err0, "");
+  EXPECT_NE(err1, "");
+  EXPECT_NE((err0 + err1).find("different job token or group"), std::string::npos) << err0 << "\n" << err1;
+  if (mode == ConnectMode::eager) {
+    EXPECT_NE(err0.find("Timed out waiting"), std::string::npos) << err0;
+  }
 }
 
 // Lazy connections: made on first use, one per pair whoever dials first,
@@ -328,55 +347,6 @@ TEST(TcpLazy, ADeadPeerOnFirstUseIsAPeerErrorNotAHang) {
       EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
     }
   });
-}
-
-TEST(TcpLazy, AStrangerIsRefusedAndAWrongTokenCannotJoin) {
-  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
-  std::string err0, err1;
-  std::thread r0([&] {
-    try {
-      TcpStoreOptions o;
-      o.port = server.port();
-      TcpStore store(o);
-      auto t = connect_tcp_mesh(store, 0, 2, "127.0.0.1", "s", "tok", Deadline(5000ms), {}, ConnectMode::lazy);
-      int v = 0;
-      t->post_recv(1, coll(1, 1), &v, 4);
-      t->wait_all(Deadline(1500ms));
-    } catch (const std::exception& e) {
-      err0 = e.what();
-    }
-  });
-  std::thread r1([&] {
-    try {
-      TcpStoreOptions o;
-      o.port = server.port();
-      TcpStore store(o);
-      // A stranger connects first and sends junk: rank 0 closes on it
-      // (well before the 10 s a silent stranger is given).
-      const std::string addr = to_string(store.get("tcp/addr/0"));
-      const auto colon = addr.rfind(':');
-      Fd s = connect_tcp("127.0.0.1", std::stoi(addr.substr(colon + 1)), Deadline(1000ms), "r0");
-      char junk[200] = "hello, I am not an mci rank";
-      (void)send_all(s.get(), junk, sizeof junk, Deadline(1000ms));
-      Io io;
-      while ((io = recv_all(s.get(), junk, 1, Deadline(5000ms))) == Io::ok) {
-      }
-      EXPECT_NE(io, Io::timeout) << "rank 0 kept a stranger's connection open";
-      auto t = connect_tcp_mesh(store, 1, 2, "127.0.0.1", "s", "other-token", Deadline(5000ms), {}, ConnectMode::lazy);
-      int v = 1;
-      t->post_send(0, coll(1, 1), &v, 4);
-      t->wait_all(Deadline(5000ms));
-    } catch (const std::exception& e) {
-      err1 = e.what();
-    }
-  });
-  r0.join();
-  r1.join();
-  // Each dials the other on first use: whichever refusal lands first, both
-  // stop, and neither joined the other.
-  EXPECT_NE(err0, "");
-  EXPECT_NE(err1, "");
-  EXPECT_NE((err0 + err1).find("different job token or group"), std::string::npos) << err0 << "\n" << err1;
 }
 
 // The eager mode's check at init names the rank that never came.
