@@ -101,5 +101,23 @@ TEST(McirunAtScale, TwoHundredFiftySixLocalRanksJoinRelayAndLeaveNothing) {
   }
 }
 
+// Connections at init are still there for whoever asks (MCI_CONNECT=eager):
+// every pair connects before the first collective, over TCP.
+TEST(McirunAtScale, EagerConnectionsStillFormTheGroup) {
+  Mcirun m({"--standalone", "--nproc_per_node=8", self_program(), "--scenario=init"},
+           {{"MCI_CONNECT", "eager"}, {"MCI_TRANSPORT", "tcp"}, {"MCI_TEST_TIMEOUT_MS", "60000"}});
+  ASSERT_EQ(m.code(120s), 0) << m.all();
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_NE(m.out().find(fmt::format("joined rank {} size 8 local_rank {}", r, r)), std::string::npos) << m.all();
+  }
+}
+
+TEST(McirunAtScale, AnUnknownConnectionModeIsAConfigErrorNamingTheChoices) {
+  Mcirun m({"--standalone", "--nproc_per_node=2", self_program(), "--scenario=init"},
+           {{"MCI_CONNECT", "sometimes"}, {"MCI_TEST_TIMEOUT_MS", "30000"}});
+  EXPECT_NE(m.code(60s), 0);
+  EXPECT_NE(m.all().find("MCI_CONNECT='sometimes' is not a connection mode: use lazy"), std::string::npos) << m.all();
+}
+
 }  // namespace
 }  // namespace mci::test
