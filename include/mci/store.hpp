@@ -36,6 +36,14 @@ class Store {
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
   // True if every key exists now; never waits.
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  // The keys PREFIX/first .. PREFIX/(first+count-1) in one request: waits
+  // until every one exists, or until the key `stop` does (if not empty),
+  // at most the timeout (then TimeoutError). Missing keys (only when
+  // stopped) come back empty. A rendezvous of n ranks costs the store n such
+  // requests instead of n*n gets. The default asks for each key in turn.
+  virtual std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first,
+                                                           std::int64_t count, const std::string& stop,
+                                                           std::chrono::milliseconds timeout);
   virtual bool remove(const std::string& key) = 0;
   virtual std::int64_t num_keys() = 0;
 
@@ -99,6 +107,9 @@ class TcpStore final : public Store {
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
+  std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first, std::int64_t count,
+                                                   const std::string& stop,
+                                                   std::chrono::milliseconds timeout) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
 
@@ -129,6 +140,9 @@ class PrefixStore final : public Store {
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
+  std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first, std::int64_t count,
+                                                   const std::string& stop,
+                                                   std::chrono::milliseconds timeout) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
 

@@ -93,6 +93,24 @@ Fd listen_tcp(const std::string& host, int port, int backlog) {
   throw ConfigError(fmt::format("cannot listen on {}:{}: {}", host, port, std::strerror(last_errno)));
 }
 
+Fd connect_start(const std::string& host, int port, std::string& error) {
+  AddrInfo ai;
+  if (int rc = resolve(host, port, false, ai); rc != 0) {
+    error = fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc));
+    return Fd();
+  }
+  for (addrinfo* p = ai.res; p; p = p->ai_next) {
+    Fd fd(::socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, p->ai_protocol));
+    if (!fd.valid()) {
+      error = std::strerror(errno);
+      continue;
+    }
+    if (::connect(fd.get(), p->ai_addr, p->ai_addrlen) == 0 || errno == EINPROGRESS) return fd;
+    error = std::strerror(errno);
+  }
+  return Fd();
+}
+
 Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std::string& what) {
   std::string last_error = "no attempt made";
   auto backoff = std::chrono::milliseconds(5);

@@ -40,6 +40,10 @@ Fd listen_tcp(const std::string& host, int port, int backlog = 128);
 // Connects, retrying refused/unreachable attempts until the deadline (the
 // server may not be up yet). Throws TimeoutError naming `what`.
 Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std::string& what);
+// Starts one non-blocking connect (no retry): the socket, connected or with
+// the connect in progress (poll it for POLLOUT, then read SO_ERROR), or an
+// invalid Fd with the reason in `error`.
+Fd connect_start(const std::string& host, int port, std::string& error);
 
 int local_port(int fd);
 std::string local_address(int fd);

@@ -103,10 +103,7 @@ void check_agreement(Store& s, const Coordinates& c) {
 // the others down at once instead of leaving them waiting for it until the
 // timeout.
 void check_in(Store& s, const Coordinates& c, const Deadline& dl) {
-  run_together(s, "checkin", c.rank, c.world, dl, "join the group", [&] {
-    check_agreement(s, c);
-    return std::string();
-  });
+  agree_together(s, "checkin", c.rank, c.world, dl, "join the group", [&] { check_agreement(s, c); });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/socket.hpp"
 #include "launch/child_env.hpp"
 #include "launch/error_files.hpp"
+#include "launch/fd_budget.hpp"
 #include "launch/node_link.hpp"
 #include "launch/program_port.hpp"
 #include "launch/python_path.hpp"
@@ -73,6 +74,17 @@ int run_job(JobConfig job, const EnvLookup& env) {
   // Orphans of the ranks (a helper whose rank died) become our children, so
   // mcirun sees them exit and can wait for a rank's process group to empty.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  // Before anything starts: the job's open files fit the limits (the ranks
+  // inherit ours).
+  const auto connect = env("MCI_CONNECT");
+  const FdCheck fds =
+      ensure_fds(fd_need(job.nproc_per_node, job.world_size(), job.hosts_store(), connect && *connect == "eager"));
+  if (!fds.ok) {
+    say(fds.message);
+    return 1;
+  }
+  if (!fds.message.empty()) say(fds.message);
 
   const std::string token = choose_token(env, job.nnodes);
   std::unique_ptr<StoreServer> store;

@@ -1,5 +1,6 @@
 #include "store/all_ranks.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include <fmt/format.h>
@@ -14,8 +15,13 @@ constexpr std::string_view kError = "error:";
 
 std::string encode(const Verdict& v) { return std::string(v.ok ? kOk : kError) + v.text; }
 
+// A failure is also written under topic/failed: the key that stops every
+// rank's read of the others at once, whoever has not arrived yet.
+std::string failed_key(std::string_view topic) { return fmt::format("{}/failed", topic); }
+
 void publish(Store& store, std::string_view topic, int rank, const Verdict& v) {
   store.compare_set(fmt::format("{}/{}", topic, rank), {}, to_bytes(encode(v)));
+  if (!v.ok) store.compare_set(failed_key(topic), {}, to_bytes(std::to_string(rank)));
 }
 
 Verdict decode(const std::string& s) {
@@ -43,13 +49,81 @@ int RankVerdicts::first_failed() const {
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl) {
   publish(store, topic, rank, mine);
+  // One request for all ranks' verdicts: n requests per rendezvous in all.
+  auto values = store.get_range(std::string(topic), 0, size, failed_key(topic), dl.wait_left());
+  // Stopped by a failure: every rank must name the same first failure, so
+  // the ranks below it still count (they arrive, or the wait times out as
+  // it would have without the failure).
+  const auto first_failed = [&] {
+    for (std::size_t r = 0; r < values.size(); ++r) {
+      if (values[r] && !decode(to_string(*values[r])).ok) return r;
+    }
+    return values.size();
+  }();
+  if (std::any_of(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(first_failed),
+                  [](const auto& v) { return !v.has_value(); })) {
+    auto lower = store.get_range(std::string(topic), 0, static_cast<std::int64_t>(first_failed), "", dl.wait_left());
+    std::move(lower.begin(), lower.end(), values.begin());
+  }
   RankVerdicts all;
   all.of_rank.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    all.of_rank.push_back(decode(to_string(store.get(fmt::format("{}/{}", topic, r), dl.wait_left()))));
+  for (const auto& v : values) {
+    // A rank not arrived when another failed has not failed (yet).
+    all.of_rank.push_back(v ? decode(to_string(*v)) : Verdict::value(""));
     if (!all.of_rank.back().ok) break;
   }
   return all;
+}
+
+GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl) {
+  publish(store, topic, rank, mine);
+  const std::string done = fmt::format("{}/done", topic);
+  if (mine.ok && store.add(fmt::format("{}/count", topic), 1) == size) store.set(done + "/0", to_bytes("ok"));
+  try {
+    const auto all = store.get_range(done, 0, 1, failed_key(topic), dl.wait_left());
+    if (all[0]) return GroupVerdict{};
+  } catch (const TimeoutError&) {
+    // Name who is missing: read what is there, stopped at once by our own key.
+    const auto there = store.get_range(std::string(topic), 0, size, fmt::format("{}/{}", topic, rank), dl.budget());
+    std::string missing;
+    int n = 0;
+    for (int r = 0; r < size; ++r) {
+      if (there[static_cast<std::size_t>(r)] || ++n > 16) continue;
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+    }
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
+                                   "they did not start, crashed before this step, or were refused by the store",
+                                   dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
+  }
+  GroupVerdict v;
+  const std::string who = to_string(store.get(failed_key(topic), dl.wait_left()));
+  const bool number = !who.empty() && who.size() < 10 && std::all_of(who.begin(), who.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  v.failed_rank = number ? std::stoi(who) : size;
+  v.failure = number && v.failed_rank < size
+                  ? decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text
+                  : fmt::format("an unreadable failure '{}' was published", who);
+  return v;
+}
+
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
+                    std::string_view what, const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    // Tell the others first; our own error is the one to raise here.
+    try {
+      publish(store, topic, rank, Verdict::error(e.what()));
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  const GroupVerdict v = agree(store, topic, rank, size, Verdict::value(""), dl);
+  if (!v.ok()) {
+    throw ConfigError(fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank,
+                                  v.failure));
+  }
 }
 
 std::vector<std::string> run_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,

@@ -26,7 +26,8 @@ struct Verdict {
 struct RankVerdicts {
   // Indexed by rank, in rank order up to the first failure: a failure
   // decides for everyone, and a rank that disagrees on the world size would
-  // otherwise wait for ranks that do not exist.
+  // otherwise wait for ranks that do not exist. Once a rank failed, ranks
+  // that had not published yet read as ok with an empty value.
   std::vector<Verdict> of_rank;
   // "rank 1: TEXT; rank 3: TEXT", empty when every rank is ok.
   std::string failures() const;
@@ -34,11 +35,30 @@ struct RankVerdicts {
 };
 
 // Publishes `mine` (once: a second publication under the same rank keeps the
-// first) and reads the ranks' verdicts in rank order until every one is read
-// or one failed, waiting at most until `dl`. Every rank reads the same
-// verdicts, so all of them decide alike.
+// first) and reads every rank's verdict in one store request, which returns
+// once all are there or one failed, waiting at most until `dl`. Every rank
+// that reads a failure stops, so all of them decide alike.
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl);
+
+// "Publish mine, learn whether everyone is ok", for the rendezvous that need
+// agreement and not each other's values: a counter and a first-failure key,
+// so O(1) store requests and bytes per rank (exchange_verdicts' answers
+// grow with the group). Returns ok, or the first failure every rank reads
+// alike. Throws TimeoutError naming the ranks that never published. The
+// ranks must agree on `size` (init's check-in makes sure).
+struct GroupVerdict {
+  int failed_rank = -1;
+  std::string failure;
+  bool ok() const { return failed_rank < 0; }
+};
+GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl);
+
+// Runs `step` on this rank (it throws to fail), then agree(): throws this
+// rank's own exception when its step failed; else ConfigError "rank R could
+// not WHAT, so rank M stops too: ..." when another rank's did.
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
+                    std::string_view what, const std::function<void()>& step);
 
 // Runs `step` on this rank (its value, or it throws), publishes the outcome
 // and reads every rank's. Throws this rank's own exception when its step

@@ -28,6 +28,11 @@ StoreValue PrefixStore::compare_set(const std::string& key, const StoreValue& e,
 }
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { base_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(k(keys)); }
+std::vector<std::optional<StoreValue>> PrefixStore::get_range(const std::string& prefix, std::int64_t first,
+                                                              std::int64_t count, const std::string& stop,
+                                                              std::chrono::milliseconds t) {
+  return base_->get_range(k(prefix), first, count, stop.empty() ? stop : k(stop), t);
+}
 bool PrefixStore::remove(const std::string& key) { return base_->remove(k(key)); }
 std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }
 

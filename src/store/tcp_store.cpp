@@ -21,6 +21,18 @@ constexpr auto kServerSlack = std::chrono::seconds(10);
 }  // namespace
 
 StoreValue to_bytes(std::string_view s) { return StoreValue(s.begin(), s.end()); }
+
+std::vector<std::optional<StoreValue>> Store::get_range(const std::string& prefix, std::int64_t first,
+                                                        std::int64_t count, const std::string& stop,
+                                                        std::chrono::milliseconds t) {
+  const Deadline dl(t);
+  std::vector<std::optional<StoreValue>> out(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (!stop.empty() && check({stop})) break;
+    out[static_cast<std::size_t>(i)] = get(fmt::format("{}/{}", prefix, first + i), dl.wait_left());
+  }
+  return out;
+}
 std::string to_string(const StoreValue& b) { return std::string(b.begin(), b.end()); }
 
 struct TcpStore::Impl {
@@ -233,6 +245,35 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   r.op = store::Op::check;
   r.keys = keys;
   return impl_->call(r, timeout()).num != 0;
+}
+
+std::vector<std::optional<StoreValue>> TcpStore::get_range(const std::string& prefix, std::int64_t first,
+                                                           std::int64_t count, const std::string& stop,
+                                                           std::chrono::milliseconds t) {
+  store::Request r;
+  r.op = store::Op::get_range;
+  r.keys = {prefix, stop};
+  r.first = first;
+  r.count = count;
+  r.num = t.count();
+  auto resp = impl_->call(r, t);
+  auto values = store::decode_range(resp.value, count);
+  if (resp.status == store::Status::timeout) {
+    std::string missing;
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; values && i < count; ++i) {
+      if ((*values)[static_cast<std::size_t>(i)]) continue;
+      if (++n <= 8) missing += fmt::format("{}'{}/{}'", missing.empty() ? "" : ", ", prefix, first + i);
+    }
+    if (n > 8) missing += ", ...";
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} ({} of {} missing) at {}{}", t.count(),
+                                   missing.empty() ? fmt::format("'{}/{}' .. '{}/{}'", prefix, first, prefix,
+                                                                 first + count - 1)
+                                                   : missing,
+                                   n, count, impl_->where(), impl_->refusals("")));
+  }
+  if (!values) throw PeerError(fmt::format("the store at {} sent a malformed range reply", impl_->where()), -1);
+  return std::move(*values);
 }
 
 bool TcpStore::remove(const std::string& key) {

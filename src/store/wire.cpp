@@ -1,5 +1,6 @@
 #include "store/wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mci::store {
@@ -124,6 +125,13 @@ void encode(const Request& r, StoreValue& out) {
     case Op::remove:
       w.put_str(r.keys.at(0));
       break;
+    case Op::get_range:
+      w.put_str(r.keys.at(0));
+      w.put_str(r.keys.at(1));
+      w.put_i64(r.first);
+      w.put_i64(r.count);
+      w.put_i64(r.num);
+      break;
     case Op::num_keys:
     case Op::hello:
     case Op::auth_ok:
@@ -155,7 +163,7 @@ std::optional<Request> decode_request(std::span<const std::uint8_t> body) {
   Request r;
   std::uint8_t op = 0;
   if (!rd.u8(op)) return std::nullopt;
-  if (op < static_cast<std::uint8_t>(Op::auth) || op > static_cast<std::uint8_t>(Op::num_keys) ||
+  if (op < static_cast<std::uint8_t>(Op::auth) || op > static_cast<std::uint8_t>(kLastOp) ||
       op == static_cast<std::uint8_t>(Op::auth_ok)) {
     return std::nullopt;
   }
@@ -189,12 +197,48 @@ std::optional<Request> decode_request(std::span<const std::uint8_t> body) {
       if (!rd.i64(r.num)) return std::nullopt;
       break;
     }
+    case Op::get_range:
+      r.keys.resize(2);
+      if (!rd.str(r.keys[0], kMaxKey) || !rd.str(r.keys[1], kMaxKey) || !rd.i64(r.first) || !rd.i64(r.count) ||
+          !rd.i64(r.num)) {
+        return std::nullopt;
+      }
+      if (r.first < 0 || r.count < 0 || r.count > kMaxRange) return std::nullopt;
+      break;
     default:
       break;
   }
-  if ((r.op == Op::get || r.op == Op::wait) && r.num < 0) return std::nullopt;
+  if ((r.op == Op::get || r.op == Op::wait || r.op == Op::get_range) && r.num < 0) return std::nullopt;
   if (!rd.done()) return std::nullopt;
   return r;
+}
+
+void encode_range(const std::vector<const StoreValue*>& values, StoreValue& out) {
+  for (const StoreValue* v : values) {
+    out.push_back(v ? 1 : 0);
+    const auto n = static_cast<std::uint32_t>(v ? v->size() : 0);
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+    if (v) out.insert(out.end(), v->begin(), v->end());
+  }
+}
+
+std::optional<std::vector<std::optional<StoreValue>>> decode_range(std::span<const std::uint8_t> in,
+                                                                   std::int64_t count) {
+  Reader rd(in);
+  std::vector<std::optional<StoreValue>> out;
+  out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::uint8_t present = 0;
+    StoreValue v;
+    if (!rd.u8(present) || present > 1 || !rd.bytes(v, kMaxBody)) return std::nullopt;
+    if (present) {
+      out.emplace_back(std::move(v));
+    } else {
+      out.emplace_back(std::nullopt);
+    }
+  }
+  if (!rd.done()) return std::nullopt;
+  return out;
 }
 
 std::optional<Response> decode_response(std::span<const std::uint8_t> body) {

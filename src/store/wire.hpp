@@ -29,7 +29,11 @@ enum class Op : std::uint8_t {
   auth,           // client -> server: proof, client nonce
   auth_ok,        // server -> client: server proof
   set, get, add, compare_set, wait, check, remove, num_keys,
+  get_range,  // keys[0] prefix, keys[1] stop key (or empty), first, count, num: timeout ms
 };
+inline constexpr Op kLastOp = Op::get_range;
+// get_range answers at most this many keys at once.
+inline constexpr std::int64_t kMaxRange = 1 << 22;
 
 enum class Status : std::uint8_t { ok = 0, timeout = 1, missing = 2 };
 
@@ -39,6 +43,8 @@ struct Request {
   StoreValue value;                    // set: value; cas: expected; auth: proof
   StoreValue value2;                   // cas: desired; auth: client nonce
   std::int64_t num = 0;           // add: delta; get/wait: timeout ms
+  std::int64_t first = 0;         // get_range
+  std::int64_t count = 0;         // get_range
 };
 
 struct Response {
@@ -46,6 +52,12 @@ struct Response {
   StoreValue value;
   std::int64_t num = 0;
 };
+
+// get_range's answer, in the response's value: per key a u8 (1 present,
+// 0 missing) and a u32-length value.
+void encode_range(const std::vector<const StoreValue*>& values, StoreValue& out);
+std::optional<std::vector<std::optional<StoreValue>>> decode_range(std::span<const std::uint8_t> in,
+                                                                   std::int64_t count);
 
 // Encoding appends a whole frame (header included).
 void encode(const Request& r, StoreValue& out);

@@ -14,6 +14,7 @@
 
 #include "common/deadline.hpp"
 #include "mci/store.hpp"
+#include "transport/connect_mode.hpp"
 #include "transport/transport.hpp"
 
 namespace mci::transport {
@@ -26,6 +27,7 @@ struct MeshOptions {
   std::string token;        // job token, empty if none
   std::chrono::nanoseconds spin{0};   // poll without sleeping this long before a wait sleeps
   std::chrono::nanoseconds yield{0};  // then poll and give the core away this long (ranks outnumber cores)
+  ConnectMode connect = ConnectMode::lazy;
 };
 
 struct Mesh {
@@ -37,6 +39,7 @@ struct MeshKind {
   std::string_view name;
   Mesh (*connect)(Store& store, const MeshOptions& o, const Deadline& dl);
 };
+// `store` must outlive the mesh: a lazy mesh reads peers' addresses from it.
 
 std::span<const MeshKind> mesh_kinds() noexcept;
 // Throws ConfigError for an unknown kind; the kind's own errors otherwise.

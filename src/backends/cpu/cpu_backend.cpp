@@ -1,7 +1,8 @@
 // mci's own engine on host memory: shared-memory algorithms when every rank
 // is on this host; across hosts, hierarchical collectives (shared memory in
 // each host, TCP between one rank per host), and the TCP algorithm suite
-// where every rank is alone on its host (and for point-to-point). Which algorithm runs where is the algorithm
+// where every rank is alone on its host (and for point-to-point). Which
+// algorithm runs where is the algorithm
 // table's business (collectives/algorithm_table.hpp); this class connects
 // the places and keeps the arrival bookkeeping.
 #include <map>
@@ -27,7 +28,7 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const BackendContext& ctx, const CpuSettings& s)
-      : forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
+      : store_(ctx.store), forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, s, dl);
     auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size,
@@ -41,7 +42,8 @@ class CpuBackend final : public Backend {
         "tcp", *ctx.store,
         transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
                                core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0),
-                               core_each ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(s.tcp_yield)},
+                               core_each ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(s.tcp_yield),
+                               s.connect},
         dl);
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;
@@ -119,18 +121,24 @@ class CpuBackend final : public Backend {
  private:
   // Settings that decide algorithms and layouts must be the same on every
   // rank; a difference would make ranks wait on different transports.
+  // The first rank to arrive sets the reference; each compares its own to
+  // it (O(1) per rank: nobody reads everyone's).
   static void check_same_settings(Store& store, int rank, int size, const CpuSettings& s, const Deadline& dl) {
     const std::string mine = s.shared_part();
-    const RankVerdicts all = exchange_verdicts(store, "cpu/settings", rank, size, Verdict::value(mine), dl);
-    for (int r = 0; r < size; ++r) {
-      const std::string& theirs = all.of_rank[static_cast<std::size_t>(r)].text;
-      if (theirs != mine) {
-        throw ConfigError(fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
-                                      "MCI_ALGO, MCI_TRANSPORT and MCI_SHM_BUFFER_BYTES the same on every rank "
-                                      "(or leave them unset everywhere).",
-                                      rank, mine, r, theirs));
-      }
+    const std::string claim = fmt::format("{}\n{}", rank, mine);
+    std::string error;
+    const std::string first = to_string(store.compare_set("cpu/settings/reference", {}, to_bytes(claim)));
+    const auto nl = first.find('\n');
+    if (nl == std::string::npos || first.substr(nl + 1) != mine) {
+      error = fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
+                          "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
+                          "(or leave them unset everywhere).",
+                          rank, mine, first.substr(0, nl), nl == std::string::npos ? first : first.substr(nl + 1));
     }
+    const GroupVerdict v =
+        agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
+    if (!error.empty()) throw ConfigError(error);
+    if (!v.ok()) throw ConfigError(v.failure);
   }
 
   void run_host(const coll::CollectiveDesc& d, const Deadline& dl) {
@@ -150,6 +158,7 @@ class CpuBackend final : public Backend {
         .count();
   }
 
+  std::shared_ptr<Store> store_;  // outlives mesh_, which reads peers' addresses from it
   std::optional<Algo> forced_;
   std::unique_ptr<transport::Transport> mesh_;
   transport::ArrivalLog* arrivals_ = nullptr;  // mesh_'s, when it keeps one

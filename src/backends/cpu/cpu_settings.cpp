@@ -61,6 +61,15 @@ CpuSettings CpuSettings::from_env() {
   s.shm_wait.yield = microseconds_setting("MCI_SHM_YIELD_US", s.shm_wait.yield);
   s.tcp_spin = microseconds_setting("MCI_TCP_SPIN_US", s.tcp_spin);
   s.tcp_yield = microseconds_setting("MCI_TCP_YIELD_US", s.tcp_yield);
+  if (auto c = env_str("MCI_CONNECT")) {
+    if (*c == "eager") {
+      s.connect = transport::ConnectMode::eager;
+    } else if (*c != "lazy" && !c->empty()) {
+      throw ConfigError(fmt::format("MCI_CONNECT='{}' is not a connection mode: use lazy (connect to a peer when an "
+                                    "algorithm first needs it, the default) or eager (connect every pair at init)",
+                                    *c));
+    }
+  }
   s.host_id = env_str("MCI_HOST_ID").value_or("");
   // Ranks publish their host as a line of text (shm_connect.cpp).
   if (s.host_id.find('\n') != std::string::npos) {
@@ -70,8 +79,9 @@ CpuSettings CpuSettings::from_env() {
 }
 
 std::string CpuSettings::shared_part() const {
-  return fmt::format("MCI_ALGO={} MCI_TRANSPORT={} MCI_SHM_BUFFER_BYTES={}",
-                     forced_algo ? algo_name(*forced_algo) : "auto", shm_mode_name(shm_mode), shm_buffer_bytes);
+  return fmt::format("MCI_ALGO={} MCI_TRANSPORT={} MCI_SHM_BUFFER_BYTES={} MCI_CONNECT={}",
+                     forced_algo ? algo_name(*forced_algo) : "auto", shm_mode_name(shm_mode), shm_buffer_bytes,
+                     connect == transport::ConnectMode::eager ? "eager" : "lazy");
 }
 
 }  // namespace mci

@@ -9,6 +9,7 @@
 
 #include "collectives/copy_kernels.hpp"
 #include "common/algo.hpp"
+#include "transport/connect_mode.hpp"
 #include "transport/shm/shm_connect.hpp"
 
 namespace mci {
@@ -23,6 +24,7 @@ struct CpuSettings {
   transport::ShmWait shm_wait;                                       // MCI_SHM_SPIN_US, MCI_SHM_YIELD_US
   std::chrono::microseconds tcp_spin{50};                            // MCI_TCP_SPIN_US
   std::chrono::microseconds tcp_yield{200};                          // MCI_TCP_YIELD_US
+  transport::ConnectMode connect = transport::ConnectMode::lazy;  // MCI_CONNECT
   std::string host_id;  // MCI_HOST_ID: pretend hosts on one machine (empty: the machine's identity)
 
   // Throws ConfigError naming the variable, its value and what it accepts.

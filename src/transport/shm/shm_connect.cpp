@@ -113,9 +113,9 @@ ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, cons
   // that all ranks agree on the layout), the names are removed.
   std::string error;
   if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, o, wait, error);
-  const std::string failed =
-      exchange_verdicts(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl)
-          .failures();
+  const GroupVerdict mapped =
+      agree(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
+  const std::string failed = mapped.ok() ? "" : fmt::format("rank {}: {}", mapped.failed_rank, mapped.failure);
   if (out.world) {
     out.world->unlink_name();
     out.world->set_oversubscribed(out.machine_ranks > out.machine_cpus);

@@ -137,7 +137,7 @@ void ShmWorld::sleep_on(int r, Flag f, std::uint64_t seen) {
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void ShmWorld::check_peers(const Fingerprint& fp) const {
+void ShmWorld::check_peers(const Fingerprint& fp, Flag f, std::uint64_t target) const {
   const ShmHeader& h = seg_.header();
   if (h.aborted.load(std::memory_order_acquire) == 2) {
     const int by = h.aborted_by.load(std::memory_order_acquire);
@@ -146,7 +146,7 @@ void ShmWorld::check_peers(const Fingerprint& fp) const {
                     group_rank(by));
   }
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || flag(r, f) >= target) continue;
     const auto pid = static_cast<pid_t>(seg_.control(r).pid.load(std::memory_order_acquire));
     if (pid > 0 && !process_running(pid)) {
       throw PeerError(fmt::format("rank {} (pid {}) exited or crashed during {} on rank {}: check that "
@@ -231,7 +231,7 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   while (!advance()) {
     const auto now = Clock::now();
     if (now >= next_check) {
-      check_peers(fp);
+      check_peers(fp, f, target);
       if (now >= dl.at()) timeout(f, target, fp, dl, what);
       next_check = now + kLivenessEvery;
     }

@@ -84,7 +84,11 @@ class ShmWorld {
   // Waits until flag f of every rank is >= target.
   void wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what);
   void check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const;
-  void check_peers(const Fingerprint& fp) const;
+  // Throws PeerError for a rank that aborted, or that exited while this rank
+  // still waits for its flag `f` to reach `target` (one that posted and then
+  // left, as a rank does after its last collective, owes nothing: its data
+  // stays in the segment).
+  void check_peers(const Fingerprint& fp, Flag f, std::uint64_t target) const;
   [[noreturn]] void timeout(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl,
                             const char* what) const;
 

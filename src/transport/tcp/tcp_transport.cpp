@@ -39,15 +39,72 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin,
-                           std::chrono::nanoseconds yield)
-    : rank_(rank), size_(size), peers_(static_cast<std::size_t>(size)), spin_ns_(spin.count()), yield_ns_(yield.count()) {
+TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, TcpWait wait)
+    : rank_(rank),
+      size_(size),
+      peers_(static_cast<std::size_t>(size)),
+      spin_ns_(wait.spin.count()),
+      yield_ns_(wait.yield.count()) {
   for (int i = 0; i < size; ++i) {
-    peers_[i].fd = std::move(peers[i]);
-    if (peers_[i].fd.valid()) {
-      set_nonblocking(peers_[i].fd.get());
-      set_nodelay(peers_[i].fd.get());
-    }
+    if (peers[i].valid()) attach(i, std::move(peers[i]));
+  }
+}
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<std::pair<int, Fd>> peers,
+                           std::unique_ptr<PeerLinks> links, TcpWait wait)
+    : rank_(rank),
+      size_(size),
+      peers_(static_cast<std::size_t>(size)),
+      links_(std::move(links)),
+      spin_ns_(wait.spin.count()),
+      yield_ns_(wait.yield.count()) {
+  for (auto& [p, fd] : peers) attach(p, std::move(fd));
+}
+
+void TcpTransport::attach(int p, Fd fd) {
+  auto& slot = peers_[static_cast<std::size_t>(p)];
+  if (!slot) {
+    slot = std::make_unique<Peer>();
+    active_.push_back(p);
+  }
+  slot->fd = std::move(fd);
+  set_nonblocking(slot->fd.get());
+  set_nodelay(slot->fd.get());
+}
+
+TcpTransport::Peer& TcpTransport::open(int p) {
+  if (p < 0 || p >= size_ || p == rank_) {
+    throw Error(fmt::format("mci tcp transport: rank {} cannot talk to rank {} (group of {})", rank_, p, size_));
+  }
+  if (!links_) {
+    broken_ = true;
+    throw PeerError(fmt::format("rank {} has no connection to rank {} and cannot make one (the group is closed)",
+                                rank_, p),
+                    p);
+  }
+  auto& slot = peers_[static_cast<std::size_t>(p)];
+  slot = std::make_unique<Peer>();
+  active_.push_back(p);
+  try {
+    links_->dial(p);
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+  return *slot;
+}
+
+// New links join as they come; a failed dial breaks the transport like any
+// lost peer.
+void TcpTransport::advance_links() {
+  try {
+    links_->advance([this](int p, Fd fd) {
+      attach(p, std::move(fd));
+      if (!peers_[static_cast<std::size_t>(p)]->sends.empty()) progress_send(p);
+    });
+  } catch (...) {
+    broken_ = true;
+    throw;
   }
 }
 
@@ -59,7 +116,7 @@ void TcpTransport::check_usable() const {
 
 OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) {
   check_usable();
-  Peer& p = peers_[peer];
+  Peer& p = this->peer(peer);
   SendOp op;
   op.fp = fp;
   op.data = static_cast<const std::uint8_t*>(data);
@@ -73,13 +130,13 @@ OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* da
   encode(h, op.hdr);
   p.sends.push_back(op);
   const OpHandle handle{peer, false, p.sends_posted++};
-  if (p.sends.size() == 1) progress_send(peer);  // small messages leave at once
+  if (p.sends.size() == 1 && p.fd.valid()) progress_send(peer);  // small messages leave at once
   return handle;
 }
 
 OpHandle TcpTransport::post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) {
   check_usable();
-  Peer& p = peers_[peer];
+  Peer& p = this->peer(peer);
   p.recvs.push_back(RecvOp{fp, static_cast<std::uint8_t*>(data), bytes, false, false});
   ++p.recvs_left;
   const OpHandle handle{peer, true, p.recv_base + p.recvs.size() - 1};
@@ -88,7 +145,7 @@ OpHandle TcpTransport::post_recv(int peer, const Fingerprint& fp, void* data, st
 }
 
 void TcpTransport::match_stash(int peer, RecvOp& op) {
-  Peer& p = peers_[peer];
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
   for (auto it = p.stash.begin(); it != p.stash.end(); ++it) {
     if (!same_slot(op.fp, it->h)) {
       // A collective frame of another sequence number, while this rank waits
@@ -124,7 +181,7 @@ int TcpTransport::rest_of_frame(const SendOp& op, iovec iov[2]) {
 }
 
 bool TcpTransport::progress_send(int peer) {
-  Peer& p = peers_[peer];
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
     iovec iov[2];
@@ -158,7 +215,7 @@ bool TcpTransport::progress_send(int peer) {
 // expected from that peer; with drain=true it reads everything the socket
 // holds (used when the peer hung up, to find its bye or abort).
 void TcpTransport::progress_recv(int peer, bool drain) {
-  Peer& p = peers_[peer];
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
   while (!p.eof && (drain || p.recvs_left > 0 || p.cur)) {
     ssize_t r;
     if (!p.cur) {
@@ -195,7 +252,7 @@ void TcpTransport::progress_recv(int peer, bool drain) {
 }
 
 void TcpTransport::on_header(int peer) {
-  Peer& p = peers_[peer];
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
   p.hdr_got = 0;
   auto h = decode(std::span<const std::uint8_t, kFrameHeaderSize>(p.hdr));
   if (!h) {
@@ -240,7 +297,7 @@ void TcpTransport::on_header(int peer) {
 }
 
 void TcpTransport::on_frame_complete(int peer) {
-  Peer& p = peers_[peer];
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
   FrameHeader h = *p.cur;
   p.cur.reset();
   if (h.type == FrameType::abort) {
@@ -269,7 +326,7 @@ void TcpTransport::on_frame_complete(int peer) {
 
 void TcpTransport::peer_gone(int peer, const char* how) {
   broken_ = true;
-  const Peer& p = peers_[peer];
+  const Peer& p = *peers_[static_cast<std::size_t>(peer)];
   std::string what;
   for (const auto& op : p.recvs) {
     if (!op.done) {
@@ -297,8 +354,11 @@ void TcpTransport::peer_gone(int peer, const char* how) {
 
 std::string TcpTransport::pending_desc() const {
   std::string out;
-  for (int i = 0; i < size_; ++i) {
-    const Peer& p = peers_[i];
+  for (const int i : active_) {
+    const Peer& p = *peers_[static_cast<std::size_t>(i)];
+    if (!p.fd.valid() && links_ && (p.recvs_left > 0 || !p.sends.empty())) {
+      out += fmt::format("{}{}", out.empty() ? "" : "; ", links_->waiting_for(i));
+    }
     for (const auto& op : p.recvs) {
       if (op.done) continue;
       out += fmt::format("{}waiting for {} bytes from rank {}", out.empty() ? "" : "; ", op.bytes, i);
@@ -316,8 +376,8 @@ void TcpTransport::timeout(const Deadline& dl) {
   broken_ = true;
   Fingerprint fp;
   std::string peers;
-  for (int i = 0; i < size_; ++i) {
-    const Peer& p = peers_[i];
+  for (const int i : active_) {
+    const Peer& p = *peers_[static_cast<std::size_t>(i)];
     bool owed = p.recvs_left > 0 || !p.sends.empty();
     if (!owed) continue;
     peers += fmt::format("{}{}", peers.empty() ? "" : ", ", i);
@@ -334,16 +394,18 @@ void TcpTransport::timeout(const Deadline& dl) {
 }
 
 bool TcpTransport::pending() const {
-  for (const auto& p : peers_) {
+  for (const int i : active_) {
+    const Peer& p = *peers_[static_cast<std::size_t>(i)];
     if (p.recvs_left > 0 || !p.sends.empty()) return true;
   }
   return false;
 }
 
 void TcpTransport::step(int poll_ms) {
-  for (int i = 0; i < size_; ++i) {
-    if (i == rank_) continue;
-    Peer& p = peers_[i];
+  if (links_ && links_->busy()) advance_links();
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
+    if (!p.fd.valid()) continue;  // still connecting
     if (!p.sends.empty()) progress_send(i);
     if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
   }
@@ -352,23 +414,30 @@ void TcpTransport::step(int poll_ms) {
   std::vector<int>& who = poll_who_;
   fds.clear();
   who.clear();
-  for (int i = 0; i < size_; ++i) {
-    Peer& p = peers_[i];
-    if (i == rank_ || p.eof || !p.fd.valid()) continue;
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
+    if (p.eof || !p.fd.valid()) continue;
     short ev = POLLRDHUP;
     if (p.recvs_left > 0 || p.cur) ev |= POLLIN;
     if (!p.sends.empty()) ev |= POLLOUT;
     fds.push_back({p.fd.get(), ev, 0});
     who.push_back(i);
   }
+  const std::size_t data_fds = fds.size();
+  // While it waits, a rank answers the peers that connect to it.
+  if (links_) {
+    links_->add_poll_fds(fds);
+    if (const int cap = links_->max_sleep_ms(); cap >= 0) poll_ms = std::min(poll_ms, cap);
+  }
   int n = ::poll(fds.data(), fds.size(), poll_ms);
   if (n < 0 && errno != EINTR) {
     broken_ = true;
     throw Error(fmt::format("mci tcp transport: poll failed: {}", std::strerror(errno)));
   }
-  for (std::size_t k = 0; k < fds.size(); ++k) {
+  if (links_) advance_links();
+  for (std::size_t k = 0; k < data_fds; ++k) {
     const short re = fds[k].revents;
-    Peer& p = peers_[who[k]];
+    Peer& p = *peers_[static_cast<std::size_t>(who[k])];
     // A hang-up from a peer we owe nothing to: learn whether it left on
     // purpose (bye) or died; a death fails the operation at once.
     if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && p.recvs_left == 0 && !p.cur) {
@@ -410,7 +479,7 @@ void TcpTransport::progress_until(Done done, const Deadline& dl) {
 }
 
 bool TcpTransport::done(const OpHandle& op) const {
-  const Peer& p = peers_[op.peer];
+  const Peer& p = *peers_[static_cast<std::size_t>(op.peer)];
   if (op.is_recv) return op.index < p.recv_base || p.recvs[op.index - p.recv_base].done;
   return op.index < p.sends_done;
 }
@@ -424,7 +493,8 @@ void TcpTransport::progress(std::chrono::milliseconds max_wait, const Deadline& 
 }
 
 void TcpTransport::reap() {
-  for (auto& p : peers_) {
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
     while (!p.recvs.empty() && p.recvs.front().done && !p.recvs.front().active) {
       p.recvs.pop_front();
       ++p.recv_base;
@@ -438,7 +508,8 @@ void TcpTransport::wait(const OpHandle& op, const Deadline& dl) {
 
 void TcpTransport::wait_all(const Deadline& dl) {
   progress_until([&] { return !pending(); }, dl);
-  for (auto& p : peers_) {
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
     p.recv_base += p.recvs.size();
     p.recvs.clear();
   }
@@ -491,9 +562,11 @@ void TcpTransport::abort(const std::string& reason) noexcept {
   // must be finished before the abort frame can follow it (the peer is
   // reading it, so the rest usually fits its socket buffer at once).
   const auto until = Clock::now() + kAbortFlush;
-  for (int i = 0; i < size_; ++i) {
-    Peer& p = peers_[i];
-    if (i == rank_ || !p.fd.valid() || p.eof) continue;
+  // Peers not connected yet learn it when their dial is refused.
+  if (links_) links_->close();
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
+    if (!p.fd.valid() || p.eof) continue;
     bool clean = p.sends.empty() || p.sends.front().done == 0;
     if (!clean) {
       iovec rest[2];
@@ -515,9 +588,10 @@ void TcpTransport::close() noexcept {
   h.type = FrameType::bye;
   std::array<std::uint8_t, kFrameHeaderSize> hdr{};
   encode(h, hdr);
-  for (int i = 0; i < size_; ++i) {
-    Peer& p = peers_[i];
-    if (i == rank_ || !p.fd.valid()) continue;
+  if (links_) links_->close();
+  for (const int i : active_) {
+    Peer& p = *peers_[static_cast<std::size_t>(i)];
+    if (!p.fd.valid()) continue;
     if (!broken_ && (p.sends.empty() || p.sends.front().done == 0)) {
       ssize_t w = ::send(p.fd.get(), hdr.data(), hdr.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       (void)w;

@@ -1,5 +1,7 @@
-// The TCP transport: one connection per peer (a full mesh), non-blocking
-// sockets progressed by poll() on the caller's thread.
+// The TCP transport: one connection per peer it talks to, made at init
+// (eager) or when an operation first names the peer (lazy, see
+// tcp_links.hpp); non-blocking sockets progressed by poll() on the caller's
+// thread.
 #pragma once
 
 #include <poll.h>
@@ -16,10 +18,24 @@
 
 #include "common/socket.hpp"
 #include "mci/store.hpp"
+#include "transport/connect_mode.hpp"
 #include "transport/frame.hpp"
+#include "transport/tcp/tcp_links.hpp"
 #include "transport/transport.hpp"
 
 namespace mci::transport {
+
+// How a wait that is not done yet behaves before it sleeps in poll().
+struct TcpWait {
+  // Keep polling without sleeping this long: a sleeping process wakes
+  // several microseconds after its data arrives. Only worth it while every
+  // rank of this host has a core.
+  std::chrono::nanoseconds spin{0};
+  // Without spin (ranks outnumber cores): poll and give the core away
+  // (sched_yield) this long; the rank it waits for may need the core, and a
+  // sleep in poll() costs a wake-up of tens of microseconds.
+  std::chrono::nanoseconds yield{0};
+};
 
 class TcpTransport final : public Transport, public ArrivalLog {
  public:
@@ -27,14 +43,11 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // machine may take a few hundred ms to schedule the reading peer).
   static constexpr auto kAbortFlush = std::chrono::milliseconds(1000);
   // peers[i] is the connected socket to rank i (invalid for this rank).
-  // Before sleeping in poll(), a wait keeps polling without sleeping for
-  // `spin`: a sleeping process wakes several microseconds after its data
-  // arrives. Only worth it while every rank of this host has a core; when
-  // ranks outnumber cores, a wait polls and gives its core away
-  // (sched_yield) for `yield` instead: the rank it waits for may need the
-  // core, and a sleep in poll() costs a wake-up of tens of microseconds.
-  TcpTransport(int rank, int size, std::vector<Fd> peers, std::chrono::nanoseconds spin = {},
-               std::chrono::nanoseconds yield = {});
+  TcpTransport(int rank, int size, std::vector<Fd> peers, TcpWait wait = {});
+  // Lazy: connects through `links` when an operation first names a peer
+  // (and keeps `peers`, those already connected).
+  TcpTransport(int rank, int size, std::vector<std::pair<int, Fd>> peers, std::unique_ptr<PeerLinks> links,
+               TcpWait wait = {});
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -52,6 +65,9 @@ class TcpTransport final : public Transport, public ArrivalLog {
   Arrival latest() const override { return latest_; }
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
+
+  // The peers this rank has a connection to (or is connecting to).
+  std::size_t connections() const { return active_.size(); }
 
  private:
   struct SendOp {
@@ -93,6 +109,17 @@ class TcpTransport final : public Transport, public ArrivalLog {
     std::string abort_reason;
   };
 
+  // The peer's state, connecting on first use: one predictable branch
+  // once connected.
+  Peer& peer(int p) {
+    Peer* x = peers_[static_cast<std::size_t>(p)].get();
+    if (!x) [[unlikely]] return open(p);
+    return *x;
+  }
+  Peer& open(int p);
+  void attach(int p, Fd fd);
+  void advance_links();
+
   template <class Done>
   void progress_until(Done done, const Deadline& dl);
   // Polls without sleeping for up to spin_ns_ (or, with no spin, polls and
@@ -117,7 +144,11 @@ class TcpTransport final : public Transport, public ArrivalLog {
 
   int rank_;
   int size_;
-  std::vector<Peer> peers_;
+  // By rank, allocated on first use: a job of n ranks costs n pointers
+  // here, plus a Peer per rank actually talked to.
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<int> active_;  // ranks with a Peer, in the order they came
+  std::unique_ptr<PeerLinks> links_;  // lazy mode; null once all are connected
   std::int64_t spin_ns_ = 0;
   std::int64_t yield_ns_ = 0;
   std::vector<pollfd> poll_fds_;  // reused by step()
@@ -126,14 +157,15 @@ class TcpTransport final : public Transport, public ArrivalLog {
   Arrival latest_;
 };
 
-// Builds the mesh: every rank listens on `listen_host`, publishes its
-// address in the store, connects to lower ranks and accepts higher ones.
-// Each connection proves the job token (when set) and the group `session`.
+// Builds the mesh: every rank listens on `listen_host` and publishes its
+// address in the store. Eager: connects to lower ranks and accepts higher
+// ones before returning. Lazy: returns at once and connects on first use
+// (`store` must then outlive the transport). Each connection proves the job
+// token (when set) and the group `session`.
 std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
                                                const std::string& listen_host,
                                                const std::string& session,
                                                const std::string& token, const Deadline& dl,
-                                               std::chrono::nanoseconds spin = {},
-                                               std::chrono::nanoseconds yield = {});
+                                               TcpWait wait = {}, ConnectMode mode = ConnectMode::eager);
 
 }  // namespace mci::transport

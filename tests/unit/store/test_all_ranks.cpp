@@ -98,5 +98,61 @@ TEST(AllRanks, AMissingRankIsATimeoutNamingItsKey) {
   EXPECT_NE(errors[0].find("t/1"), std::string::npos) << errors[0];
 }
 
+// agree(): the same decisions with O(1) store traffic per rank.
+
+TEST(AllRanks, AgreeIsOkOnceEveryRankIsOk) {
+  Ranks job;
+  std::vector<GroupVerdict> got(4);
+  auto errors = job.run(4, [&](Store& s, int r) {
+    got[static_cast<std::size_t>(r)] = agree(s, "a", r, 4, Verdict::value(""), Deadline(5000ms));
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    EXPECT_TRUE(got[static_cast<std::size_t>(r)].ok()) << got[static_cast<std::size_t>(r)].failure;
+  }
+}
+
+TEST(AllRanks, AgreeGivesEveryRankTheSameFirstFailure) {
+  Ranks job;
+  std::vector<GroupVerdict> got(4);
+  auto errors = job.run(4, [&](Store& s, int r) {
+    const Verdict v = r % 2 ? Verdict::error("broken " + std::to_string(r)) : Verdict::value("");
+    got[static_cast<std::size_t>(r)] = agree(s, "a", r, 4, v, Deadline(5000ms));
+  });
+  const int first = got[0].failed_rank;
+  EXPECT_TRUE(first == 1 || first == 3) << first;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].failed_rank, first);
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].failure, "broken " + std::to_string(first));
+  }
+}
+
+TEST(AllRanks, AgreeTogetherStopsEveryRankAtOnceWithTheFailingRanksText) {
+  Ranks job;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = job.run(3, [&](Store& s, int r) {
+    agree_together(s, "t", r, 4, Deadline(30000ms), "map its memory", [&] {
+      if (r == 2) throw ConfigError("no /dev/shm");
+    });
+  });
+  // Rank 3 never comes: nobody waits for it once rank 2 failed.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(errors[2], "no /dev/shm");
+  EXPECT_EQ(errors[0], "rank 2 could not map its memory, so rank 0 stops too: no /dev/shm");
+  EXPECT_EQ(errors[1], "rank 2 could not map its memory, so rank 1 stops too: no /dev/shm");
+}
+
+TEST(AllRanks, AgreeTimesOutNamingTheRanksThatNeverCame) {
+  Ranks job;
+  auto errors = job.run(2, [&](Store& s, int r) {
+    agree(s, "a", r == 0 ? 0 : 2, 4, Verdict::value(""), Deadline(300ms));
+  });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("Timed out waiting 300ms for rank(s) 1, 3 to publish 'a' (2 of 4 ranks did)"), std::string::npos)
+        << e;
+  }
+}
+
 }  // namespace
 }  // namespace mci

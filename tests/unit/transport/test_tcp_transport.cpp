@@ -1,10 +1,12 @@
-// The TCP mesh with one thread per rank in this process.
+// The TCP mesh with one thread per rank in this process, connected at init
+// (eager) and on first use (lazy): every behaviour below holds in both.
 #include <gtest/gtest.h>
 
 #include "support/fingerprints.hpp"
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -19,22 +21,33 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void with_mesh(int n, const std::function<void(TcpTransport&)>& body, const std::string& token = "") {
+void with_mesh(int n, const std::function<void(TcpTransport&)>& body, const std::string& token = "",
+               ConnectMode mode = ConnectMode::eager) {
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, token});
   const std::vector<std::string> errors = test::run_threads(n, [&](int r) {
     TcpStoreOptions o;
     o.port = server.port();
     o.token = token;
     TcpStore store(o);
-    auto t = connect_tcp_mesh(store, r, n, "127.0.0.1", "test", token, Deadline(10000ms));
+    auto t = connect_tcp_mesh(store, r, n, "127.0.0.1", "test", token, Deadline(10000ms), {}, mode);
     body(*t);
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+class TcpTransportModes : public ::testing::TestWithParam<ConnectMode> {
+ protected:
+  void with_mesh(int n, const std::function<void(TcpTransport&)>& body, const std::string& token = "") {
+    transport::with_mesh(n, body, token, GetParam());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Connect, TcpTransportModes, ::testing::Values(ConnectMode::eager, ConnectMode::lazy),
+                         [](const auto& info) { return info.param == ConnectMode::eager ? "eager" : "lazy"; });
+
 Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return test::coll_fingerprint(seq, count); }
 
-TEST(TcpTransport, EveryPairExchangesConcurrently) {
+TEST_P(TcpTransportModes, EveryPairExchangesConcurrently) {
   with_mesh(4, [](TcpTransport& t) {
     const int n = t.size(), r = t.rank();
     std::vector<std::vector<int>> in(n, std::vector<int>(300000)), out(n, std::vector<int>(300000));
@@ -52,7 +65,7 @@ TEST(TcpTransport, EveryPairExchangesConcurrently) {
   });
 }
 
-TEST(TcpTransport, WaitForOneOperationLeavesTheRestInFlight) {
+TEST_P(TcpTransportModes, WaitForOneOperationLeavesTheRestInFlight) {
   with_mesh(2, [](TcpTransport& t) {
     const int peer = 1 - t.rank();
     int a = 1 + t.rank(), b = 10 + t.rank(), ra = 0, rb = 0;
@@ -67,7 +80,7 @@ TEST(TcpTransport, WaitForOneOperationLeavesTheRestInFlight) {
   });
 }
 
-TEST(TcpTransport, SizeOrFingerprintDisagreementIsAMismatch) {
+TEST_P(TcpTransportModes, SizeOrFingerprintDisagreementIsAMismatch) {
   with_mesh(2, [](TcpTransport& t) {
     int v = 0;
     if (t.rank() == 0) {
@@ -91,33 +104,54 @@ TEST(TcpTransport, SizeOrFingerprintDisagreementIsAMismatch) {
   });
 }
 
-TEST(TcpTransport, TimeoutNamesTheSilentPeerAndTheBudget) {
-  with_mesh(2, [](TcpTransport& t) {
-    if (t.rank() == 0) {
-      int v;
-      t.post_recv(1, coll(5, 1), &v, 4);
-      try {
-        t.wait_all(Deadline(300ms));
-        ADD_FAILURE();
-      } catch (const TimeoutError& e) {
-        const std::string m = e.what();
-        EXPECT_NE(m.find("Timed out waiting 300ms for all_reduce #5"), std::string::npos) << m;
-        EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
-      }
+// Rank 1 stays alive and silent until rank 0 has its answer: its leaving
+// would be a PeerError, not the timeout under test.
+void stay_until(const std::atomic<bool>& done) {
+  const auto limit = Clock::now() + 60s;
+  while (!done && Clock::now() < limit) std::this_thread::sleep_for(5ms);
+}
+
+TEST_P(TcpTransportModes, TimeoutNamesTheSilentPeerAndTheBudget) {
+  std::atomic<bool> done{false};
+  with_mesh(2, [&](TcpTransport& t) {
+    if (t.rank() == 1) return stay_until(done);
+    int v;
+    t.post_recv(1, coll(5, 1), &v, 4);
+    try {
+      t.wait_all(Deadline(300ms));
+      ADD_FAILURE();
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("Timed out waiting 300ms for all_reduce #5"), std::string::npos) << m;
+      EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
     }
-    std::this_thread::sleep_for(500ms);
+    done = true;
   });
 }
 
-TEST(TcpTransport, AbortReasonReachesThePeers) {
+// An abort reaches the peers this rank is connected to (lazy: those it has
+// talked to; the others find it gone when they connect, see below).
+TEST_P(TcpTransportModes, AbortReasonReachesThePeers) {
   with_mesh(3, [](TcpTransport& t) {
+    int hello = t.rank(), got[3] = {};
+    for (int p = 0; p < 3; ++p) {
+      if (p == t.rank()) continue;
+      t.post_send(p, coll(1, 1), &hello, 4);
+      t.post_recv(p, coll(1, 1), &got[p], 4);
+    }
+    t.wait_all(Deadline(5000ms));
+    // Rank 2 aborts once both others are ready to hear it.
     if (t.rank() == 2) {
+      t.post_recv(0, coll(2, 1), &got[0], 4);
+      t.post_recv(1, coll(2, 1), &got[1], 4);
+      t.wait_all(Deadline(5000ms));
       t.abort("rank 2 gave up: testing");
       return;
     }
     int v;
-    t.post_recv(2, coll(1, 1), &v, 4);
     try {
+      t.post_send(2, coll(2, 1), &hello, 4);
+      t.post_recv(2, coll(3, 1), &v, 4);
       t.wait_all(Deadline(5000ms));
       ADD_FAILURE();
     } catch (const PeerError& e) {
@@ -129,7 +163,7 @@ TEST(TcpTransport, AbortReasonReachesThePeers) {
   });
 }
 
-TEST(TcpTransport, PeerThatLeavesNormallyIsOnlyAnErrorIfSomethingIsOwed) {
+TEST_P(TcpTransportModes, PeerThatLeavesNormallyIsOnlyAnErrorIfSomethingIsOwed) {
   with_mesh(3, [](TcpTransport& t) {
     if (t.rank() == 2) {
       t.close();
@@ -148,7 +182,7 @@ TEST(TcpTransport, PeerThatLeavesNormallyIsOnlyAnErrorIfSomethingIsOwed) {
   });
 }
 
-TEST(TcpTransport, StashedPointToPointFramesWaitForTheirRecv) {
+TEST_P(TcpTransportModes, StashedPointToPointFramesWaitForTheirRecv) {
   with_mesh(2, [](TcpTransport& t) {
     Fingerprint p2p;
     p2p.kind = OpKind::send;
@@ -174,7 +208,11 @@ TEST(TcpTransport, StashedPointToPointFramesWaitForTheirRecv) {
   });
 }
 
-TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
+// Eager: rank 0 waits at init for a rank 1 that cannot prove the token.
+// Lazy: each dials the other on first use. Either way a stranger's junk is
+// closed on at once, the wrong token never joins, and both ranks stop.
+TEST_P(TcpTransportModes, AStrangerIsRefusedAndAWrongTokenCannotJoin) {
+  const ConnectMode mode = GetParam();
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
   std::string err0, err1;
   std::thread r0([&] {
@@ -182,7 +220,10 @@ TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
       TcpStoreOptions o;
       o.port = server.port();
       TcpStore store(o);
-      auto t = connect_tcp_mesh(store, 0, 2, "127.0.0.1", "s", "tok", Deadline(1500ms));
+      auto t = connect_tcp_mesh(store, 0, 2, "127.0.0.1", "s", "tok", Deadline(1500ms), {}, mode);
+      int v = 0;
+      t->post_recv(1, coll(1, 1), &v, 4);
+      t->wait_all(Deadline(1500ms));
     } catch (const std::exception& e) {
       err0 = e.what();
     }
@@ -192,21 +233,134 @@ TEST(TcpMesh, WrongTokenCannotJoinAndAStrangerIsIgnored) {
       TcpStoreOptions o;
       o.port = server.port();
       TcpStore store(o);
-      // A stranger connects first and sends garbage.
+      // A stranger connects first and sends junk: rank 0 closes on it
+      // (well before the 10 s a silent stranger is given).
       const std::string addr = to_string(store.get("tcp/addr/0"));
       const auto colon = addr.rfind(':');
       Fd s = connect_tcp("127.0.0.1", std::stoi(addr.substr(colon + 1)), Deadline(1000ms), "r0");
-      const char junk[100] = "hello, I am not an mci rank";
+      char junk[200] = "hello, I am not an mci rank";
       (void)send_all(s.get(), junk, sizeof junk, Deadline(1000ms));
-      auto t = connect_tcp_mesh(store, 1, 2, "127.0.0.1", "s", "other-token", Deadline(1500ms));
+      Io io;
+      while ((io = recv_all(s.get(), junk, 1, Deadline(5000ms))) == Io::ok) {
+      }
+      EXPECT_NE(io, Io::timeout) << "rank 0 kept a stranger's connection open";
+      auto t = connect_tcp_mesh(store, 1, 2, "127.0.0.1", "s", "other-token", Deadline(1500ms), {}, mode);
+      int v = 1;
+      t->post_send(0, coll(1, 1), &v, 4);
+      t->wait_all(Deadline(5000ms));
     } catch (const std::exception& e) {
       err1 = e.what();
     }
   });
   r0.join();
   r1.join();
-  EXPECT_NE(err0.find("Timed out waiting"), std::string::npos) << err0;
-  EXPECT_NE(err1, "") << "a rank with the wrong token joined";
+  EXPECT_NE(err0, "");
+  EXPECT_NE(err1, "");
+  EXPECT_NE((err0 + err1).find("different job token or group"), std::string::npos) << err0 << "\n" << err1;
+  if (mode == ConnectMode::eager) {
+    EXPECT_NE(err0.find("Timed out waiting"), std::string::npos) << err0;
+  }
+}
+
+// Lazy connections: made on first use, one per pair whoever dials first,
+// with the same errors as at init.
+
+void with_lazy_mesh(int n, const std::function<void(TcpTransport&)>& body, const std::string& token = "") {
+  with_mesh(n, body, token, ConnectMode::lazy);
+}
+
+TEST(TcpLazy, ARingConnectsOnlyItsNeighbours) {
+  with_lazy_mesh(8, [](TcpTransport& t) {
+    EXPECT_EQ(t.connections(), 0u);
+    const int n = t.size(), r = t.rank();
+    int out = r, in = -1;
+    t.post_send((r + 1) % n, coll(1, 1), &out, 4);
+    t.post_recv((r + n - 1) % n, coll(1, 1), &in, 4);
+    t.wait_all(Deadline(10000ms));
+    EXPECT_EQ(in, (r + n - 1) % n);
+    EXPECT_EQ(t.connections(), 2u);
+  });
+}
+
+// Every rank dials every other at the same moment, both ways: each pair
+// still ends with one connection, and the data arrives in order over it.
+TEST(TcpLazy, SimultaneousFirstUseBothWaysMakesOneConnectionPerPair) {
+  with_lazy_mesh(6, [](TcpTransport& t) {
+    const int n = t.size(), r = t.rank();
+    for (std::uint64_t round = 1; round <= 3; ++round) {
+      std::vector<int> in(n, -1), out(n);
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        out[p] = static_cast<int>(round) * 100 + r;
+        t.post_send(p, coll(round, 1), &out[p], 4);
+        t.post_recv(p, coll(round, 1), &in[p], 4);
+      }
+      t.wait_all(Deadline(10000ms));
+      for (int p = 0; p < n; ++p) {
+        if (p != r) {
+          ASSERT_EQ(in[p], static_cast<int>(round) * 100 + p) << "round " << round;
+        }
+      }
+    }
+    EXPECT_EQ(t.connections(), static_cast<std::size_t>(n - 1));
+  }, "tok");
+}
+
+TEST(TcpLazy, APeerThatNeverAnswersIsNamedAtTheDeadline) {
+  std::atomic<bool> published{false}, done{false};
+  with_lazy_mesh(2, [&](TcpTransport& t) {
+    if (t.rank() == 1) {
+      published = true;  // its address is in the store
+      return stay_until(done);  // alive, listening, but never inside mci
+    }
+    stay_until(published);
+    int v = 0;
+    t.post_recv(1, coll(3, 1), &v, 4);
+    try {
+      t.wait_all(Deadline(400ms));
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("Timed out waiting 400ms for all_reduce #3"), std::string::npos) << m;
+      EXPECT_NE(m.find("handshake with rank 1"), std::string::npos) << m;
+    }
+    done = true;
+  });
+}
+
+TEST(TcpLazy, ADeadPeerOnFirstUseIsAPeerErrorNotAHang) {
+  with_lazy_mesh(3, [](TcpTransport& t) {
+    if (t.rank() == 2) {
+      t.abort("rank 2 stops before anyone talked to it");
+      return;
+    }
+    // Whether rank 2 is gone before the dial (refused) or during the
+    // handshake (closed), the survivors learn it from the connection, long
+    // before the deadline: a PeerError, not a TimeoutError.
+    int v = 0;
+    t.post_recv(2, coll(1, 1), &v, 4);
+    try {
+      t.wait_all(Deadline(60000ms));
+      ADD_FAILURE() << "no error";
+    } catch (const PeerError& e) {
+      EXPECT_EQ(e.peer(), 2);
+      EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// The eager mode's check at init names the rank that never came.
+TEST(TcpEager, ARankThatNeverConnectsIsNamedAtInit) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
+  TcpStoreOptions o;
+  o.port = server.port();
+  TcpStore store(o);
+  try {
+    auto t = connect_tcp_mesh(store, 0, 3, "127.0.0.1", "s", "", Deadline(300ms), {}, ConnectMode::eager);
+    ADD_FAILURE() << "no timeout";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("for ranks 1, 2 to connect to rank 0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
