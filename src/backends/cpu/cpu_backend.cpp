@@ -5,6 +5,7 @@
 // algorithm runs where is the algorithm
 // table's business (collectives/algorithm_table.hpp); this class connects
 // the places and keeps the arrival bookkeeping.
+#include <charconv>
 #include <map>
 #include <vector>
 
@@ -130,10 +131,18 @@ class CpuBackend final : public Backend {
     const std::string first = to_string(store.compare_set("cpu/settings/reference", {}, to_bytes(claim)));
     const auto nl = first.find('\n');
     if (nl == std::string::npos || first.substr(nl + 1) != mine) {
+      // The lower rank first, whichever arrived first: the same text in
+      // every run.
+      int other = -1;
+      std::from_chars(first.data(), first.data() + std::min(nl, first.size()), other);
+      const std::string theirs = nl == std::string::npos ? first : first.substr(nl + 1);
+      const bool mine_first = other < 0 || rank < other;
+      const auto a = mine_first ? std::pair{rank, mine} : std::pair{other, theirs};
+      const auto b = mine_first ? std::pair{other, theirs} : std::pair{rank, mine};
       error = fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
                           "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
                           "(or leave them unset everywhere).",
-                          rank, mine, first.substr(0, nl), nl == std::string::npos ? first : first.substr(nl + 1));
+                          a.first, a.second, b.first, b.second);
     }
     const GroupVerdict v =
         agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
