@@ -58,6 +58,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "mci/errors.hpp"
+#include "store/all_ranks.hpp"
 
 namespace mci {
 
@@ -275,29 +276,36 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
         "address of this host that the other ranks can reach.",
         rank_, ctx.listen_host, e.what()));
   }
-  try {
-    context_ = std::make_shared<RendezvousContext>(rank_, size_);
-    context_->setTimeout(ctx.timeout);
-    GlooStore store(ctx.store, kRendezvousPrefix, dl);
-    context_->connectFullMesh(store, device_);
-    name_peers(store);
-  } catch (const TimeoutError& e) {
-    // The store's wait for a peer's addresses: that peer never got this far.
-    throw TimeoutError(fmt::format("mci gloo backend: rank {} of {} never met all its peers: {}", rank_,
-                                   size_, e.what()));
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    const bool timed_out = msg.find("imeout") != std::string::npos || dl.expired();
-    const std::string text = fmt::format(
-        "mci gloo backend: rank {} of {} could not connect to its peers through Gloo "
-        "(listening on {}){}: {}",
-        rank_, size_, ctx.listen_host,
-        timed_out ? fmt::format("; Timed out waiting {}ms", ctx.timeout.count()) : "", msg);
-    if (timed_out) throw TimeoutError(text);
-    throw PeerError(text, -1);
-  }
+  // Nobody leaves init before every rank has connected: a rank that
+  // returned and exited at once (the lab does, when the world size is not
+  // the one it wants) closed its pairs under a peer still connecting, which
+  // then failed with "Connection closed by peer" instead of the lab's
+  // message. A rank that cannot connect tells the others at once.
+  agree_together(*ctx.store, "gloo/connected", rank_, size_, dl, "connect to its peers through Gloo", [&] {
+    try {
+      context_ = std::make_shared<RendezvousContext>(rank_, size_);
+      context_->setTimeout(ctx.timeout);
+      GlooStore store(ctx.store, kRendezvousPrefix, dl);
+      context_->connectFullMesh(store, device_);
+      name_peers(store);
+    } catch (const TimeoutError& e) {
+      // The store's wait for a peer's addresses: that peer never got this far.
+      throw TimeoutError(fmt::format("mci gloo backend: rank {} of {} never met all its peers: {}", rank_,
+                                     size_, e.what()));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      const bool timed_out = msg.find("imeout") != std::string::npos || dl.expired();
+      const std::string text = fmt::format(
+          "mci gloo backend: rank {} of {} could not connect to its peers through Gloo "
+          "(listening on {}){}: {}",
+          rank_, size_, ctx.listen_host,
+          timed_out ? fmt::format("; Timed out waiting {}ms", ctx.timeout.count()) : "", msg);
+      if (timed_out) throw TimeoutError(text);
+      throw PeerError(text, -1);
+    }
+  });
   sends_ = std::make_unique<PendingSends>(context_, kMaxPendingSendBytes);
 }
 
