@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <vector>
 
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
@@ -64,6 +65,16 @@ struct Chunks {
 inline constexpr std::size_t kPipelineChunkBytes = 512 * 1024;
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// A binomial tree over n members rooted at member `root`: member `me`'s
+// parent (-1 at the root) and children, farthest first, as member indices.
+// Members are renumbered so the root is virtual 0; the children of v are
+// v + 2^k for 2^k below v's lowest set bit.
+struct TreeLinks {
+  int parent = -1;
+  std::vector<int> children;
+};
+TreeLinks binomial_tree(int me, int root, int n);
 inline std::uint8_t* at(void* base, std::size_t elems, std::size_t elem_size) {
   return static_cast<std::uint8_t*>(base) + elems * elem_size;
 }

@@ -12,29 +12,12 @@ namespace {
 // waits for shared memory.
 constexpr std::size_t kPieceBytes = 1 << 20;
 
-// The delegates' binomial tree, rooted at the root's host (as
-// broadcast_tree numbers it): this delegate's parent (-1 at the root) and
-// children, as group ranks.
-struct TreeLinks {
-  int parent = -1;
-  std::vector<int> children;
-};
-
-TreeLinks tree_links(const std::vector<int>& delegates, int me_index, int root_index) {
-  const int n = static_cast<int>(delegates.size());
-  const int v = mod(me_index - root_index, n);
-  int limit = 1;
-  if (v == 0) {
-    while (limit < n) limit <<= 1;
-  } else {
-    limit = v & -v;
-  }
-  TreeLinks out;
-  for (int k = limit >> 1; k >= 1; k >>= 1) {
-    if (v + k < n) out.children.push_back(delegates[static_cast<std::size_t>(mod(v + k + root_index, n))]);
-  }
-  if (v != 0) out.parent = delegates[static_cast<std::size_t>(mod((v & (v - 1)) + root_index, n))];
-  return out;
+// The delegates' binomial tree, rooted at the root's host, as group ranks.
+TreeLinks delegates_tree(const std::vector<int>& delegates, int me_index, int root_index) {
+  TreeLinks links = binomial_tree(me_index, root_index, static_cast<int>(delegates.size()));
+  if (links.parent >= 0) links.parent = delegates[static_cast<std::size_t>(links.parent)];
+  for (int& child : links.children) child = delegates[static_cast<std::size_t>(child)];
+  return links;
 }
 
 }  // namespace
@@ -59,7 +42,7 @@ void hierarchical_broadcast(const HierCtx& c) {
     a.in = d.out;
     hier::among(c, delegates, a);
   } else if (me == delegate) {
-    links = tree_links(delegates, h, c.hosts.host_of(d.root));
+    links = delegates_tree(delegates, h, c.hosts.host_of(d.root));
     for (std::size_t k = 0; links.parent >= 0 && k < pieces.count(); ++k) {
       arriving.push_back(c.t.post_recv(links.parent, fp, at(d.out, pieces.begin(k), es), pieces.size(k) * es));
     }
