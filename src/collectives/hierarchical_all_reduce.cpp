@@ -15,9 +15,9 @@ namespace {
 // their hosts' sums whole (the same bytes each way as a ring of two) and
 // add them in either order: x + y == y + x bit for bit, so every rank ends
 // with the same bits.
-constexpr std::size_t kPieceBytes = 1 << 20;
+using hier::kPieceBytes;
 
-bool pipelined_between_two(const HierCtx& c) { return c.hosts.hosts() == 2 && c.d.bytes() >= 2 * kPieceBytes; }
+bool pipelined_between_two(const HierCtx& c) { return c.hosts.hosts() == 2 && hier::pipelined(c.d.bytes()); }
 
 void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
   const CollectiveDesc& d = c.d;
@@ -102,7 +102,7 @@ void hierarchical_all_reduce(const HierCtx& c) {
     if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
     return;
   }
-  if (c.hosts.hosts() > 2 && d.bytes() >= 2 * kPieceBytes) {
+  if (c.hosts.hosts() > 2 && hier::pipelined(d.bytes())) {
     hier::all_reduce_ring_of_hosts(c, op);
     if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, c.t.size());
     return;

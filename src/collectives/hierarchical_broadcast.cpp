@@ -7,11 +7,6 @@ namespace mci::coll {
 
 namespace {
 
-// Large messages go in pieces: a delegate hands piece k to its host while
-// piece k+1 is still on the wire, so the network (the bottleneck) never
-// waits for shared memory.
-constexpr std::size_t kPieceBytes = 1 << 20;
-
 // The delegates' binomial tree, rooted at the root's host, as group ranks.
 TreeLinks delegates_tree(const std::vector<int>& delegates, int me_index, int root_index) {
   TreeLinks links = binomial_tree(me_index, root_index, static_cast<int>(delegates.size()));
@@ -32,7 +27,10 @@ void hierarchical_broadcast(const HierCtx& c) {
 
   // Small messages: between delegates with the flat algorithm, then in one
   // piece inside each host.
-  const Chunks pieces{d.count, d.bytes() >= 2 * kPieceBytes ? kPieceBytes / es : std::max<std::size_t>(d.count, 1)};
+  // Large ones in pieces: a delegate hands piece k to its host while piece
+  // k+1 is still on the wire.
+  const std::size_t piece = hier::pipelined(d.bytes()) ? hier::kPieceBytes / es : std::max<std::size_t>(d.count, 1);
+  const Chunks pieces{d.count, piece};
   TreeLinks links;
   std::vector<transport::OpHandle> arriving;
   const Fingerprint fp = d.fingerprint();

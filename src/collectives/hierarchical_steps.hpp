@@ -12,6 +12,12 @@
 
 namespace mci::coll::hier {
 
+// Large messages cross between hosts in pieces of this size, so the
+// network carries one piece while shared memory works on another; messages
+// of at least two pieces are pipelined.
+inline constexpr std::size_t kPieceBytes = 1 << 20;
+inline bool pipelined(std::size_t bytes) { return bytes >= 2 * kPieceBytes; }
+
 bool contains(const std::vector<int>& ranks, int rank);
 
 // c.d as one phase runs it: another element count, local root, buffers
