@@ -13,6 +13,7 @@ packages=(
   iproute2 procps
   openmpi-bin libopenmpi-dev
   python3-torch
+  python3-matplotlib
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).
 packages+=("$@")
