@@ -44,6 +44,7 @@ Options:
   --no-build         use DIR as it is
   --out DIR          keep raw results there (default a new /tmp/mci-compare.XXXXXX)
   --stat best|median what the busbw and ratio columns use (default best: the fast state)
+  --placement out|in the table of out-of-place (default) or in-place calls; both are measured
   --baseline DIR     another mci build (e.g. of the previous commit): adds the tools
                      base-auto and base-tcp, its mci-perf with --transport auto and tcp
   --hosts H          H hosts (network namespaces node0..), --ranks ranks on each; needs
@@ -55,7 +56,7 @@ USAGE
 }
 
 collective=all_reduce ranks="2 4" rounds=5 minb=8 maxb=16M factor=4 iters=20 warmup=5
-dtype=float op=sum tools="" build=build do_build=1 out="" setup=0 stat=best baseline=""
+dtype=float op=sum tools="" build=build do_build=1 out="" setup=0 stat=best placement=out baseline=""
 hosts=1 shape="" netns_tools=../shared/tools
 while [ $# -gt 0 ]; do
   case $1 in
@@ -75,6 +76,7 @@ while [ $# -gt 0 ]; do
     --no-build) do_build=0 ;;
     --out) out=$2; shift ;;
     --stat) stat=$2; shift ;;
+    --placement) placement=$2; shift ;;
     --baseline) baseline=$2; shift ;;
     --hosts) hosts=$2; shift ;;
     --shape) shape=$2; shift ;;
@@ -259,6 +261,6 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 echo "# finished $(date '+%Y-%m-%d %H:%M:%S') after $((SECONDS - start)) s" >>"$out/header.txt"
 
-python3 bench/compare_table.py "$out" --stat "$stat" | tee "$out/table.txt"
-python3 bench/compare_table.py "$out" --stat "$stat" --markdown >"$out/table.md"
+python3 bench/compare_table.py "$out" --stat "$stat" --placement "$placement" | tee "$out/table.txt"
+python3 bench/compare_table.py "$out" --stat "$stat" --placement "$placement" --markdown >"$out/table.md"
 echo "raw results and the table (table.txt, table.md): $out"

@@ -10,7 +10,7 @@ load average when the runs started, and the median barrier time of mci
 (auto) and of Open MPI measured in the same runs (--barrier-ref), which
 shows the machine's latency state.
 
-Usage: compare_table.py OUT_DIR [--stat best|median] [--markdown]
+Usage: compare_table.py OUT_DIR [--stat best|median] [--placement out|in] [--markdown]
 """
 import csv
 import glob
@@ -33,7 +33,7 @@ def num(v, width, digits=2):
     return f"{v:{width}.{digits}f}"
 
 
-def load(out):
+def load(out, placement):
     times = defaultdict(list)  # (ranks, tool, size) -> [(time_us, busbw)]
     barrier = defaultdict(list)
     wrong = defaultdict(int)
@@ -46,7 +46,7 @@ def load(out):
         key = (int(m.group(2)), m.group(1), int(m.group(3)))
         with open(path) as f:
             for row in csv.DictReader(f):
-                if row["placement"] != "out_of_place":
+                if row["placement"] != placement:
                     continue
                 times[key].append((float(row["time_us"]), float(row["busbw_GBps"])))
                 if row.get("barrier_us"):
@@ -75,7 +75,13 @@ def main():
     stat = args[args.index("--stat") + 1] if "--stat" in args else "best"
     if stat not in ("best", "median"):
         sys.exit("--stat is best or median")
-    times, barrier, wrong, loads, runs, failed = load(out)
+    where = args[args.index("--placement") + 1] if "--placement" in args else "out"
+    if where not in ("out", "in"):
+        sys.exit("--placement is out or in")
+    placement = "in_place" if where == "in" else "out_of_place"
+    times, barrier, wrong, loads, runs, failed = load(out, placement)
+    if not times:
+        sys.exit(f"compare_table.py: no {placement} results in {out}/raw (barrier and send_recv have no in-place form)")
     with open(os.path.join(out, "header.txt")) as f:
         header = f.read().rstrip("\n")
     # In Markdown the run's description stays verbatim in a code block.
@@ -87,7 +93,7 @@ def main():
         sizes = sorted({k[2] for k in times if k[0] == n})
         rounds = max(len(times[(n, t, s)]) for t in tools for s in sizes)
         print()
-        print(f"{'###' if markdown else '##'} {n} ranks, {rounds} rounds. Per tool: best and median time (us) over the rounds, busbw (GB/s) "
+        print(f"{'###' if markdown else '##'} {n} ranks, {rounds} rounds, {placement.replace('_', ' ')}. Per tool: best and median time (us) over the rounds, busbw (GB/s) "
               f"of the {stat} time, +-% = (max-min)/median of the times. Ratios: {stat} time of mci / the other "
               "(below 1: mci is faster). load1: /proc/loadavg at the start of the runs. bar: median barrier "
               "time (us) in the same runs.")

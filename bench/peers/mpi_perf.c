@@ -5,8 +5,8 @@
  *   - per size: -w warmup calls, a barrier, one monotonic clock around -n
  *     calls, divided by -n; the iteration time is the slowest rank's
  *     (MPI_Allreduce MAX of the per-rank averages),
- *   - the same algbw/busbw formulas and columns (out-of-place only: the
- *     in-place columns read N/A),
+ *   - the same algbw/busbw formulas and columns, out of place and in place
+ *     (MPI_IN_PLACE; barrier and send_recv have no in-place form: N/A),
  *   - with --barrier-ref, the mean of 10 MPI_Barrier calls after each size.
  * Build: mpicc -O2 -o mpi-perf mpi_perf.c
  * Run:   mpirun -np 2 ./mpi-perf all_reduce -b 8 -e 16M -f 4 [--csv FILE] */
@@ -82,16 +82,38 @@ static void layout(enum coll c, size_t count, size_t* in, size_t* out, size_t* b
   }
 }
 
-static void run_once(const struct opts* o, void* in, void* out, size_t cin, size_t cout, size_t block) {
+/* In place as MPI spells it (MPI_IN_PLACE on the side that would be copied),
+ * in the same buffers mci-perf uses in place: the input inside the output. */
+static void run_once(const struct opts* o, void* in, void* out, size_t cin, size_t cout, size_t block, int inplace) {
+  const int root = rank == o->root;
+  char* own = (char*)out + (size_t)rank * block * o->es;
   switch (o->coll) {
-    case ALL_REDUCE: MPI_Allreduce(in, out, (int)cin, o->type, o->op, MPI_COMM_WORLD); break;
+    case ALL_REDUCE: MPI_Allreduce(inplace ? MPI_IN_PLACE : in, out, (int)cin, o->type, o->op, MPI_COMM_WORLD); break;
     case BROADCAST: MPI_Bcast(out, (int)cout, o->type, o->root, MPI_COMM_WORLD); break;
-    case REDUCE: MPI_Reduce(in, out, (int)cin, o->type, o->op, o->root, MPI_COMM_WORLD); break;
-    case ALL_GATHER: MPI_Allgather(in, (int)block, o->type, out, (int)block, o->type, MPI_COMM_WORLD); break;
-    case GATHER: MPI_Gather(in, (int)block, o->type, out, (int)block, o->type, o->root, MPI_COMM_WORLD); break;
-    case SCATTER: MPI_Scatter(in, (int)block, o->type, out, (int)block, o->type, o->root, MPI_COMM_WORLD); break;
-    case REDUCE_SCATTER: MPI_Reduce_scatter_block(in, out, (int)block, o->type, o->op, MPI_COMM_WORLD); break;
-    case ALL_TO_ALL: MPI_Alltoall(in, (int)block, o->type, out, (int)block, o->type, MPI_COMM_WORLD); break;
+    case REDUCE:
+      MPI_Reduce(inplace ? (root ? MPI_IN_PLACE : out) : in, out, (int)cin, o->type, o->op, o->root, MPI_COMM_WORLD);
+      break;
+    case ALL_GATHER:
+      if (inplace) MPI_Allgather(MPI_IN_PLACE, 0, o->type, out, (int)block, o->type, MPI_COMM_WORLD);
+      else MPI_Allgather(in, (int)block, o->type, out, (int)block, o->type, MPI_COMM_WORLD);
+      break;
+    case GATHER:
+      if (inplace) MPI_Gather(root ? MPI_IN_PLACE : own, (int)block, o->type, out, (int)block, o->type, o->root, MPI_COMM_WORLD);
+      else MPI_Gather(in, (int)block, o->type, out, (int)block, o->type, o->root, MPI_COMM_WORLD);
+      break;
+    case SCATTER:
+      /* In place the root's block stays where it is in its full buffer. */
+      if (inplace) MPI_Scatter(out, (int)block, o->type, root ? MPI_IN_PLACE : own, (int)block, o->type, o->root, MPI_COMM_WORLD);
+      else MPI_Scatter(in, (int)block, o->type, out, (int)block, o->type, o->root, MPI_COMM_WORLD);
+      break;
+    case REDUCE_SCATTER:
+      if (inplace) MPI_Reduce_scatter_block(MPI_IN_PLACE, out, (int)block, o->type, o->op, MPI_COMM_WORLD);
+      else MPI_Reduce_scatter_block(in, out, (int)block, o->type, o->op, MPI_COMM_WORLD);
+      break;
+    case ALL_TO_ALL:
+      if (inplace) MPI_Alltoall(MPI_IN_PLACE, 0, o->type, out, (int)block, o->type, MPI_COMM_WORLD);
+      else MPI_Alltoall(in, (int)block, o->type, out, (int)block, o->type, MPI_COMM_WORLD);
+      break;
     case BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
     case SEND_RECV: {
       const int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
@@ -161,6 +183,15 @@ static void parse(int argc, char** argv, struct opts* o) {
   if (o->coll == SEND_RECV && nranks < 2) die("send_recv needs 2 ranks", NULL);
 }
 
+/* Per call, over -n calls after -w warmup calls and a barrier. */
+static double time_runs(const struct opts* o, void* in, void* out, size_t cin, size_t cout, size_t block, int inplace) {
+  for (int i = 0; i < o->warmup; ++i) run_once(o, in, out, cin, cout, block, inplace);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_s();
+  for (int i = 0; i < o->iters; ++i) run_once(o, in, out, cin, cout, block, inplace);
+  return (now_s() - t0) / o->iters;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -208,36 +239,45 @@ int main(int argc, char** argv) {
     const size_t count = size / o.es;
     layout(o.coll, count, &cin, &cout, &block);
     const size_t bytes = (cin > cout ? cin : cout) * o.es;
-    for (int i = 0; i < o.warmup; ++i) run_once(&o, in, out, cin, cout, block);
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = now_s();
-    for (int i = 0; i < o.iters; ++i) run_once(&o, in, out, cin, cout, block);
-    double t[2] = {(now_s() - t0) / o.iters, 0};
+    const int has_in_place = o.coll != BARRIER && o.coll != SEND_RECV;
+    double t[3] = {time_runs(&o, in, out, cin, cout, block, 0), 0, 0};
+    if (has_in_place) t[1] = time_runs(&o, in, out, cin, cout, block, 1);
     if (o.barrier_ref) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double b0 = now_s();
       for (int i = 0; i < 10; ++i) MPI_Barrier(MPI_COMM_WORLD);
-      t[1] = (now_s() - b0) / 10;
+      t[2] = (now_s() - b0) / 10;
     }
-    MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    const double algbw = o.coll == BARRIER || t[0] <= 0 ? 0 : (double)bytes / 1e9 / t[0];
-    const double busbw = algbw * bus_factor(o.coll, nranks);
-    bw_sum += busbw;
+    MPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double algbw[2], busbw[2];
+    for (int p = 0; p < 2; ++p) {
+      algbw[p] = o.coll == BARRIER || t[p] <= 0 ? 0 : (double)bytes / 1e9 / t[p];
+      busbw[p] = algbw[p] * bus_factor(o.coll, nranks);
+    }
+    bw_sum += busbw[0];
     ++cells;
     if (rank == 0) {
-      char ts[32], ab[32], bb[32], br[32];
-      num(ts, sizeof ts, t[0] * 1e6, 7);
-      num(ab, sizeof ab, algbw, 6);
-      num(bb, sizeof bb, busbw, 6);
-      num(br, sizeof br, t[1] * 1e6, 10);
+      char ts[2][32], ab[2][32], bb[2][32], br[32];
+      for (int p = 0; p < 2; ++p) {
+        if (p == 1 && !has_in_place) {
+          snprintf(ts[p], sizeof ts[p], "%7s", "N/A");
+          snprintf(ab[p], sizeof ab[p], "%6s", "N/A");
+          snprintf(bb[p], sizeof bb[p], "%6s", "N/A");
+          continue;
+        }
+        num(ts[p], sizeof ts[p], t[p] * 1e6, 7);
+        num(ab[p], sizeof ab[p], algbw[p], 6);
+        num(bb[p], sizeof bb[p], busbw[p], 6);
+      }
+      num(br, sizeof br, t[2] * 1e6, 10);
       printf("%12zu  %12zu  %8s  %6s  %6d  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s%s\n", bytes, count, o.type_name,
-             redop, root_col, ts, ab, bb, "N/A", "N/A", "N/A", "N/A", "N/A", o.barrier_ref ? "  " : "",
+             redop, root_col, ts[0], ab[0], bb[0], "N/A", ts[1], ab[1], bb[1], "N/A", o.barrier_ref ? "  " : "",
              o.barrier_ref ? br : "");
       fflush(stdout);
-      if (csv) {
-        fprintf(csv, "%s,openmpi,auto,auto,%d,%zu,%zu,%s,%s,%d,out_of_place,%.3f,%.6f,%.6f,,", kNames[o.coll], nranks,
-                bytes, count, o.short_name, redop, root_col, t[0] * 1e6, algbw, busbw);
-        if (o.barrier_ref) fprintf(csv, "%.3f", t[1] * 1e6);
+      for (int p = 0; csv && p < 1 + has_in_place; ++p) {
+        fprintf(csv, "%s,openmpi,auto,auto,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,,", kNames[o.coll], nranks, bytes,
+                count, o.short_name, redop, root_col, p ? "in_place" : "out_of_place", t[p] * 1e6, algbw[p], busbw[p]);
+        if (o.barrier_ref) fprintf(csv, "%.3f", t[2] * 1e6);
         fprintf(csv, "\n");
       }
     }

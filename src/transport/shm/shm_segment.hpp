@@ -35,6 +35,8 @@ struct alignas(128) ShmControl {
   // reduced, so a poster makes the wake-up system call only when someone sleeps.
   std::atomic<std::uint32_t> sleepers[3] = {};
   std::atomic<std::int64_t> pid{0};
+  // The CPU + 1 its waiting thread was last seen on (0: not yet; CpuSpread).
+  std::atomic<std::int32_t> cpu{0};
 };
 
 struct ShmHeader {

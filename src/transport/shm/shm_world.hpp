@@ -19,6 +19,7 @@
 
 #include "common/deadline.hpp"
 #include "common/fingerprint.hpp"
+#include "transport/shm/cpu_spread.hpp"
 #include "transport/shm/shm_segment.hpp"
 
 namespace mci::transport {
@@ -102,6 +103,7 @@ class ShmWorld {
   std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;
   std::vector<int> group_ranks_;
+  CpuSpread spread_;
   int group_rank(int r) const { return group_ranks_.empty() ? r : group_ranks_[static_cast<std::size_t>(r)]; }
 };
 
