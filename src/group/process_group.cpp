@@ -79,11 +79,11 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     if (!broken_.empty()) throw_broken(d);
     try {
       if (shared) {
-        backend_->run_async(d, Deadline(timeout), [&st](std::shared_ptr<const DeviceFence> f) {
+        backend_->run_async(d, Deadline(t0 + timeout, timeout), [&st](std::shared_ptr<const DeviceFence> f) {
           st.publish_fence(std::move(f));
         });
       } else {
-        backend_->run(d, Deadline(timeout));
+        backend_->run(d, Deadline(t0 + timeout, timeout));
       }
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
