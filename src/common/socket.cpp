@@ -248,11 +248,20 @@ std::string host_name() {
   return buf;
 }
 
-std::string machine_identity() {
+namespace {
+std::string boot_id() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string boot;
   std::getline(f, boot);
-  return host_name() + "/" + boot;
+  return boot;
+}
+}  // namespace
+
+std::string machine_identity() { return host_name() + "/" + boot_id(); }
+
+std::string kernel_identity() {
+  const std::string boot = boot_id();
+  return boot.empty() ? machine_identity() : "boot:" + boot;
 }
 
 bool port_free(const std::string& host, int port) {

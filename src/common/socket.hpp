@@ -64,6 +64,10 @@ std::string host_name();
 // This machine, uniquely: hostname and boot id (containers may share a
 // hostname; they do not share a boot).
 std::string machine_identity();
+// The running kernel (its boot id): processes that share CPUs, whatever
+// their host names. Containers and network-namespace "hosts" on one machine
+// have names of their own but one kernel and one set of cores.
+std::string kernel_identity();
 // True if port is free to bind on host now (for launchers checking early).
 bool port_free(const std::string& host, int port);
 

@@ -1,6 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <net/if.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
 
 #include "common/socket.hpp"
 
@@ -16,6 +23,46 @@ TEST(Socket, InterfaceTowardLoopbackIsTheLoopbackInterface) {
 
 TEST(Socket, InterfaceTowardNowhereIsEmpty) {
   EXPECT_EQ(interface_toward("no-such-host.invalid"), "");
+}
+
+}  // namespace
+}  // namespace mci
+
+namespace mci {
+namespace {
+
+// What a process in a UTS namespace of its own (a container, a network-
+// namespace "host" started by Slurm) sees: its own host name, one kernel.
+std::pair<std::string, std::string> identities_under_hostname(const char* name) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string out = "!";
+    if (::unshare(CLONE_NEWUTS) == 0 && ::sethostname(name, std::strlen(name)) == 0) {
+      out = machine_identity() + "\n" + kernel_identity();
+    }
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  const auto nl = got.find('\n');
+  if (nl == std::string::npos) return {};
+  return {got.substr(0, nl), got.substr(nl + 1)};
+}
+
+TEST(MachineIdentity, HostsOfOneKernelShareTheKernelIdentityButNotTheMachineIdentity) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a child its own host name (unshare CLONE_NEWUTS)";
+  const auto [machine, kernel] = identities_under_hostname("mci-test-other-host");
+  ASSERT_FALSE(kernel.empty()) << "the child could not take a host name of its own";
+  EXPECT_EQ(kernel, kernel_identity()) << "ranks on one kernel share its cores, whatever their host names";
+  EXPECT_NE(machine, machine_identity()) << "another host name is another host for shared memory";
 }
 
 }  // namespace
