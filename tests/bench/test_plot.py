@@ -146,6 +146,14 @@ def test_json(tmp, mcirun, perf):
     return shm
 
 
+def write_runs_and_header(out, runs, header):
+    """The two files bench/compare.sh writes beside raw/."""
+    with open(os.path.join(out, "runs.csv"), "w") as f:
+        f.write("\n".join(runs) + "\n")
+    with open(os.path.join(out, "header.txt"), "w") as f:
+        f.write(header)
+
+
 def write_raw(path, rows):
     cols = ["collective", "backend", "transport", "algo", "ranks", "size", "count", "type", "redop", "root",
             "placement", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "barrier_us"]
@@ -175,11 +183,8 @@ def test_compare_real(tmp, mcirun, perf):
                 for r in mine:
                     if r["placement"] == "out_of_place":
                         expected.setdefault(tool, {}).setdefault(size, []).append(float(r["busbw_GBps"]))
-    with open(os.path.join(out, "runs.csv"), "w") as f:
-        f.write("\n".join(runs) + "\n")
-    with open(os.path.join(out, "header.txt"), "w") as f:
-        f.write("# mci compare: all_gather float sum, ranks: 2, rounds: 2, sizes: 8 .. 65536, iters 2 warmup 1\n"
-                "# tools: mci-auto mci-tcp\n")
+    write_runs_and_header(out, runs, "# mci compare: all_gather float sum, ranks: 2, rounds: 2, sizes: 8 .. 65536, "
+                          "iters 2 warmup 1\n# tools: mci-auto mci-tcp\n")
 
     charts = data(out)
     check(any(t.startswith("all_gather float sum, 2 ranks") and "median of 2 rounds" in t for t in charts),
@@ -227,11 +232,9 @@ def test_compare_made(tmp):
                     write_raw(os.path.join(out, "raw", f"{tool}.n{n}.s{size}.r{rnd}.csv"), rows)
                     runs.append(f"{rnd},{n},{tool},{size},1.0,0")
     runs.append("3,4,gloo,2097152,1.0,137")
-    with open(os.path.join(out, "runs.csv"), "w") as f:
-        f.write("\n".join(runs) + "\n")
-    with open(os.path.join(out, "header.txt"), "w") as f:
-        f.write("# mci compare: all_reduce float sum, ranks: 1 2, rounds: 3, sizes: 1024 1048576, iters 20 warmup 5\n"
-                "# hosts: 2 network namespaces, ranks per host: 1 2 (the ranks column counts all), links: 2gbit\n")
+    write_runs_and_header(out, runs, "# mci compare: all_reduce float sum, ranks: 1 2, rounds: 3, sizes: 1024 1048576, "
+                          "iters 20 warmup 5\n# hosts: 2 network namespaces, ranks per host: 1 2 (the ranks column "
+                          "counts all), links: 2gbit\n")
 
     charts = data(out)
     check(len(charts) == 2, f"two world sizes, two charts (got {list(charts)})")
