@@ -14,7 +14,20 @@ namespace mci {
 enum class DType : std::uint8_t { f32 = 0, f64, f16, bf16, i8, u8, i32, i64 };
 inline constexpr int kNumDTypes = 8;
 
-std::size_t dtype_size(DType t) noexcept;
+// Inline: every call asks it several times (buffer sizes, validation).
+constexpr std::size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i8: return 1;
+    case DType::u8: return 1;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
 std::string_view dtype_name(DType t) noexcept;
 bool is_floating(DType t) noexcept;
 

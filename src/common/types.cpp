@@ -7,20 +7,6 @@
 
 namespace mci {
 
-std::size_t dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i8: return 1;
-    case DType::u8: return 1;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-  }
-  return 0;
-}
-
 std::string_view dtype_name(DType t) noexcept {
   switch (t) {
     case DType::f32: return "f32";

@@ -1,5 +1,7 @@
 #include "diag/flight_recorder.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace mci::diag {
@@ -36,7 +38,10 @@ std::string OpRecord::describe() const {
 FlightRecorder::FlightRecorder(std::size_t capacity)
     : enabled_(capacity > 0), slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
 
-void FlightRecorder::write(const OpRecord& r, int first, int last) {
+// The word range is a template argument: starting and finishing a call
+// (twice per blocking call) compute and store only the words that change.
+template <int First, int Last>
+void FlightRecorder::write(const OpRecord& r) {
   if (!enabled_) return;
   Slot& s = slots_[r.id % slots_.size()];
   const std::uint64_t v = s.version.load(std::memory_order_relaxed);
@@ -45,19 +50,28 @@ void FlightRecorder::write(const OpRecord& r, int first, int last) {
   // acquire load of the data keeps the reader's second version check after
   // it (no standalone fences: sanitizers model these exactly; on x86 all of
   // them are plain moves).
-  const std::uint64_t packed = static_cast<std::uint64_t>(r.kind) |
-                               static_cast<std::uint64_t>(r.dtype) << 8 |
-                               static_cast<std::uint64_t>(r.op) << 16 |
-                               static_cast<std::uint64_t>(r.algo) << 24 |
-                               static_cast<std::uint64_t>(r.state) << 32;
-  const std::uint64_t words[kWords] = {
-      r.id, r.seq, r.count, packed,
-      static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.root)) |
-          static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.tag)) << 32,
-      static_cast<std::uint64_t>(r.enqueued_ns), static_cast<std::uint64_t>(r.started_ns),
-      static_cast<std::uint64_t>(r.ended_ns), static_cast<std::uint64_t>(static_cast<std::int64_t>(r.last_rank)),
-      static_cast<std::uint64_t>(r.last_late_ns)};
-  for (int i = first; i <= last; ++i) s.w[i].store(words[i], std::memory_order_release);
+  auto word = [&](int i) -> std::uint64_t {
+    switch (i) {
+      case 0: return r.id;
+      case 1: return r.seq;
+      case 2: return r.count;
+      case 3:
+        return static_cast<std::uint64_t>(r.kind) | static_cast<std::uint64_t>(r.dtype) << 8 |
+               static_cast<std::uint64_t>(r.op) << 16 | static_cast<std::uint64_t>(r.algo) << 24 |
+               static_cast<std::uint64_t>(r.state) << 32;
+      case 4:
+        return static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.root)) |
+               static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.tag)) << 32;
+      case 5: return static_cast<std::uint64_t>(r.enqueued_ns);
+      case 6: return static_cast<std::uint64_t>(r.started_ns);
+      case 7: return static_cast<std::uint64_t>(r.ended_ns);
+      case 8: return static_cast<std::uint64_t>(static_cast<std::int64_t>(r.last_rank));
+      default: return static_cast<std::uint64_t>(r.last_late_ns);
+    }
+  };
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (s.w[First + I].store(word(First + I), std::memory_order_release), ...);
+  }(std::make_integer_sequence<int, Last - First + 1>{});
   s.version.store(v + 2, std::memory_order_release);
 }
 
@@ -117,7 +131,7 @@ void FlightRecorder::start(OpRecord& r, std::int64_t now) {
   if (!enabled_) return;
   r.state = OpState::started;
   r.started_ns = now;
-  write(r, 3, 6);
+  write<3, 6>(r);
 }
 
 void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank, std::int64_t last_late_ns) {
@@ -126,7 +140,7 @@ void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank,
     r.ended_ns = t;
     r.last_rank = last_rank;
     r.last_late_ns = last_late_ns;
-    write(r, 3, 9);
+    write<3, 9>(r);
   }
   running_.store(0, std::memory_order_release);
   idle_since_.store(t, std::memory_order_release);

@@ -72,7 +72,8 @@ class FlightRecorder {
   };
   // Writes words [first, last] of r's slot (all of them when enqueuing; the
   // few that change when starting and finishing).
-  void write(const OpRecord& r, int first = 0, int last = kWords - 1);
+  template <int First = 0, int Last = kWords - 1>
+  void write(const OpRecord& r);
   std::optional<OpRecord> read(const Slot& s) const;
 
   bool enabled_;

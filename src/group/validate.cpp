@@ -26,7 +26,9 @@ struct Check {
     if (b.count > 0 && b.data == nullptr) {
       fail(fmt::format("{} has {} elements but a null data pointer", name, b.count));
     }
-    if (b.count > (std::uint64_t{1} << 56) / dtype_size(b.dtype)) {
+    // Below 2^53 elements no dtype (8 bytes at most) passes 2^56 bytes: no
+    // division on the fast path.
+    if (b.count > (std::uint64_t{1} << 53) && b.count > (std::uint64_t{1} << 56) / dtype_size(b.dtype)) {
       fail(fmt::format("{} claims {} elements, more than any real buffer holds", name, b.count));
     }
   }
