@@ -2,8 +2,6 @@
 
 #include <sched.h>
 
-#include <vector>
-
 #include "transport/shm/shm_segment.hpp"
 
 namespace mci::transport {
