@@ -1,5 +1,6 @@
 #include "diag/flight_recorder.hpp"
 
+#include <bit>
 #include <utility>
 
 #include <fmt/format.h>
@@ -36,14 +37,14 @@ std::string OpRecord::describe() const {
 }
 
 FlightRecorder::FlightRecorder(std::size_t capacity)
-    : enabled_(capacity > 0), slots_(std::max<std::size_t>(capacity, 1)), idle_since_(now_ns()) {}
+    : enabled_(capacity > 0), slots_(std::bit_ceil(std::max<std::size_t>(capacity, 1))), idle_since_(now_ns()) {}
 
 // The word range is a template argument: starting and finishing a call
 // (twice per blocking call) compute and store only the words that change.
 template <int First, int Last>
 void FlightRecorder::write(const OpRecord& r) {
   if (!enabled_) return;
-  Slot& s = slots_[r.id % slots_.size()];
+  Slot& s = slots_[r.id & (slots_.size() - 1)];
   const std::uint64_t v = s.version.load(std::memory_order_relaxed);
   s.version.store(v + 1, std::memory_order_relaxed);  // odd: being written
   // Release stores of the data keep the odd version before them, and an
@@ -148,7 +149,7 @@ void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank,
 
 std::optional<OpRecord> FlightRecorder::get(std::uint64_t id) const {
   if (!enabled_) return std::nullopt;
-  auto r = read(slots_[id % slots_.size()]);
+  auto r = read(slots_[id & (slots_.size() - 1)]);
   if (!r || r->id != id) return std::nullopt;
   return r;
 }

@@ -43,7 +43,9 @@ std::int64_t now_ns();
 
 class FlightRecorder {
  public:
-  // capacity 0 turns recording off (to measure what it costs).
+  // capacity 0 turns recording off (to measure what it costs); others are
+  // rounded up to a power of two (a slot's index is then a mask, not a
+  // division, twice per call).
   explicit FlightRecorder(std::size_t capacity);
 
   // Records a new operation (in submission order) and returns its record;

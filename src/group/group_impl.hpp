@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backends/backend.hpp"
+#include "common/tick_clock.hpp"
 #include "collectives/desc.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
@@ -65,6 +66,8 @@ struct ProcessGroup::Impl {
   std::unique_ptr<diag::HangResponder> responder_;  // reads recorder_: declared after it
   const std::chrono::milliseconds report_wait_;
   const bool debug_timing_;  // MCI_DEBUG=timing: a line per collective, a summary at the end
+  // The submit and finish times of every call (MCI_CLOCK).
+  TickClock clock_;
 
   struct Task {
     coll::CollectiveDesc d;

@@ -22,6 +22,14 @@ GroupSettings GroupSettings::from(const InitOptions& o) {
   if (auto dbg = env_str("MCI_DEBUG")) s.debug_timing = dbg->find("timing") != std::string::npos;
   s.launcher_hosts_store = env_str("MCI_STORE_HOSTED").has_value();
   s.host_addr = env_str("MCI_HOST_ADDR").value_or("");
+  if (auto clock = env_str("MCI_CLOCK")) {
+    if (*clock != "auto" && *clock != "steady") {
+      throw ConfigError(fmt::format("MCI_CLOCK={} is not a clock mci knows: use auto (the CPU's time-stamp counter "
+                                    "where it is invariant, else the steady clock) or steady",
+                                    *clock));
+    }
+    s.counter_clock = *clock == "auto";
+  }
   s.token = o.token.empty() ? auth::token_from_env() : o.token;
   return s;
 }

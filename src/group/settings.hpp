@@ -17,6 +17,7 @@ struct GroupSettings {
   bool launcher_hosts_store = false;             // MCI_STORE_HOSTED: mcirun hosts the store, rank 0 must not
   std::string host_addr;                         // MCI_HOST_ADDR: the address peers reach this rank at
   std::string token;                             // MCI_JOB_TOKEN
+  bool counter_clock = true;                     // MCI_CLOCK: auto (the CPU's counter where usable) or steady
 
   // Throws ConfigError naming a malformed variable.
   static GroupSettings from(const InitOptions& o);

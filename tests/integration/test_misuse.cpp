@@ -143,6 +143,12 @@ TEST(Misuse, WaitSettingsOutOfRangeAreAConfigError) {
   EXPECT_TRUE(has(o, "MCI_SHM_YIELD_US=-5 is out of range: use 0 .. 1000000 (microseconds)")) << o.out;
 }
 
+TEST(Misuse, UnknownClockIsAConfigError) {
+  auto o = run_case("clock-setting", 1, {{"MCI_CLOCK", "tsc"}});
+  EXPECT_EQ(o.codes[0], exit_code::config) << o.out;
+  EXPECT_TRUE(has(o, "MCI_CLOCK=tsc is not a clock mci knows: use auto")) << o.out;
+}
+
 TEST(Misuse, RootOutOfRangeFailsThereAndPeersHearWhy) {
   auto o = run_case("bad-root");
   EXPECT_EQ(o.codes[0], exit_code::config) << o.out;

@@ -35,6 +35,9 @@ constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
 // How long a wait spins before it checks whether the rank it waits for
 // shares its CPU (most waits end well within it on a quiet host).
 constexpr auto kSpreadCheckAfter = std::chrono::microseconds(5);
+// Spins (pause instructions, each some tens of cycles) before a wait first
+// reads the clock.
+constexpr int kSpinsBeforeClock = 64;
 
 void pack(const Fingerprint& fp, std::uint64_t step, std::uint64_t out[kShmFingerprintWords]) {
   out[0] = step;
@@ -206,6 +209,13 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   // machine, 64 KiB all-reduce median 25.6 us yielding, 7.2 us spinning
   // (Open MPI 22.8); quiet, the two are level (3.4 us).
   if (!oversubscribed_ && spin_ns_ > 0) {
+    // The first spins read no clock: a read orders the pipeline (27-50 ns
+    // under a hypervisor), and a peer that posts meanwhile is seen that much
+    // later. 8 B all-reduce, 2 ranks: 0.66 -> 0.63 us.
+    for (int spins = 0; spins < kSpinsBeforeClock; ++spins) {
+      MCI_CPU_RELAX();
+      if (advance()) return;
+    }
     const auto now = Clock::now();
     const auto spin_until = std::min(dl.at(), now + std::chrono::nanoseconds(spin_ns_));
     const auto check_at = std::min(spin_until, now + kSpreadCheckAfter);
