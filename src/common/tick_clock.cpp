@@ -28,9 +28,10 @@ std::int64_t hardware_steady_ns() {
 }
 
 // A pair of readings more than this many ticks apart (the thread was
-// preempted between them) would misplace the anchor: 2-10 us at the 1-5 GHz
-// counters of x86 machines.
-constexpr std::uint64_t kMaxPairTicks = 10'000;
+// preempted or interrupted between them) would misplace the anchor and skew
+// the rate: 0.4-2 us at the 1-5 GHz counters of x86 machines, where a pair
+// takes 30-60 ns.
+constexpr std::uint64_t kMaxPairTicks = 2'000;
 // A new rate more than 1/1000 away from the last one is a counter that
 // jumped (NTP slews the steady clock by 500 ppm at most).
 constexpr std::uint64_t kMaxRateChange = 1000;
@@ -54,7 +55,9 @@ bool TickClock::counter_usable() {
   return false;
 }
 
-TickClock::TickClock(bool use_counter, Source source) : use_counter_(use_counter), src_(source) {}
+TickClock::TickClock(bool use_counter, Source source) : use_counter_(use_counter), src_(source) {
+  if (use_counter_) reanchor();  // the rate's measurement starts now
+}
 
 std::int64_t TickClock::now_ns() {
   if (!use_counter_) return src_.steady_ns();

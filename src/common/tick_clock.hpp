@@ -10,7 +10,8 @@
 // last second or so, and the clock re-anchors on the steady clock at least
 // every millisecond: so it follows the steady clock (and NTP's slewing of it)
 // to well under a microsecond, and a counter that jumps or stops is caught
-// within a millisecond. Until the first 10 ms of measurement, and wherever the
+// within a millisecond. The measurement starts when the clock is made (a
+// group makes it before its ranks meet). Until 2 ms of it, and wherever the
 // counter is not invariant (no constant_tsc/nonstop_tsc, not x86-64) or
 // MCI_CLOCK=steady, every read is the steady clock itself.
 //
@@ -48,7 +49,7 @@ class TickClock {
   // How often the clock re-anchors, and how long it measures the rate before
   // trusting it.
   static constexpr std::int64_t kAnchorEveryNs = 1'000'000;
-  static constexpr std::int64_t kFirstRateAfterNs = 10'000'000;
+  static constexpr std::int64_t kFirstRateAfterNs = 2'000'000;
   static constexpr std::int64_t kRateWindowNs = 1'000'000'000;
 
  private:

@@ -40,7 +40,7 @@ struct ProcessGroup::Impl {
   // `hosted_store` is the server this rank hosts (rank 0 without a
   // launcher), or null; `store` is the group's (prefixed) store.
   Impl(const GroupIdentity& id, const GroupSettings& settings, std::unique_ptr<StoreServer> hosted_store,
-       std::shared_ptr<Store> store, std::unique_ptr<Backend> backend);
+       std::shared_ptr<Store> store, std::unique_ptr<Backend> backend, std::unique_ptr<TickClock> clock);
   ~Impl();
 
   const int rank;
@@ -67,7 +67,7 @@ struct ProcessGroup::Impl {
   const std::chrono::milliseconds report_wait_;
   const bool debug_timing_;  // MCI_DEBUG=timing: a line per collective, a summary at the end
   // The submit and finish times of every call (MCI_CLOCK).
-  TickClock clock_;
+  std::unique_ptr<TickClock> clock_;
 
   struct Task {
     coll::CollectiveDesc d;

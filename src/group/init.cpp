@@ -10,6 +10,7 @@
 #include "common/job_coordinates.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
+#include "common/tick_clock.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
@@ -144,6 +145,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   }
 
   const GroupSettings settings = GroupSettings::from(opts);
+  // Made first: it measures the counter's rate while the ranks meet, so the
+  // first collectives already read the counter.
+  auto clock = std::make_unique<TickClock>(settings.counter_clock && TickClock::counter_usable());
 
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.
@@ -207,7 +211,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   }
   auto impl = std::make_unique<ProcessGroup::Impl>(
       GroupIdentity{c.rank, c.world, c.local_rank, c.local_world, opts.backend, opts.timeout}, settings,
-      std::move(hosted_store), store, std::move(backend));
+      std::move(hosted_store), store, std::move(backend), std::move(clock));
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world,
             opts.group_name, opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));

@@ -43,7 +43,7 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
   st->seq = d.seq;
   st->kind = kind;
   st->algo = d.algo;
-  const auto submitted = clock_.now();
+  const auto submitted = clock_->now();
   if (e == Exec::blocking) {
     // Enqueued and started at once: one record write, one clock read.
     diag::OpRecord rec = recorder_->enqueue(d, ns_of(submitted), /*started=*/true);
@@ -51,7 +51,7 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
     if (queued_work) drain();
     {
       std::lock_guard lk(exec_mu_);
-      execute(d, rec, *st, queued_work ? clock_.now() : submitted, Runner::caller);
+      execute(d, rec, *st, queued_work ? clock_->now() : submitted, Runner::caller);
     }
     if (st->error) std::rethrow_exception(st->error);
     return Work(std::move(st));
@@ -103,7 +103,7 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
       }
       throw TimeoutError(std::string(err.what()) + "\n" + report.text);
     }
-    const auto end = clock_.now();
+    const auto end = clock_->now();
     const auto took = end - t0;
     const auto late = backend_->last_arrival();
     recorder_->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0);
@@ -316,7 +316,7 @@ void ProcessGroup::Impl::shutdown() {
 
 ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
                          std::unique_ptr<StoreServer> hosted_store, std::shared_ptr<Store> store,
-                         std::unique_ptr<Backend> backend)
+                         std::unique_ptr<Backend> backend, std::unique_ptr<TickClock> clock)
     : rank(id.rank),
       size(id.size),
       local_rank(id.local_rank),
@@ -329,7 +329,7 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
       recorder_(std::make_unique<diag::FlightRecorder>(settings.flight_recorder_entries)),
       report_wait_(settings.hang_report_wait),
       debug_timing_(settings.debug_timing),
-      clock_(settings.counter_clock && TickClock::counter_usable()) {
+      clock_(std::move(clock)) {
   if (auto own = store_->clone()) responder_ = std::make_unique<diag::HangResponder>(std::move(own), rank, *recorder_);
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -44,8 +45,9 @@ class TickClockTest : public ::testing::Test {
     fake = Fake{};
     fake.ticks = 10'000'000'123'456'789;  // the counter and the steady clock start far apart
     fake.ns = 5'000'000'000;
+    made_ = std::make_unique<TickClock>(true, TickClock::Source{fake_ticks, fake_steady});
   }
-  TickClock clock_{true, TickClock::Source{fake_ticks, fake_steady}};
+  std::unique_ptr<TickClock> made_;  // made after the fake is reset: it reads it at once
 };
 
 // Readings over `total` ns of time passing in steps of `step`: every one
@@ -61,19 +63,25 @@ void expect_follows(TickClock& c, std::int64_t total, std::int64_t step, std::in
 }
 
 TEST_F(TickClockTest, ReadsTheSteadyClockUntilTheRateIsMeasured) {
-  for (int i = 0; i < 9; ++i) {
-    pass(1'000'000);
-    EXPECT_EQ(clock_.now_ns(), fake.ns);
+  for (int i = 0; i < 3; ++i) {
+    pass(500'000);
+    const int before = fake.steady_reads;
+    EXPECT_EQ(made_->now_ns(), fake.ns);
+    EXPECT_EQ(fake.steady_reads, before + 1) << "no rate yet, " << (i + 1) * 500 << " us after the clock was made";
   }
-  // Each of those reads went to the steady clock: no rate yet.
-  EXPECT_GE(fake.steady_reads, 9);
+  pass(600'000);  // 2.1 ms since it was made: the rate is measured now
+  EXPECT_EQ(made_->now_ns(), fake.ns);
+  const int before = fake.steady_reads;
+  pass(300'000);
+  EXPECT_NEAR(static_cast<double>(made_->now_ns()), static_cast<double>(fake.ns), 1.0);
+  EXPECT_EQ(fake.steady_reads, before) << "within the anchor's millisecond, the counter alone";
 }
 
 TEST_F(TickClockTest, CountsTicksOnceTheRateIsKnownAndReanchorsEachMillisecond) {
-  expect_follows(clock_, 20'000'000, 100'000, 1);  // 3 ticks a ns: the rate's 32-bit fraction floors
+  expect_follows(*made_, 20'000'000, 100'000, 1);  // 3 ticks a ns: the rate's 32-bit fraction floors
   // 10,000 reads over 10 ms, 1 us apart: about one steady read per ms.
   const int before = fake.steady_reads;
-  expect_follows(clock_, 10'000'000, 1'000, 1);
+  expect_follows(*made_, 10'000'000, 1'000, 1);
   EXPECT_LE(fake.steady_reads - before, 12);
   EXPECT_GE(fake.steady_reads - before, 9);
 }
@@ -81,48 +89,48 @@ TEST_F(TickClockTest, CountsTicksOnceTheRateIsKnownAndReanchorsEachMillisecond) 
 TEST_F(TickClockTest, FollowsARateThatIsNotAWholeNumber) {
   // 2.7 GHz: 1/2.7 ns a tick is no fraction a shift of 32 bits holds
   // exactly; over a window the error must stay below a nanosecond or two.
-  expect_follows(clock_, 2'100'000'000, 700'000, 2, 2.7);
+  expect_follows(*made_, 2'100'000'000, 700'000, 2, 2.7);
 }
 
 TEST_F(TickClockTest, FollowsTheSteadyClockWhenItsRateDrifts) {
-  expect_follows(clock_, 1'200'000'000, 500'000, 1);
+  expect_follows(*made_, 1'200'000'000, 500'000, 1);
   // NTP slews the steady clock by 500 ppm against the counter: within one
   // millisecond's anchor that is 500 ns at most, and once a whole window of
   // the new rate is measured (the one that ends near 3 s), far less.
   const double slewed = 3.0 / 1.0005;
-  expect_follows(clock_, 2'000'000'000, 250'000, 510, slewed);
-  expect_follows(clock_, 100'000'000, 250'000, 2, slewed);
+  expect_follows(*made_, 2'000'000'000, 250'000, 510, slewed);
+  expect_follows(*made_, 100'000'000, 250'000, 2, slewed);
 }
 
 TEST_F(TickClockTest, ACounterThatGoesBackFallsBackToTheSteadyClockAndMeasuresAgain) {
-  expect_follows(clock_, 20'000'000, 100'000, 1);
+  expect_follows(*made_, 20'000'000, 100'000, 1);
   fake.ticks -= 1'000'000'000;  // e.g. a machine that resumed with a reset counter
   pass(10);
-  EXPECT_EQ(clock_.now_ns(), fake.ns);
+  EXPECT_EQ(made_->now_ns(), fake.ns);
   const int before = fake.steady_reads;
-  for (int i = 0; i < 5; ++i) {
-    pass(1'000'000);
-    EXPECT_EQ(clock_.now_ns(), fake.ns);
+  for (int i = 0; i < 3; ++i) {
+    pass(500'000);
+    EXPECT_EQ(made_->now_ns(), fake.ns);
   }
-  EXPECT_GE(fake.steady_reads - before, 5) << "no rate until 10 ms of the new counter are measured";
-  expect_follows(clock_, 20'000'000, 100'000, 1);
+  EXPECT_EQ(fake.steady_reads - before, 3) << "no rate until 2 ms of the new counter are measured";
+  expect_follows(*made_, 20'000'000, 100'000, 1);
 }
 
 TEST_F(TickClockTest, ACounterThatJumpsAheadIsCaughtAtOnce) {
-  expect_follows(clock_, 20'000'000, 100'000, 1);
+  expect_follows(*made_, 20'000'000, 100'000, 1);
   fake.ticks += 3'000'000'000;  // a second of ticks without steady time
   pass(100);
-  EXPECT_EQ(clock_.now_ns(), fake.ns);
+  EXPECT_EQ(made_->now_ns(), fake.ns);
   // The jump is inside the rate's measurement window: when the window ends
   // its rate (half the true one) is refused and measured afresh.
-  expect_follows(clock_, 1'100'000'000, 250'000, 1);
+  expect_follows(*made_, 1'100'000'000, 250'000, 1);
 }
 
 TEST_F(TickClockTest, APreemptedPairOfReadingsNeverBecomesTheAnchor) {
   fake.step_per_read = 1'000'000;  // every counter read lands far from the steady read beside it
   for (int i = 0; i < 30; ++i) {
     pass(1'000'000);
-    EXPECT_EQ(clock_.now_ns(), fake.ns);
+    EXPECT_EQ(made_->now_ns(), fake.ns);
   }
 }
 
