@@ -173,12 +173,12 @@ void ShmWorld::timeout(Flag f, std::uint64_t target, const Fingerprint& fp, cons
       dl.budget().count(), fp.describe(), group_rank(rank_), late, what));
 }
 
-void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const {
+void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp,
+                                 const std::uint64_t mine[kShmFingerprintWords]) const {
   if (r == rank_) return;
-  std::uint64_t theirs[kShmFingerprintWords], mine[kShmFingerprintWords];
+  std::uint64_t theirs[kShmFingerprintWords];
   const int p = parity(step);
   for (std::size_t i = 0; i < kShmFingerprintWords; ++i) theirs[i] = seg_.control(r).box[p].fp[i].load(std::memory_order_relaxed);
-  pack(fp, step, mine);
   if (theirs[0] != step) {
     throw MismatchError(fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
                                     "ranks called different sequences of collectives",
@@ -191,9 +191,11 @@ void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& f
 
 void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what) {
   int r = 0;
+  std::uint64_t mine[kShmFingerprintWords]{};
+  if (f != Flag::reduced) pack(fp, target, mine);
   auto advance = [&] {
     while (r < size_ && flag(r, f) >= target) {
-      if (f != Flag::reduced) check_fingerprint(r, target, fp);
+      if (f != Flag::reduced) check_fingerprint(r, target, fp, mine);
       ++r;
     }
     return r == size_;

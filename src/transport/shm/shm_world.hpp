@@ -84,7 +84,9 @@ class ShmWorld {
   void sleep_on(int r, Flag f, std::uint64_t seen);
   // Waits until flag f of every rank is >= target.
   void wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl, const char* what);
-  void check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp) const;
+  // `mine`: this rank's fingerprint words for the step, packed once per wait.
+  void check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp,
+                         const std::uint64_t mine[kShmFingerprintWords]) const;
   // Throws PeerError for a rank that aborted, or that exited while this rank
   // still waits for its flag `f` to reach `target` (one that posted and then
   // left, as a rank does after its last collective, owes nothing: its data
