@@ -1,7 +1,9 @@
 #include "common/tick_clock.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -79,6 +81,17 @@ std::int64_t TickClock::now_ns() {
     return ns + static_cast<std::int64_t>((static_cast<u128>(dt) * mult) >> 32);
   }
   return reanchor();
+}
+
+void TickClock::settle() {
+  if (!use_counter_) return;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const std::int64_t now = reanchor();
+    if (mult_.load(std::memory_order_acquire) != 0) return;
+    // No other thread uses the clock yet: rate_ns_ is this thread's to read.
+    const std::int64_t left = rate_ns_ + kFirstRateAfterNs - now;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<std::int64_t>(left, 100'000)));
+  }
 }
 
 std::int64_t TickClock::reanchor() {

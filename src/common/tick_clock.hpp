@@ -40,11 +40,19 @@ class TickClock {
   // use_counter false: every read is the steady clock.
   explicit TickClock(bool use_counter, Source source = hardware());
 
+  // Waits until the rate is measured (at most 2 ms after the clock was
+  // made; a group calls it when its ranks have met, which mostly took
+  // longer), so that the first calls already read the counter. Gives up
+  // after a few tries on a machine that keeps preempting the readings.
+  void settle();
+
   std::int64_t now_ns();
   std::chrono::steady_clock::time_point now() {
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(now_ns()));
   }
   bool uses_counter() const { return use_counter_; }
+  // Whether the counter's rate is known (reads come from the counter).
+  bool counting() const { return mult_.load(std::memory_order_acquire) != 0; }
 
   // How often the clock re-anchors, and how long it measures the rate before
   // trusting it.

@@ -330,6 +330,7 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
       report_wait_(settings.hang_report_wait),
       debug_timing_(settings.debug_timing),
       clock_(std::move(clock)) {
+  clock_->settle();
   if (auto own = store_->clone()) responder_ = std::make_unique<diag::HangResponder>(std::move(own), rank, *recorder_);
 }
 

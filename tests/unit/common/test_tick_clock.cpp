@@ -134,6 +134,37 @@ TEST_F(TickClockTest, APreemptedPairOfReadingsNeverBecomesTheAnchor) {
   }
 }
 
+// A counter made from the real steady clock (3 ticks a ns), so that time
+// passes while settle() sleeps.
+std::int64_t real_steady() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+std::uint64_t real_ticks() { return static_cast<std::uint64_t>(real_steady()) * 3 + 777; }
+
+TEST(TickClock, SettleWaitsUntilTheRateIsMeasured) {
+  TickClock c(true, TickClock::Source{real_ticks, real_steady});
+  EXPECT_FALSE(c.counting());
+  const std::int64_t t0 = real_steady();
+  c.settle();
+  EXPECT_TRUE(c.counting());
+  EXPECT_GE(real_steady() - t0, TickClock::kFirstRateAfterNs - 100'000) << "it cannot know the rate sooner";
+  const std::int64_t before = real_steady();
+  const std::int64_t got = c.now_ns();
+  const std::int64_t after = real_steady();
+  // The anchor sits within half a pair of readings (tens of ns) of the truth.
+  EXPECT_GE(got, before - 1'000);
+  EXPECT_LE(got, after + 1'000);
+}
+
+TEST(TickClock, SettleReturnsAtOnceWhenTurnedOff) {
+  TickClock c(false, TickClock::Source{real_ticks, real_steady});
+  const std::int64_t t0 = real_steady();
+  c.settle();
+  EXPECT_FALSE(c.counting());
+  EXPECT_LT(real_steady() - t0, TickClock::kFirstRateAfterNs);
+}
+
 TEST(TickClock, TurnedOffIsTheSteadyClock) {
   fake = Fake{};
   TickClock c(false, TickClock::Source{fake_ticks, fake_steady});
