@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "backends/backend.hpp"
-#include "common/tick_clock.hpp"
 #include "collectives/desc.hpp"
+#include "common/tick_clock.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
 #include "group/settings.hpp"

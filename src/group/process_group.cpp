@@ -291,7 +291,7 @@ void ProcessGroup::Impl::worker_loop() {
     } else {
       lk.unlock();
       std::lock_guard ex(exec_mu_);
-      execute(task.d, task.rec, *task.st, Clock::now(), Runner::progress_thread);
+      execute(task.d, task.rec, *task.st, clock_->now(), Runner::progress_thread);
     }
     lk.lock();
     busy_ = false;
