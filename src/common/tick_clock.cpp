@@ -115,7 +115,7 @@ std::int64_t TickClock::reanchor() {
     measure_afresh();
   } else {
     const std::int64_t elapsed = ns - rate_ns_;
-    // The first rate after 10 ms, refined at each anchor until a whole
+    // The first rate after kFirstRateAfterNs, refined at each anchor until a whole
     // window is measured; then one rate per window, from a fresh window, so
     // the rate follows NTP's slewing of the steady clock.
     const bool window_done = elapsed >= kRateWindowNs;

@@ -179,21 +179,17 @@ TEST(TickClock, TurnedOffIsTheSteadyClock) {
 // The real counter against the real steady clock: each reading must fall
 // between two steady readings taken around it (preemption only widens the
 // bracket), within a few microseconds of anchor error.
-std::int64_t steady_now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Reads `c` for `ns` of steady time; returns how many readings fell outside
 // the steady readings around them by more than 20 us.
 long misses_over(TickClock& c, std::int64_t ns, long& reads) {
   constexpr std::int64_t kTolerance = 20'000;
   long misses = 0;
-  const std::int64_t start = steady_now();
-  while (steady_now() - start < ns) {
-    const std::int64_t before = steady_now();
+  const std::int64_t start = real_steady();
+  while (real_steady() - start < ns) {
+    const std::int64_t before = real_steady();
     const std::int64_t got = c.now_ns();
-    const std::int64_t after = steady_now();
+    const std::int64_t after = real_steady();
     if (got < before - kTolerance || got > after + kTolerance) ++misses;
     ++reads;
   }
