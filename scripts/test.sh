@@ -19,6 +19,7 @@ for a in "$@"; do
 done
 
 scripts/deps.sh
+scripts/torch-venv.sh
 
 build=build
 case $sanitize in

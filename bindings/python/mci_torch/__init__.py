@@ -8,7 +8,7 @@ docs/pytorch.md has the details: what each operation does, what differs
 from gloo, and the errors."""
 
 from .errors import ConfigError, MciError, MismatchError, PeerError, TimeoutError
-from .process_group import ProcessGroupMCI, create_process_group
+from .process_group import ProcessGroupMCI, create_process_group, monitored_barrier
 
 __all__ = [
     "ConfigError",
@@ -18,6 +18,7 @@ __all__ = [
     "ProcessGroupMCI",
     "TimeoutError",
     "create_process_group",
+    "monitored_barrier",
 ]
 
 
@@ -33,3 +34,7 @@ def _register():
 
 
 _register()
+
+from . import _model_check  # noqa: E402 - after the package's names
+
+_model_check.install()

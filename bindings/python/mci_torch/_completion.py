@@ -1,7 +1,7 @@
-"""Completes the torch Futures of queued mci operations, in order, on one
-thread per group: mci runs a group's async operations in order on its
-progress thread, so waiting for them in the same order never waits longer
-than needed. The queue holds the tensors until their operation is done."""
+"""Completes the Works of queued mci operations, in order, on one thread
+per group: mci runs a group's async operations in order on its progress
+thread, so waiting for them in the same order never waits longer than
+needed. The queue holds the tensors until their operation is done."""
 
 import queue
 import threading
@@ -15,10 +15,10 @@ class Completer:
         self._thread = threading.Thread(target=self._run, name="mci_torch completion", daemon=True)
         self._thread.start()
 
-    def submit(self, handle, future, finish):
-        """handle: an mci_work; finish(): what to do once it succeeded (copy
-        results out), returning the Future's value."""
-        self._queue.put((handle, future, finish))
+    def submit(self, handle, work, finish):
+        """handle: an mci_work; work: its MciWork; finish(): what to do once
+        it succeeded (copy results out), returning the Work's value."""
+        self._queue.put((handle, work, finish))
 
     def close(self):
         self._queue.put(None)
@@ -30,16 +30,17 @@ class Completer:
             item = self._queue.get()
             if item is None:
                 return
-            handle, future, finish = item
+            handle, work, finish = item
+            del item
             status = lib.mci_work_wait(handle)  # ctypes lets go of the GIL meanwhile
             failure = error(status) if status != 0 else None
             lib.mci_work_free(handle)
+            value = None
             if failure is None:
                 try:
                     value = finish()
                 except BaseException as e:  # noqa: BLE001 - goes to whoever waits
                     failure = e
-            if failure is not None:
-                future.set_exception(failure)
-            else:
-                future.set_result(value)
+            del finish  # lets go of the operation's tensors
+            work._finish(value, failure)
+            del work, value, failure

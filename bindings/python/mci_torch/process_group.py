@@ -6,12 +6,15 @@ _create_work_from_future), completed by the group's Completer: async_op=True
 really runs in the background (DDP overlaps its all-reduces with backward),
 and a blocking call is the same with an immediate wait()."""
 
+import atexit
 import ctypes
 import datetime
 import os
 import secrets
 import socket
 import sys
+import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -20,6 +23,7 @@ from torch._C._distributed_c10d import _create_work_from_future
 from . import _lib
 from ._completion import Completer
 from ._lib import ConfigError, check, lib
+from ._work import MciWork, WorkRegistry
 
 _DTYPES = {
     torch.float32: 0,
@@ -34,6 +38,24 @@ _DTYPES = {
 }
 
 _STORE_KEY = "mci_torch/store"
+_ARRIVED_KEY = "mci_torch/arrived/"
+
+# The groups still open, closed at exit (ProcessGroupMCI._close_at_exit).
+_LIVE_GROUPS = weakref.WeakSet()
+
+
+def _close_groups_at_exit():
+    for pg in list(_LIVE_GROUPS):
+        pg._close_at_exit()
+
+
+atexit.register(_close_groups_at_exit)
+
+_OP_NAMES = {
+    _lib.ALL_REDUCE: "all_reduce", _lib.BROADCAST: "broadcast", _lib.REDUCE: "reduce", _lib.ALL_GATHER: "all_gather",
+    _lib.GATHER: "gather", _lib.SCATTER: "scatter", _lib.REDUCE_SCATTER: "reduce_scatter",
+    _lib.ALL_TO_ALL: "all_to_all", _lib.BARRIER: "barrier", _lib.SEND: "send", _lib.RECV: "recv",
+}
 
 
 def _advertised_address():
@@ -54,6 +76,15 @@ def _advertised_address():
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def _has_key(store, key):
+    """Whether store holds key now (torch 1.13's PrefixStore has no check())."""
+    try:
+        store.wait([key], datetime.timedelta(milliseconds=1))
+        return True
+    except Exception:  # noqa: BLE001 - torch's store raises its own types
+        return False
 
 
 def _fail_config(text):
@@ -168,17 +199,21 @@ class ProcessGroupMCI(dist.ProcessGroup):
         self._server = ctypes.c_void_p()
         self._group = ctypes.c_void_p()
         self._completer = None
+        self._works = WorkRegistry()
+        self._store = store  # for monitored_barrier
+        self._monitored_rounds = 0
         token = os.environ.get("MCI_JOB_TOKEN") or secrets.token_hex(16)
         # Group rank 0 hosts an mci store for this group and publishes where
         # it is through torch's store: mci's store does what torch's cannot
         # (hang reports, authentication), and needs no port of its own.
+        store.set(f"{_ARRIVED_KEY}{rank}", "1")  # who came, for the error if the group never forms
         if rank == 0:
             port = ctypes.c_int()
             check(lib.mci_store_server_start(b"0.0.0.0", token.encode(), ctypes.byref(self._server), ctypes.byref(port)))
             where = f"{_advertised_address()} {port.value} {token}"
             store.set(_STORE_KEY, where)
         else:
-            where = store.get(_STORE_KEY).decode()
+            where = self._wait_for_rank0(store, rank, size, timeout)
         host, port_text, token = where.split(" ")
         backend = os.environ.get("MCI_TORCH_ENGINE", "cpu").encode()
         check(
@@ -188,6 +223,25 @@ class ProcessGroupMCI(dist.ProcessGroup):
             )
         )
         self._completer = Completer()
+        _LIVE_GROUPS.add(self)
+
+    @staticmethod
+    def _wait_for_rank0(store, rank, size, timeout):
+        """Where rank 0's mci store is; if it never says, a TimeoutError
+        naming the ranks that never came (torch's own is a bare 'Socket
+        Timeout')."""
+        try:
+            store.wait([_STORE_KEY], timeout)
+        except Exception:  # noqa: BLE001 - torch's store raises its own types
+            missing = [r for r in range(size) if not _has_key(store, f"{_ARRIVED_KEY}{r}")]
+            me = f" (global rank {dist.get_rank()})" if dist.is_initialized() else ""
+            raise _lib.TimeoutError(
+                f"mci_torch: creating a process group of {size} ranks, this process is its rank {rank}{me}: "
+                f"group rank{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing)) or '0'} never came "
+                f"within {timeout.total_seconds():g}s. Every rank of the job must call new_group (or "
+                "init_process_group) with the same ranks, in the same order, also the ranks outside the new "
+                "group.") from None
+        return store.get(_STORE_KEY).decode()
 
     # torch's names --------------------------------------------------------
 
@@ -198,6 +252,16 @@ class ProcessGroupMCI(dist.ProcessGroup):
         return "mci"
 
     def __del__(self):
+        self.shutdown()
+
+    def _close_at_exit(self):
+        """Before the interpreter's finalization (atexit): operations still
+        running are aborted (the program is leaving, nobody will wait on
+        them), then the group is closed while its completion thread can
+        still run: a thread inside torch's C++ when finalization begins
+        would abort the process (see _work.py)."""
+        if getattr(self, "_group", None) and self._works.pending():
+            lib.mci_group_abort(self._group, b"the process is exiting with operations still running")
         self.shutdown()
 
     def shutdown(self):
@@ -217,19 +281,30 @@ class ProcessGroupMCI(dist.ProcessGroup):
     def _submit(self, kind, inp=None, out=None, count=0, dtype=0, op=0, root=0, peer=0, tag=0, finish=None):
         if not self._group:
             _fail_config("this process group was shut down (destroy_process_group); create a new one")
+        failed = self._works.take_unseen_failure()
+        if failed is not None:
+            # An async operation failed and its Work was never waited on:
+            # its output tensors were never written, so going on would
+            # compute with stale values.
+            e = failed._failure
+            raise type(e)(f"mci_torch: an earlier async {failed._what} on this group failed, and nobody "
+                          f"waited on its Work (its output was never written): {e}") from None
         blocking = _caller_waits_at_once()
         o = _lib.Op(kind, _ptr(inp) if inp is not None else None, _ptr(out) if out is not None else None, count,
                     dtype, op, root, peer, tag, 0 if blocking else 1)
         handle = ctypes.c_void_p()
-        check(lib.mci_run(self._group, ctypes.byref(o), ctypes.byref(handle)))
-        fut = torch.futures.Future()
+        status = lib.mci_run(self._group, ctypes.byref(o), ctypes.byref(handle))
+        if status != 0:
+            raise _lib.error(status) from None  # raised here, not from a helper: a shorter traceback
         if blocking:
+            fut = torch.futures.Future()
             fut.set_result(finish())
             return _create_work_from_future(fut)
+        work = MciWork(self._works, _OP_NAMES.get(kind, "operation"))
         # finish keeps inp and out alive until the operation is done.
         keep = (inp, out)
-        self._completer.submit(handle, fut, lambda: (keep, finish())[1])
-        return _create_work_from_future(fut)
+        self._completer.submit(handle, work, lambda: (keep, finish())[1])
+        return work
 
     def _check_root(self, root, what):
         if not 0 <= root < self._size:
@@ -456,8 +531,48 @@ class ProcessGroupMCI(dist.ProcessGroup):
         return self._submit(_lib.BARRIER, finish=lambda: [])
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        # mci's barrier already names the ranks that never arrived when it times out.
-        self.barrier().wait()
+        """gloo's monitored_barrier, over the store torch gave this group:
+        rank 0 waits at most timeout for every other rank and raises
+        TimeoutError naming the first one missing (every missing one with
+        wait_all_ranks=True); the others wait as long for rank 0's release."""
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+        if not seconds:
+            seconds = self._timeout_ms / 1000
+        self._monitored_rounds += 1
+        prefix = f"mci_torch/monitored_barrier/{self._monitored_rounds}/"
+        what = f"monitored_barrier #{self._monitored_rounds}"
+        if self._rank != 0:
+            self._store.set(prefix + str(self._rank), "1")
+            try:
+                self._store.wait([prefix + "release"], datetime.timedelta(seconds=seconds))
+            except Exception:  # noqa: BLE001 - torch's store raises its own types
+                raise _lib.TimeoutError(
+                    f"mci_torch: {what}: rank {self._rank} arrived, but rank 0 did not release it within "
+                    f"{seconds:g}s: rank 0 has not reached the barrier, or found ranks missing (its error names "
+                    "them)") from None
+            return
+        deadline = time.monotonic() + seconds
+        missing = []
+        for r in range(1, self._size):
+            key = prefix + str(r)
+            left = deadline - time.monotonic()
+            try:
+                if left > 0:
+                    self._store.wait([key], datetime.timedelta(seconds=left))
+                elif not _has_key(self._store, key):
+                    raise KeyError(key)
+            except Exception:  # noqa: BLE001 - not there in time
+                missing.append(r)
+                if not wait_all_ranks:
+                    break
+        if missing:
+            names = ", ".join(map(str, missing))
+            raise _lib.TimeoutError(
+                f"mci_torch: {what}: rank{'s' if len(missing) > 1 else ''} {names} did not reach it within "
+                f"{seconds:g}s" + ("" if wait_all_ranks or self._size == 2 else
+                                   " (the first missing one; wait_all_ranks=True names them all)")
+                + ". Those ranks are stuck or slower before this barrier.") from None
+        self._store.set(prefix + "release", "1")
 
     # point-to-point -----------------------------------------------------------
 
@@ -481,6 +596,16 @@ class ProcessGroupMCI(dist.ProcessGroup):
 
     def recv_anysource(self, tensors, tag=0):
         _fail_config("recv without a source rank is not supported: pass src= to recv/irecv")
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for mci groups too: torch 1.13
+    refuses it before the backend is called for every backend but gloo.
+    Other groups go to torch's own."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if isinstance(pg, ProcessGroupMCI):
+        return pg.monitored_barrier(timeout, wait_all_ranks)
+    return dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
 
 
 def create_process_group(store, rank, size, timeout):

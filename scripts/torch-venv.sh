@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The newer torch tier: a venv holding the PyPI torch that scripts/torch-pin.txt
+# names, outside the clone so that it is made once per machine (a few GB of
+# wheels), at ${MCI_VENV_ROOT:-/var/cache/mci}/venv-torch-<version>.
+# Idempotent: prints nothing and downloads nothing when the venv is there.
+# Where it cannot be made (no pip, no network), says so and exits 0: the
+# tests of that tier then skip, naming this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pin=$(grep -v '^#' scripts/torch-pin.txt | grep -m1 '^torch==')
+version=${pin#torch==}
+root=${MCI_VENV_ROOT:-/var/cache/mci}
+venv=$root/venv-torch-$version
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null; then
+  exit 0
+fi
+# The first python3 on PATH that can make a venv with pip (Debian's own
+# /usr/bin/python3 has no ensurepip unless python3-venv is installed).
+maker=""
+for py in $(type -ap python3) /usr/bin/python3; do
+  if "$py" -c "import ensurepip, venv" 2>/dev/null; then maker=$py; break; fi
+done
+if [ -z "$maker" ]; then
+  echo "torch-venv.sh: no python3 here can make a venv with pip (apt-get install python3-venv); the torch $version tier will skip"
+  exit 0
+fi
+echo "torch-venv.sh: installing $pin into $venv (once per machine)"
+mkdir -p "$root"
+# A half-made venv (an install cut off) fails the check above: made again.
+rm -rf "$venv"
+if ! { "$maker" -m venv "$venv" &&
+       "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" numpy; }; then
+  rm -rf "$venv"
+  echo "torch-venv.sh: could not install $pin (no network to PyPI?); the torch $version tier will skip"
+fi
