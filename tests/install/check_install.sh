@@ -51,7 +51,8 @@ MCI_LOG_LEVEL=error "$work/app/build/app"
 # bench/plot, installed as mci-plot: it answers --help under any python3,
 # and draws under the first interpreter it finds with matplotlib (it runs
 # itself again under that one), or says what it tried and how to fix it.
-"$work/prefix/bin/mci-plot" --help | grep -q "usage: mci-plot" || { echo "mci-plot --help failed"; exit 1; }
+plot_help=$("$work/prefix/bin/mci-plot" --help)
+[[ $plot_help == "usage: mci-plot"* ]] || { echo "mci-plot --help did not answer: $plot_help"; exit 1; }
 if "$work/prefix/bin/mci-plot" "$src/tests/fixtures/plot/nccl_tests_all_reduce.json" -o "$work/chart.png" \
      2>"$work/plot.err"; then
   [ -s "$work/chart.png" ] || { echo "mci-plot wrote no chart"; cat "$work/plot.err"; exit 1; }
