@@ -205,6 +205,7 @@ void Supervisor::on_signal(int sig) {
     begin_stop(sig);
   } else if (!killed_) {
     say(fmt::format("mcirun: received {} while stopping: sending SIGKILL now", signal_name(sig)));
+    last_sent_ = 0;  // the lines say no "still running N s after ...": the grace did not pass
     kill_remaining();
   }
 }
