@@ -26,6 +26,14 @@ constexpr const char* kFooter =
     "first node. Under mpirun (one per node), --nnodes and --node_rank come from\n"
     "OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK.\n"
     "\n"
+    "Stopping: Ctrl-C (SIGINT) to mcirun is passed on to every process as SIGINT, so a Python\n"
+    "program's 'except KeyboardInterrupt:' and 'finally:' run (as under torchrun); a process still\n"
+    "running --grace seconds later gets SIGTERM, and SIGKILL after another --grace. SIGTERM or\n"
+    "SIGHUP to mcirun is passed on as that signal, then SIGKILL after --grace. On a multi-node job\n"
+    "every node's mcirun passes on the signal that one of them got. A second signal to mcirun\n"
+    "while it stops the job sends SIGKILL at once. When a process fails, the others get SIGTERM,\n"
+    "then SIGKILL after --grace.\n"
+    "\n"
     "Exit status: 0 when every process exits 0; 1 when one fails (or mcirun cannot start them);\n"
     "2 for a bad command line; 128+N after signal N (SIGINT, SIGTERM, SIGHUP) stopped the job.\n"
     "\n"
@@ -86,7 +94,8 @@ std::unique_ptr<CLI::App> make_app(CliArgs& a) {
   app->add_flag(names("standalone"), a.standalone,
                 "single node, store on 127.0.0.1 at a free port mcirun picks");
   app->add_option(names("grace"), a.grace,
-                  "seconds between SIGTERM and SIGKILL when stopping processes")
+                  "seconds between each signal and the next when stopping processes\n"
+                  "(SIGINT, SIGTERM, SIGKILL after Ctrl-C; SIGTERM, SIGKILL after a failure)")
       ->type_name("SECONDS")
       ->default_str("3")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

@@ -93,11 +93,20 @@ int run_job(JobConfig job, const EnvLookup& env) {
       store = std::make_unique<StoreServer>(StoreServerOptions{job.master_addr, job.master_port, token});
     } catch (const Error& e) {
       const std::string what = e.what();
-      say(fmt::format("mcirun: cannot host the job's store: {}{}", what,
-                      what.find("already in use") != std::string::npos
-                          ? ""
-                          : fmt::format(" (node 0 hosts it: --master_addr={} must be an address of this host)",
-                                        job.master_addr)));
+      if (what.find("already in use") != std::string::npos) {
+        // The library's wording suggests MASTER_PORT, which is right for a
+        // program that hosts its own store but not here: mcirun reads only
+        // its command line (torchrun does the same).
+        say(fmt::format("mcirun: cannot host the job's store: port {} on {} is already in use: give a free "
+                        "port with --master_port=N (mcirun ignores MASTER_PORT, as torchrun does), or run a "
+                        "one-node job with --standalone (mcirun picks a free port), or stop the process that "
+                        "holds it",
+                        job.master_port, job.master_addr));
+      } else {
+        say(fmt::format("mcirun: cannot host the job's store: {} (node 0 hosts it: --master_addr={} must be an "
+                        "address of this host)",
+                        what, job.master_addr));
+      }
       return 1;
     }
     job.master_port = store->port();

@@ -49,6 +49,45 @@ void NodeLink::report_failure(const std::string& what) {
   cv_.notify_all();
 }
 
+void NodeLink::report_stop(int sig, const std::string& where) {
+  {
+    std::lock_guard lk(mu_);
+    failure_to_publish_ = std::to_string(opts_.node_rank) + "|signal " + std::to_string(sig) + "|" + where;
+  }
+  cv_.notify_all();
+}
+
+std::optional<NodeLink::Event> NodeLink::parse_news(const std::string& v, int self) {
+  const auto bar = v.find('|');
+  if (bar == std::string::npos) return Event{EventKind::peer_failed, v};
+  const std::string node = v.substr(0, bar);
+  const auto n = parse_int(node);
+  if (n && *n == self) return std::nullopt;
+  const std::string rest = v.substr(bar + 1);
+  const std::string stop = "signal ";
+  if (const auto bar2 = rest.find('|'); rest.rfind(stop, 0) == 0 && bar2 != std::string::npos) {
+    if (const auto sig = parse_int(rest.substr(stop.size(), bar2 - stop.size())); sig && *sig > 0) {
+      return Event{EventKind::peer_stopped, "node " + node + " (" + rest.substr(bar2 + 1) + ")",
+                   static_cast<int>(*sig)};
+    }
+  }
+  return Event{EventKind::peer_failed, "node " + node + ": " + rest};
+}
+
+bool NodeLink::others_heard(TcpStore& store) {
+  std::vector<std::string> waiting;
+  for (int n = 1; n < opts_.nnodes; ++n) {
+    if (!store.check({seen_key(n)}) && !store.check({done_key(n)})) waiting.push_back(seen_key(n));
+  }
+  if (waiting.empty()) return true;
+  try {
+    store.wait(waiting, opts_.slice);
+    return true;
+  } catch (const TimeoutError&) {
+    return false;  // asked again next round: a node may say "done" instead
+  }
+}
+
 void NodeLink::report_done() {
   {
     std::lock_guard lk(mu_);
@@ -80,6 +119,10 @@ void NodeLink::run() {
   bool failure_seen = false;
   bool all_done_posted = false;
   bool done_published = false;
+  // Node 0: the store holds news (a failure or a stop) the other nodes must
+  // read before it closes.
+  bool news_in_store = false;
+  bool others_heard_news = false;
   std::vector<std::string> done_keys;
   for (int n = 0; n < opts_.nnodes; ++n) done_keys.push_back(done_key(n));
 
@@ -88,7 +131,8 @@ void NodeLink::run() {
     bool done = false;
     {
       std::lock_guard lk(mu_);
-      const bool pending = failure_to_publish_ || done_to_publish_;
+      const bool linger = opts_.node_rank == 0 && news_in_store && !others_heard_news;
+      const bool pending = failure_to_publish_ || done_to_publish_ || linger;
       if (stop_) {
         if (!give_up) give_up = Clock::now() + kFlushLimit;
         if (!pending || Clock::now() >= *give_up) return;
@@ -106,13 +150,29 @@ void NodeLink::run() {
         so.connect_timeout = opts_.slice;  // retried by this loop until stopped
         store = std::make_unique<TcpStore>(so);
       }
-      if (failure) store->compare_set(failed_key(), {}, to_bytes(*failure));
+      if (failure) {
+        store->compare_set(failed_key(), {}, to_bytes(*failure));
+        news_in_store = true;
+        // Whoever came first, this node has its own news: node 0 need not wait for it.
+        if (opts_.node_rank != 0) store->set(seen_key(opts_.node_rank), to_bytes("1"));
+      }
       failure.reset();
       if (done) {
         store->set(done_key(opts_.node_rank), to_bytes("1"));
         done_published = true;
       }
       done = false;
+      if (opts_.node_rank == 0 && news_in_store && !others_heard_news) {
+        bool stopping = false;
+        {
+          std::lock_guard lk(mu_);
+          stopping = stop_;
+        }
+        if (stopping) {
+          others_heard_news = others_heard(*store);
+          continue;
+        }
+      }
       {
         std::lock_guard lk(mu_);
         if (stop_ && !failure_to_publish_ && !done_to_publish_) return;  // all said; nobody listens now
@@ -135,13 +195,10 @@ void NodeLink::run() {
         }
         if (!failure_seen && (awaiting_nodes ? store->check({failed_key()}) : arrived)) {
           failure_seen = true;
+          news_in_store = true;
           const std::string v = to_string(store->get(failed_key(), opts_.slice));
-          const auto bar = v.find('|');
-          const auto node = parse_int(v.substr(0, bar));
-          if (!node || *node != opts_.node_rank) {
-            post({EventKind::peer_failed,
-                  bar == std::string::npos ? v : "node " + v.substr(0, bar) + ": " + v.substr(bar + 1)});
-          }
+          if (auto news = parse_news(v, opts_.node_rank)) post(std::move(*news));
+          if (opts_.node_rank != 0) store->set(seen_key(opts_.node_rank), to_bytes("1"));
         }
       } else {
         std::unique_lock lk(mu_);

@@ -1,8 +1,15 @@
 // How the launchers of a multi-node job learn about each other through the
-// job's store on node 0, so one node's failure stops every node:
-//   mcirun/failed      "NODE|what happened", set once by the first node whose
-//                      process fails (compare_set: the first report wins);
-//                      every other launcher waits on it and stops its own.
+// job's store on node 0, so one node's failure (or Ctrl-C) stops every node:
+//   mcirun/failed      "NODE|what happened" when a node's process failed, or
+//                      "NODE|signal N|what" when a node's mcirun was told to
+//                      stop by signal N; set once, by the first node with
+//                      news (compare_set: the first report wins); every other
+//                      launcher waits on it and stops its own processes (with
+//                      that same signal, for a stop).
+//   mcirun/seen/NODE   set by every node other than 0 once it read
+//                      mcirun/failed: node 0 keeps the store up (a few
+//                      seconds at most) until they all did, so a stop that
+//                      node 0 itself reports is not lost when it exits.
 //   mcirun/done/NODE   set when all of a node's processes exited 0; node 0
 //                      keeps the store up until every node has said so (or
 //                      failed), like torchrun's exit barrier.
@@ -20,6 +27,10 @@
 
 #include "common/socket.hpp"
 
+namespace mci {
+class TcpStore;
+}
+
 namespace mci::launch {
 
 struct NodeLinkOptions {
@@ -35,6 +46,7 @@ class NodeLink {
  public:
   enum class EventKind {
     peer_failed,  // another node's process failed (text: what it reported)
+    peer_stopped,  // another node's mcirun got a stop signal (signal; text: "node N (host H)")
     all_done,     // node 0: every node's processes exited 0
     store_lost,   // the store went away after we reached it: node 0's launcher is gone
     unreachable,  // the store could not be used at all (bad address or token)
@@ -42,6 +54,7 @@ class NodeLink {
   struct Event {
     EventKind kind;
     std::string text;
+    int signal = 0;  // peer_stopped: the signal that node's mcirun received
   };
 
   explicit NodeLink(NodeLinkOptions opts);
@@ -54,14 +67,22 @@ class NodeLink {
   std::vector<Event> take_events();
 
   void report_failure(const std::string& what);
+  // This node's mcirun received sig (SIGINT, SIGTERM, SIGHUP); where: "host H".
+  void report_stop(int sig, const std::string& where);
   void report_done();
 
   static std::string failed_key() { return "mcirun/failed"; }
   static std::string done_key(int node) { return "mcirun/done/" + std::to_string(node); }
+  static std::string seen_key(int node) { return "mcirun/seen/" + std::to_string(node); }
+
+  // What a value of failed_key() means to node `self` (nullopt: its own news).
+  static std::optional<Event> parse_news(const std::string& value, int self);
 
  private:
   void run();
   void post(Event e);
+  // Node 0, stopping: every other node read the news or is done already.
+  bool others_heard(TcpStore& store);
 
   NodeLinkOptions opts_;
   Fd wake_read_, wake_write_;

@@ -49,6 +49,13 @@ std::string search_path(const std::string& name, const EnvLookup& env) {
 
 }  // namespace
 
+bool is_python_interpreter(const std::string& path) {
+  const std::string base = path.substr(path.rfind('/') + 1);
+  if (base.rfind("python", 0) != 0) return false;
+  // python, python3, python3.11, python3.12d: not python-config nor pythonista.
+  return base.find_first_not_of("0123456789.dmu", 6) == std::string::npos;
+}
+
 ExecSpec resolve_program(const std::vector<std::string>& command, bool no_python, const EnvLookup& env) {
   const std::string& name = command.at(0);
   const bool python = !no_python && name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0;
@@ -66,6 +73,8 @@ ExecSpec resolve_program(const std::vector<std::string>& command, bool no_python
     } else {
       spec.path = search_path(python, env);
     }
+    spec.python = spec.path;
+    spec.python_from = chosen && !chosen->empty() ? "MCI_PYTHON" : "PATH";
     spec.argv = {spec.path, "-u"};
     spec.argv.insert(spec.argv.end(), command.begin(), command.end());
     return spec;
@@ -75,6 +84,10 @@ ExecSpec resolve_program(const std::vector<std::string>& command, bool no_python
     if (int e = executable(name); e != 0) throw CannotRun(name, e);
   } else {
     spec.path = search_path(name, env);
+  }
+  if (is_python_interpreter(spec.path)) {
+    spec.python = spec.path;
+    spec.python_from = "the command line";
   }
   return spec;
 }

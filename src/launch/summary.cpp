@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "launch/signals.hpp"
@@ -18,6 +20,57 @@ std::string describe_exit(int st) {
 
 bool exited_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
 
+namespace {
+
+// Cuts what mci's hang report printed (the rank printed it just above: name
+// it, do not repeat it) and trailing blank lines. Returns whether it cut a
+// hang report.
+bool trim_tail(std::vector<std::string>& tail) {
+  bool hang_report = false;
+  for (std::size_t i = 0; i < tail.size(); ++i) {
+    if (tail[i].find("mci hang report for ") != std::string::npos) {
+      tail.resize(i);
+      hang_report = true;
+      break;
+    }
+  }
+  while (!tail.empty() && tail.back().find_first_not_of(" \t\r") == std::string::npos) tail.pop_back();
+  return hang_report;
+}
+
+// "torch" from "ModuleNotFoundError: No module named 'torch'" (Python 3's
+// wording; ImportError's too), or nullopt when no line says so.
+std::optional<std::string> missing_module(const std::vector<const std::vector<std::string>*>& texts) {
+  constexpr std::string_view kNoModule = "No module named ";
+  for (const auto* lines : texts) {
+    for (auto it = lines->rbegin(); it != lines->rend(); ++it) {
+      const auto at = it->find(kNoModule);
+      if (at == std::string::npos) continue;
+      std::string name = it->substr(at + kNoModule.size());
+      while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+      if (name.size() >= 2 && (name.front() == '\'' || name.front() == '"') && name.back() == name.front()) {
+        name = name.substr(1, name.size() - 2);
+      }
+      return name;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> summary_lines(const JobReport& job) {
   std::vector<std::string> out;
   const std::string rule(60, '=');
@@ -33,6 +86,9 @@ std::vector<std::string> summary_lines(const JobReport& job) {
                               job.start_error));
   } else if (!job.peer_failure.empty()) {
     out.push_back(fmt::format("mcirun: job failed on another node: {}", job.peer_failure));
+  } else if (job.stop_signal && !job.stop_origin.empty()) {
+    out.push_back(fmt::format("mcirun: job stopped by {} sent to mcirun on {}; node {} (host {}) passed it on",
+                              signal_name(*job.stop_signal), job.stop_origin, job.node_rank, job.host));
   } else if (job.stop_signal) {
     out.push_back(fmt::format("mcirun: job stopped by {} sent to mcirun (node {}, host {})",
                               signal_name(*job.stop_signal), job.node_rank, job.host));
@@ -50,22 +106,22 @@ std::vector<std::string> summary_lines(const JobReport& job) {
   }
   if (job.first_failure) {
     const RankReport& f = job.ranks.at(*job.first_failure);
-    std::vector<std::string> tail = f.stderr_tail;
-    // The rank printed mci's hang report just above: name it, do not repeat it.
-    bool hang_report = false;
-    for (std::size_t i = 0; i < tail.size(); ++i) {
-      if (tail[i].find("mci hang report for ") != std::string::npos) {
-        tail.resize(i);
-        hang_report = true;
-        break;
+    std::vector<std::string> err = f.stderr_tail;
+    std::vector<std::string> std_out = f.stdout_tail;
+    bool hang_report = trim_tail(err);
+    if (err.empty()) {
+      // A program that prints its traceback to stdout (or logs there) said
+      // why it failed on stdout: quote that rather than "nothing".
+      hang_report = trim_tail(std_out) || hang_report;
+      if (std_out.empty()) {
+        out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr or stdout", f.rank));
+      } else {
+        out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stdout:", std_out.size(), f.rank));
+        for (const auto& l : std_out) out.push_back("mcirun: | " + l);
       }
-    }
-    while (!tail.empty() && tail.back().find_first_not_of(" \t\r") == std::string::npos) tail.pop_back();
-    if (tail.empty()) {
-      out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr", f.rank));
     } else {
-      out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", tail.size(), f.rank));
-      for (const auto& l : tail) out.push_back("mcirun: | " + l);
+      out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", err.size(), f.rank));
+      for (const auto& l : err) out.push_back("mcirun: | " + l);
     }
     if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
     if (f.python_exception) {
@@ -76,6 +132,22 @@ std::vector<std::string> summary_lines(const JobReport& job) {
         if (nl == std::string::npos) nl = f.python_exception->size();
         out.push_back("mcirun: | " + f.python_exception->substr(start, nl - start));
         start = nl + 1;
+      }
+    }
+    if (!job.python.empty()) {
+      const std::vector<std::string> raised = f.python_exception ? split_lines(*f.python_exception)
+                                                                 : std::vector<std::string>{};
+      if (const auto module = missing_module({&f.stderr_tail, &f.stdout_tail, &raised})) {
+        out.push_back(fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
+                                  "'{}'",
+                                  f.rank, job.python,
+                                  job.python_from == "MCI_PYTHON"     ? "chosen by MCI_PYTHON"
+                                  : job.python_from == "PATH"         ? "python3 found on PATH"
+                                                                      : "named on the command line",
+                                  *module));
+        out.push_back("mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
+                      "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
+                      "script.py; or install the module for this one");
       }
     }
   }

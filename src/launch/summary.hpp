@@ -1,5 +1,8 @@
 // What mcirun says at the end of a job that did not succeed: which rank
-// failed first and how, where it ran, and its last stderr lines.
+// failed first and how, where it ran, and its last stderr lines (its last
+// stdout lines when its stderr was empty: a traceback printed to stdout),
+// and for a Python rank that could not import a module, which interpreter
+// ran it and how to choose another.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +24,7 @@ struct RankReport {
   std::optional<int> wait_status;  // nullopt: never reaped (should not happen)
   int signal_sent = 0;  // the last signal mcirun sent it (SIGTERM, SIGKILL), 0 if none
   std::vector<std::string> stderr_tail;
+  std::vector<std::string> stdout_tail;
   // What torch's @record wrote to the rank's TORCHELASTIC_ERROR_FILE.
   std::optional<std::string> python_exception;
 };
@@ -30,6 +34,11 @@ struct JobReport {
   int node_rank = 0;
   std::optional<std::size_t> first_failure;  // index into ranks
   std::optional<int> stop_signal;            // mcirun was told to stop
+  std::string stop_origin;                   // another node's mcirun was: "node N (host H)"
+  // The Python interpreter the ranks ran under ("" when the program is not
+  // Python), and what chose it ("MCI_PYTHON", "PATH", "the command line").
+  std::string python;
+  std::string python_from;
   std::string peer_failure;                  // another node's failure, as it reported it
   std::string start_error;                   // a rank that could not start
   std::vector<RankReport> ranks;

@@ -66,7 +66,7 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
     try {
       StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
       const std::string prefix = job_.prefix ? fmt::format("[rank {}] ", r.rank) : std::string();
-      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), STDOUT_FILENO, prefix),
+      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), STDOUT_FILENO, prefix, kTailLines),
                             StreamRelay(std::move(c.err), STDERR_FILENO, prefix, kTailLines), std::nullopt});
     } catch (const std::exception& e) {
       start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
@@ -134,37 +134,54 @@ void Supervisor::on_exit(Proc& p) {
 
 // Signals go to each rank's process group: the rank and whatever it started
 // (data loader workers, a shell's children), even after the rank itself is gone.
+// After the first step of a stop, each line says which signal the rank outlived.
 void Supervisor::signal_groups(int sig) {
+  const std::string after =
+      last_sent_ != 0 ? fmt::format(" {} after {}", seconds(job_.grace), signal_name(last_sent_)) : std::string();
   for (auto& p : procs_) {
     if (!p.status) {
       if (::kill(-p.pid, sig) != 0) ::kill(p.pid, sig);
       p.signal_sent = sig;
-      if (sig == SIGTERM) {
-        say(fmt::format("mcirun: sent SIGTERM to rank {} (pid {})", p.rank, p.pid));
-      } else {
-        say(fmt::format("mcirun: sent SIGKILL to rank {} (pid {}): still running {} after SIGTERM", p.rank,
-                        p.pid, seconds(job_.grace)));
-      }
+      say(fmt::format("mcirun: sent {} to rank {} (pid {}){}", signal_name(sig), p.rank, p.pid,
+                      after.empty() ? "" : ": still running" + after));
     } else if (group_alive(p)) {
       ::kill(-p.pid, sig);
       say(fmt::format("mcirun: sent {} to what rank {} (pid {}) left running in its process group{}",
-                      signal_name(sig), p.rank, p.pid,
-                      sig == SIGKILL ? fmt::format(": still there {} after SIGTERM", seconds(job_.grace)) : ""));
+                      signal_name(sig), p.rank, p.pid, after.empty() ? "" : ": still there" + after));
     }
   }
 }
 
-void Supervisor::begin_stop() {
+// What follows the first signal of a stop: after a SIGINT (Ctrl-C), a
+// program that has not finished within the grace period gets SIGTERM (what
+// a failure sends), then SIGKILL; after any other signal, SIGKILL.
+void Supervisor::begin_stop(int first) {
   phase_ = Phase::stopping;
-  signal_groups(SIGTERM);
-  kill_at_ = Clock::now() + job_.grace;
-  if (job_.grace.count() == 0) kill_remaining();
+  steps_left_ = first == SIGINT ? std::vector<int>{SIGTERM, SIGKILL} : std::vector<int>{SIGKILL};
+  send_step(first);
 }
 
-void Supervisor::kill_remaining() {
-  killed_ = true;
-  signal_groups(SIGKILL);
+void Supervisor::send_step(int sig) {
+  signal_groups(sig);
+  last_sent_ = sig;
+  if (sig == SIGKILL) {
+    killed_ = true;
+    steps_left_.clear();
+    next_step_at_.reset();
+    return;
+  }
+  next_step_at_ = Clock::now() + job_.grace;
+  if (job_.grace.count() == 0) next_step();
 }
+
+void Supervisor::next_step() {
+  if (steps_left_.empty()) return kill_remaining();
+  const int sig = steps_left_.front();
+  steps_left_.erase(steps_left_.begin());
+  send_step(sig);
+}
+
+void Supervisor::kill_remaining() { send_step(SIGKILL); }
 
 void Supervisor::pause_or_resume(int sig) {
   // The ranks lead their own process groups, so a terminal's Ctrl-Z reaches
@@ -181,10 +198,14 @@ void Supervisor::on_signal(int sig) {
   if (sig == SIGTSTP || sig == SIGCONT) return pause_or_resume(sig);
   if (phase_ == Phase::running) {
     stop_signal_ = sig;
-    say(fmt::format("mcirun: received {}: stopping the job", signal_name(sig)));
-    begin_stop();
+    say(fmt::format("mcirun: received {}: stopping the job (passing {} on to the processes)", signal_name(sig),
+                    signal_name(sig)));
+    // First to the other nodes, so their processes get it as soon as ours.
+    if (link_) link_->report_stop(sig, "host " + host_);
+    begin_stop(sig);
   } else if (!killed_) {
     say(fmt::format("mcirun: received {} while stopping: sending SIGKILL now", signal_name(sig)));
+    last_sent_ = 0;  // the lines say no "still running N s after ...": the grace did not pass
     kill_remaining();
   }
 }
@@ -204,6 +225,9 @@ void Supervisor::on_link_events() {
                                                                    : peer_failure_));
         begin_stop();
         break;
+      case NodeLink::EventKind::peer_stopped:
+        on_peer_stop(e);
+        break;
       case NodeLink::EventKind::unreachable:
         say(fmt::format("mcirun: warning: cannot use the job's store at {}:{} to follow the other nodes "
                         "({}); a failure there will not stop this node",
@@ -215,6 +239,17 @@ void Supervisor::on_link_events() {
   }
 }
 
+// Another node's mcirun was told to stop: this node passes the same signal
+// on, so Ctrl-C on any node is a KeyboardInterrupt on every rank.
+void Supervisor::on_peer_stop(const NodeLink::Event& e) {
+  if (phase_ != Phase::running) return;
+  stop_signal_ = e.signal;
+  stop_origin_ = e.text;
+  say(fmt::format("mcirun: {} received {}: passing it on to this node's processes", e.text,
+                  signal_name(e.signal)));
+  begin_stop(e.signal);
+}
+
 int Supervisor::run() {
   std::vector<pollfd> fds;
   std::vector<StreamRelay*> relays;
@@ -224,7 +259,7 @@ int Supervisor::run() {
       if (!any_group_alive()) break;
       // Every rank is gone but its group is not: stop what it left behind
       // the same way (SIGTERM, grace, SIGKILL), so mcirun leaves no orphans.
-      if (!kill_at_) begin_stop_stragglers();
+      if (!next_step_at_ && !killed_) begin_stop_stragglers();
       if (killed_) {
         if (!settle_until) settle_until = Clock::now() + kSettle;
         if (Clock::now() >= *settle_until) break;
@@ -241,7 +276,7 @@ int Supervisor::run() {
         relays.push_back(s);
       }
     }
-    const int timeout = poll_timeout(killed_ ? settle_until : kill_at_);
+    const int timeout = poll_timeout(killed_ ? settle_until : next_step_at_);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "mcirun: poll");
     }
@@ -252,7 +287,7 @@ int Supervisor::run() {
       for (int sig : signals_.take()) on_signal(sig);
     }
     if (link_ && fds[1].revents != 0) on_link_events();
-    if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) kill_remaining();
+    if (next_step_at_ && !killed_ && Clock::now() >= *next_step_at_) next_step();
   }
   groups_settled_ = true;
   for (auto& p : procs_) {
@@ -277,8 +312,10 @@ void Supervisor::begin_stop_stragglers() {
                     "them SIGTERM",
                     p.rank, p.pid));
   }
-  kill_at_ = Clock::now() + job_.grace;
-  if (job_.grace.count() == 0) kill_remaining();
+  last_sent_ = SIGTERM;
+  steps_left_ = {SIGKILL};
+  next_step_at_ = Clock::now() + job_.grace;
+  if (job_.grace.count() == 0) next_step();
 }
 
 int Supervisor::wait_for_other_nodes() {
@@ -312,12 +349,19 @@ int Supervisor::wait_for_other_nodes() {
         }
         stop_signal_ = sig;
         say(fmt::format("mcirun: received {} while waiting for the other nodes", signal_name(sig)));
+        link_->report_stop(sig, "host " + host_);
         return 128 + sig;
       }
     }
     if (fds[1].revents != 0) {
       for (auto& e : link_->take_events()) {
         if (e.kind == NodeLink::EventKind::all_done) return 0;
+        if (e.kind == NodeLink::EventKind::peer_stopped) {
+          stop_signal_ = e.signal;
+          stop_origin_ = e.text;
+          say(fmt::format("mcirun: {} received {}", e.text, signal_name(e.signal)));
+          return 128 + e.signal;
+        }
         if (e.kind == NodeLink::EventKind::peer_failed) {
           peer_failure_ = e.text;
           say(fmt::format("mcirun: another node failed, {}", e.text));
@@ -340,6 +384,9 @@ void Supervisor::print_summary() const {
   r.node_rank = job_.node_rank;
   r.first_failure = first_failure_;
   r.stop_signal = stop_signal_;
+  r.stop_origin = stop_origin_;
+  r.python = job_.program.python;
+  r.python_from = job_.program.python_from;
   r.peer_failure = peer_failure_;
   r.start_error = start_error_;
   for (const auto& p : procs_) {
@@ -350,6 +397,7 @@ void Supervisor::print_summary() const {
     rr.wait_status = p.status;
     rr.signal_sent = p.signal_sent;
     if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
+    if (const LineTail* t = p.out.tail()) rr.stdout_tail = t->lines();
     if (!job_.error_dir.empty()) rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
     r.ranks.push_back(std::move(rr));
   }

@@ -1,10 +1,17 @@
 // The event loop of one node: it relays the processes' output, notices an
 // exit the moment it happens (SIGCHLD through the signalfd, no polling
 // interval), and stops the job when a process fails, when mcirun is told to
-// stop, or when another node reports a failure:
-//   SIGTERM to every rank's process group, each rank named on stderr;
-//   SIGKILL to whatever is left after the grace period;
-//   a summary of the first failure, and exit code 1 (128+N after signal N).
+// stop, or when another node reports a failure or a stop. Each step goes to
+// every rank's process group still running, each rank named on stderr, one
+// grace period (--grace) after the step before:
+//   a process failed:     SIGTERM, then SIGKILL;
+//   mcirun got SIGINT:    SIGINT (Python's KeyboardInterrupt, as a terminal's
+//                         Ctrl-C gives it under torchrun), then SIGTERM, then
+//                         SIGKILL;
+//   mcirun got SIGTERM or SIGHUP: that signal, then SIGKILL;
+// another node's stop is passed on the same way, with the signal that node
+// got. Then a summary of the first failure, and exit code 1 (128+N after
+// signal N).
 // Each rank leads its own process group and mcirun is a subreaper, so what a
 // rank leaves behind is stopped the same way and nothing outlives mcirun
 // (short of a process that leaves the group with setsid).
@@ -67,9 +74,13 @@ class Supervisor {
   void reap();
   void on_exit(Proc& p);
   void signal_groups(int sig);
-  void begin_stop();
+  // first now, then each of `then` one grace period after the one before.
+  void begin_stop(int first = SIGTERM);
+  void send_step(int sig);
+  void next_step();
   void begin_stop_stragglers();
   void kill_remaining();
+  void on_peer_stop(const NodeLink::Event& e);
   void on_signal(int sig);
   void pause_or_resume(int sig);
   void on_link_events();
@@ -84,11 +95,14 @@ class Supervisor {
   std::vector<Proc> procs_;
   std::vector<char> buf_;
   Phase phase_ = Phase::running;
-  std::optional<std::chrono::steady_clock::time_point> kill_at_;
+  std::vector<int> steps_left_;  // the signals still to send if ranks outlive the grace
+  int last_sent_ = 0;            // the last signal of this stop so far
+  std::optional<std::chrono::steady_clock::time_point> next_step_at_;
   bool killed_ = false;
   bool groups_settled_ = false;  // run() saw every rank's process group empty (or gave up)
   std::optional<std::size_t> first_failure_;
   std::optional<int> stop_signal_;
+  std::string stop_origin_;  // another node's mcirun got stop_signal_: "node N (host H)"
   std::string peer_failure_;
   std::string start_error_;
 };

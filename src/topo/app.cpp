@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/program_name.hpp"
 #include "mci/errors.hpp"
 #include "topo/advice.hpp"
 #include "topo/hwloc_import.hpp"
@@ -80,7 +81,7 @@ int run(const Options& o, bool check, std::ostream& out) {
   const Topology t = load(o);
   if (check) {
     const std::string json = read_text_file(o.perf, "mci-perf's JSON output");
-    out << check_perf(t, json, o.perf, o.ceiling).text;
+    out << check_perf(t, json, o.perf, o.ceiling, program_to_run("bench_ceilings")).text;
     return 0;
   }
   if (!o.export_nccl_xml.empty()) write_file(o.export_nccl_xml, write_nccl_xml(t));

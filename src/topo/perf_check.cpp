@@ -46,7 +46,7 @@ std::vector<int> used_gpus(const Topology& t, const nlohmann::json& devices, std
 }  // namespace
 
 PerfCheck check_perf(const Topology& t, const std::string& json, const std::string& what,
-                     std::optional<double> ceiling_GBps) {
+                     std::optional<double> ceiling_GBps, const std::string& ceilings_program) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);
@@ -74,8 +74,9 @@ PerfCheck check_perf(const Topology& t, const std::string& json, const std::stri
       c.ceiling_from = "the memory-copy ceiling given with --ceiling";
       c.guide = kPcieGuide;
     } else {
-      s += "The ranks used host memory: their ceiling is the memory-copy rate, which mci-topo cannot know. Run\n"
-           "build/bin/bench_ceilings --benchmark_filter=Memcpy and pass its GB/s with --ceiling.\n";
+      s += fmt::format("The ranks used host memory: their ceiling is the memory-copy rate, which mci-topo cannot "
+                       "know. Run\n{} --benchmark_filter=Memcpy and pass its GB/s with --ceiling.\n",
+                       ceilings_program);
     }
   } else if (gpus.size() < 2) {
     s += "One GPU: no link is crossed, so there is no line rate to compare with.\n";

@@ -21,9 +21,10 @@ struct PerfCheck {
 };
 
 // `ceiling_GBps`: for the cpu backend, the memory-copy rate bench_ceilings
-// measured (mci-topo cannot know it). Throws ConfigError when the JSON is
-// not mci-perf's.
+// measured (mci-topo cannot know it); `ceilings_program`: how the advice
+// names bench_ceilings (common/program_name.hpp). Throws ConfigError when
+// the JSON is not mci-perf's.
 PerfCheck check_perf(const Topology& t, const std::string& json, const std::string& what,
-                     std::optional<double> ceiling_GBps);
+                     std::optional<double> ceiling_GBps, const std::string& ceilings_program = "bench_ceilings");
 
 }  // namespace mci::topo

@@ -323,6 +323,19 @@ def test_errors(tmp, shm, folder):
     fails_with([shm, "-o", os.path.join(tmp, "x.png")], "apt-get install python3-matplotlib", code=2, env=env)
     r = plot(shm, "--data", env=env)
     check(r.returncode == 0, "--data alone needs no matplotlib")
+    # Run by a python without matplotlib (a venv of this one, without its
+    # packages), it runs itself again under MCI_PYTHON, which has it.
+    venv = os.path.join(tmp, "venv")
+    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], capture_output=True, text=True)
+    bare = os.path.join(venv, "bin", "python3")
+    if made.returncode != 0 or subprocess.run([bare, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+        print("note: no python without matplotlib to run bench/plot with: its re-run is not exercised")
+    else:
+        chart = os.path.join(tmp, "rerun.png")
+        r = subprocess.run([bare, PLOT, shm, "-o", chart], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MCI_PYTHON=sys.executable))
+        check(r.returncode == 0 and os.path.getsize(chart) > 0,
+              f"under a python without matplotlib, bench/plot draws with MCI_PYTHON's ({r.stderr.strip()})")
 
 
 def main():

@@ -7,7 +7,10 @@ build=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-for f in bin/mcirun bin/mci-perf bin/mci-topo bin/labo include/mci/mci.hpp lib/cmake/mci/mciConfig.cmake; do
+src=$(cd "$(dirname "$0")/../.." && pwd)
+for f in bin/mcirun bin/mci-perf bin/mci-topo bin/labo bin/bench_ceilings bin/mci-plot \
+         share/mci/examples/labo.py share/mci/examples/train_multinode_cpu.py \
+         include/mci/mci.hpp lib/cmake/mci/mciConfig.cmake; do
   [ -e "$work/prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 ls "$work/prefix"/lib/libmci.so* >/dev/null
@@ -44,6 +47,33 @@ cmake --build "$work/app/build" >/dev/null
 "$work/prefix/bin/mcirun" --help >/dev/null
 "$work/prefix/bin/mci-topo" --version >/dev/null
 MCI_LOG_LEVEL=error "$work/app/build/app"
+
+# bench/plot, installed as mci-plot: it answers --help under any python3,
+# and draws under the first interpreter it finds with matplotlib (it runs
+# itself again under that one), or says what it tried and how to fix it.
+plot_help=$("$work/prefix/bin/mci-plot" --help)
+[[ $plot_help == "usage: mci-plot"* ]] || { echo "mci-plot --help did not answer: $plot_help"; exit 1; }
+if "$work/prefix/bin/mci-plot" "$src/tests/fixtures/plot/nccl_tests_all_reduce.json" -o "$work/chart.png" \
+     2>"$work/plot.err"; then
+  [ -s "$work/chart.png" ] || { echo "mci-plot wrote no chart"; cat "$work/plot.err"; exit 1; }
+else
+  grep -q "apt-get install python3-matplotlib" "$work/plot.err" || { echo "mci-plot failed without the fix:"; cat "$work/plot.err"; exit 1; }
+  echo "note: no interpreter here has matplotlib: mci-plot's chart is not exercised"
+fi
+
+# mci-topo check names bench_ceilings as the installed program: by name when
+# PATH finds the installed one, by its path in the prefix otherwise.
+"$work/prefix/bin/mci-perf" all_reduce -b 64K -e 64K -n 2 -w 1 --json "$work/perf.json" >/dev/null
+for path in "$work/prefix/bin:$PATH" "/usr/bin:/bin"; do
+  hint=$(PATH=$path "$work/prefix/bin/mci-topo" check --perf "$work/perf.json" \
+           --nccl-xml "$src/tests/fixtures/topo/nccl/pcie-2socket-4gpu.xml" | grep -- "--benchmark_filter=Memcpy")
+  program=${hint%% *}
+  case $path in
+    "$work/prefix/bin:"*) expected=bench_ceilings ;;
+    *) expected=$work/prefix/bin/bench_ceilings ;;
+  esac
+  [ "$program" = "$expected" ] || { echo "mci-topo's hint names '$program', not '$expected': $hint"; exit 1; }
+done
 
 # The Python package: installed beside the library, found by the documented
 # PYTHONPATH, and put on PYTHONPATH by the installed mcirun for its ranks.

@@ -99,6 +99,26 @@ class Mcirun {
   std::optional<std::chrono::steady_clock::duration> wall_;
 };
 
+// A test run in the background of a non-interactive shell inherits SIGINT
+// ignored; a program started with SIGINT ignored cannot catch it (Python
+// installs no KeyboardInterrupt handler, sh cannot trap it). Tests of what
+// mcirun passes on start their processes from the default instead.
+class DefaultSigint {
+ public:
+  DefaultSigint() {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGINT, &dfl, &old_);
+  }
+  ~DefaultSigint() { ::sigaction(SIGINT, &old_, nullptr); }
+  DefaultSigint(const DefaultSigint&) = delete;
+  DefaultSigint& operator=(const DefaultSigint&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
 // The pids a job's processes wrote into TEST_DIR (one per line, any files
 // named prefix*).
 inline std::vector<pid_t> recorded_pids(const Mcirun& m, const std::string& prefix) {

@@ -177,14 +177,19 @@ TEST(Launcher, ARankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_FALSE(process_alive(std::stoi(p1)));
 }
 
-class Forwarding : public ::testing::TestWithParam<int> {};
+class Forwarding : public ::testing::TestWithParam<int> {
+  DefaultSigint sigint_;
+};
 
 TEST_P(Forwarding, ASignalToMcirunStopsEveryRankAndGivesExitCode128PlusIt) {
   const int sig = GetParam();
   // Each rank says it is ready on stdout (the test waits for that line in
-  // mcirun's output: relayed without delay), then records the SIGTERM it gets.
+  // mcirun's output: relayed without delay), then records the signal it
+  // gets: the one mcirun got, passed on.
   const std::string script =
+      "trap 'echo got INT > $TEST_DIR/got.$RANK; exit 0' INT;"
       "trap 'echo got TERM > $TEST_DIR/got.$RANK; exit 0' TERM;"
+      "trap 'echo got HUP > $TEST_DIR/got.$RANK; exit 0' HUP;"
       "echo ready $RANK; while :; do sleep 0.05; done";
   Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh(script)));
   ASSERT_TRUE(eventually([&] { return contains(m.out(), "ready 0\n") && contains(m.out(), "ready 1\n"); }, 5s))
@@ -194,8 +199,9 @@ TEST_P(Forwarding, ASignalToMcirunStopsEveryRankAndGivesExitCode128PlusIt) {
   const std::string name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
   EXPECT_TRUE(contains(m.err(), "mcirun: received " + name + ": stopping the job")) << m.all();
   EXPECT_TRUE(contains(m.err(), "job stopped by " + name + " sent to mcirun")) << m.all();
-  EXPECT_EQ(m.file("got.0"), "got TERM\n") << m.all();
-  EXPECT_EQ(m.file("got.1"), "got TERM\n") << m.all();
+  EXPECT_TRUE(contains(m.err(), "mcirun: sent " + name + " to rank 0 (pid")) << m.all();
+  EXPECT_EQ(m.file("got.0"), "got " + name.substr(3) + "\n") << m.all();
+  EXPECT_EQ(m.file("got.1"), "got " + name.substr(3) + "\n") << m.all();
 }
 
 INSTANTIATE_TEST_SUITE_P(Launcher, Forwarding, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
@@ -232,7 +238,10 @@ TEST(Launcher, APortInUseIsOneClearLineAndNoProcessStarts) {
   ASSERT_EQ(err.size(), 1u) << m.all();
   EXPECT_TRUE(contains(err[0], "mcirun: cannot host the job's store: port " + port + " on 127.0.0.1 is already in use"))
       << err[0];
-  EXPECT_TRUE(contains(err[0], "--master_port")) << err[0];
+  // mcirun reads --master_port, never MASTER_PORT (as torchrun): the hint names what works.
+  EXPECT_TRUE(contains(err[0], "--master_port=N")) << err[0];
+  EXPECT_TRUE(contains(err[0], "--standalone")) << err[0];
+  EXPECT_FALSE(contains(err[0], "/ MASTER_PORT")) << err[0];
   EXPECT_FALSE(m.has_file("started.0"));
   EXPECT_FALSE(m.has_file("started.1"));
 }

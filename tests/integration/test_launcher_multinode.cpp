@@ -109,6 +109,43 @@ TEST(MultiNode, AFailureOnOneNodeStopsTheOther) {
   EXPECT_LT(n0.seconds(), 10.0) << "node 0 stopped long before its ranks' 30 s sleep: " << n0.all();
 }
 
+// Ctrl-C on either node's mcirun reaches every rank of the job as SIGINT:
+// the node that got it tells the others through the store, and they pass
+// the same signal on (node 0 keeps the store up until node 1 has read it).
+class MultiNodeStop : public ::testing::TestWithParam<int> {
+  DefaultSigint sigint_;
+};
+
+TEST_P(MultiNodeStop, CtrlCOnOneNodeIsPassedOnByEveryNode) {
+  const int stopped = GetParam();
+  const int other = 1 - stopped;
+  const int port = free_port();
+  const Strings program{"/bin/sh", "-c",
+                        "trap 'echo got INT > $TEST_DIR/got.$RANK; exit 0' INT;"
+                        "trap 'echo got TERM > $TEST_DIR/got.$RANK; exit 0' TERM;"
+                        "touch $TEST_DIR/ready.$RANK; while :; do sleep 0.05; done"};
+  Mcirun n0(node(0, port, program), kEnv);
+  Mcirun n1(node(1, port, program), kEnv);
+  Mcirun* nodes[2] = {&n0, &n1};
+  ASSERT_TRUE(eventually([&] {
+    return n0.has_file("ready.0") && n0.has_file("ready.1") && n1.has_file("ready.2") && n1.has_file("ready.3");
+  }, 20s)) << n0.all() << n1.all();
+  ASSERT_EQ(::kill(nodes[stopped]->pid(), SIGINT), 0);
+  EXPECT_EQ(nodes[stopped]->code(), 130) << nodes[stopped]->all();
+  EXPECT_EQ(nodes[other]->code(), 130) << nodes[other]->all();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(nodes[r / 2]->file(fmt::format("got.{}", r)), "got INT\n") << "rank " << r << ": " << n0.all() << n1.all();
+  }
+  const std::string err = nodes[other]->err();
+  EXPECT_TRUE(contains(err, fmt::format("mcirun: node {} (host ", stopped))) << err;
+  EXPECT_TRUE(contains(err, "received SIGINT: passing it on to this node's processes")) << err;
+  EXPECT_TRUE(contains(err, fmt::format("job stopped by SIGINT sent to mcirun on node {} (host ", stopped))) << err;
+  EXPECT_FALSE(contains(err, "went away")) << "the stop arrived before the store closed: " << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(MultiNode, MultiNodeStop, ::testing::Values(0, 1),
+                         [](const auto& info) { return fmt::format("OnNode{}", info.param); });
+
 TEST(MultiNode, WithoutATokenTheJobRunsUnauthenticatedAndSaysSo) {
   const int port = free_port();
   const Strings program{"/bin/sh", "-c", "echo token=[$MCI_JOB_TOKEN]"};

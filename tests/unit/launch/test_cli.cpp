@@ -111,5 +111,15 @@ TEST(Cli, HelpIsPrintedNotRun) {
   EXPECT_EQ(usage_text(), parse_cli({"mcirun", "--help"}).message);
 }
 
+TEST(Cli, HelpSaysWhatEachStopSignalBecomes) {
+  const std::string h = usage_text();
+  for (const char* said : {"Ctrl-C (SIGINT) to mcirun is passed on to every process as SIGINT",
+                           "'except KeyboardInterrupt:'", "gets SIGTERM, and SIGKILL after another --grace",
+                           "SIGHUP to mcirun is passed on as that signal, then SIGKILL after --grace",
+                           "128+N after signal N"}) {
+    EXPECT_NE(h.find(said), std::string::npos) << said << "\n" << h;
+  }
+}
+
 }  // namespace
 }  // namespace mci::launch

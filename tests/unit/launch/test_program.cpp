@@ -68,5 +68,33 @@ TEST(Program, PythonScriptsRunWithPython3LikeTorchrun) {
   EXPECT_EQ(cannot_run({script}, fixed_env({{"PATH", src.path()}})).rfind("cannot run 'python3'", 0), 0u);
 }
 
+TEST(Program, APythonProgramKnowsItsInterpreterAndWhatChoseIt) {
+  test::TempDir d;
+  const std::string script = d.file("train.py", "print(1)\n", 0755);
+  const std::string py = d.file("python3", "#!/bin/sh\n", 0755);
+  ExecSpec s = resolve_program({script}, false, fixed_env({{"PATH", d.path()}}));
+  EXPECT_EQ(s.python, py);
+  EXPECT_EQ(s.python_from, "PATH");
+  s = resolve_program({script}, false, fixed_env({{"PATH", "/nonexistent"}, {"MCI_PYTHON", py}}));
+  EXPECT_EQ(s.python, py);
+  EXPECT_EQ(s.python_from, "MCI_PYTHON");
+  s = resolve_program({"python3", script}, false, fixed_env({{"PATH", d.path()}}));
+  EXPECT_EQ(s.python, py);
+  EXPECT_EQ(s.python_from, "the command line");
+  s = resolve_program({"/bin/sh", "-c", "true"}, false, fixed_env({}));
+  EXPECT_EQ(s.python, "");
+  s = resolve_program({script}, true, fixed_env({}));
+  EXPECT_EQ(s.python, "") << "--no_python";
+}
+
+TEST(Program, PythonInterpretersAreKnownByName) {
+  for (const char* p : {"python", "python3", "/usr/bin/python3.11", "/opt/venv/bin/python3.12d"}) {
+    EXPECT_TRUE(is_python_interpreter(p)) << p;
+  }
+  for (const char* p : {"/usr/bin/python3-config", "pythonista", "/bin/sh", "./train"}) {
+    EXPECT_FALSE(is_python_interpreter(p)) << p;
+  }
+}
+
 }  // namespace
 }  // namespace mci::launch

@@ -93,5 +93,77 @@ TEST(Summary, AHangReportIsNamedNotRepeated) {
   EXPECT_NE(s.find("last 1 line(s) of rank 0's stderr"), std::string::npos) << s;
 }
 
+JobReport one_failed_rank() {
+  JobReport r;
+  r.host = "h";
+  r.ranks.resize(1);
+  r.ranks[0].pid = 42;
+  r.ranks[0].wait_status = exited(1);
+  r.first_failure = 0;
+  return r;
+}
+
+TEST(Summary, StdoutIsQuotedWhenStderrIsEmpty) {
+  JobReport r = one_failed_rank();
+  r.ranks[0].stdout_tail = {"step 9", "Traceback (most recent call last):", "ValueError: bad", ""};
+  std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("last 3 line(s) of rank 0's stdout:\nmcirun: | step 9\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("mcirun: | ValueError: bad\nmcirun: ===="), std::string::npos) << s;
+  EXPECT_EQ(s.find("wrote nothing"), std::string::npos) << s;
+
+  r.ranks[0].stderr_tail = {"RuntimeError: on stderr"};
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("last 1 line(s) of rank 0's stderr:"), std::string::npos) << s;
+  EXPECT_EQ(s.find("step 9"), std::string::npos) << "stderr, when there is one, is what is quoted: " << s;
+
+  r.ranks[0].stderr_tail = {" "};
+  r.ranks[0].stdout_tail = {};
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("mcirun: rank 0 wrote nothing on stderr or stdout\n"), std::string::npos) << s;
+}
+
+TEST(Summary, AMissingModuleNamesThePythonInterpreterAndTheWayToChooseAnother) {
+  JobReport r = one_failed_rank();
+  r.ranks[0].stderr_tail = {"Traceback (most recent call last):", "  File \"train.py\", line 1, in <module>",
+                            "ModuleNotFoundError: No module named 'torch'"};
+  r.python = "/usr/bin/python3";
+  r.python_from = "PATH";
+  std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("mcirun: rank 0 ran under the Python interpreter /usr/bin/python3 (python3 found on PATH), "
+                   "which cannot import 'torch'\n"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("set MCI_PYTHON=/path/to/python"), std::string::npos) << s;
+  EXPECT_NE(s.find("mcirun [OPTIONS] /path/to/python script.py"), std::string::npos) << s;
+
+  r.python_from = "MCI_PYTHON";
+  r.ranks[0].stderr_tail.clear();
+  r.ranks[0].stdout_tail = {"ModuleNotFoundError: No module named 'torch.distributed'"};
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("(chosen by MCI_PYTHON), which cannot import 'torch.distributed'"), std::string::npos) << s;
+
+  r.python.clear();  // not a Python program: no advice about interpreters
+  EXPECT_EQ(joined(summary_lines(r)).find("interpreter"), std::string::npos);
+
+  r.python = "/usr/bin/python3";
+  r.ranks[0].stdout_tail = {"RuntimeError: something else"};
+  EXPECT_EQ(joined(summary_lines(r)).find("interpreter"), std::string::npos) << "only for a missing module";
+}
+
+TEST(Summary, AStopPassedOnFromAnotherNodeSaysWhere) {
+  JobReport r;
+  r.host = "b";
+  r.node_rank = 1;
+  r.ranks.resize(1);
+  r.ranks[0].pid = 7;
+  r.ranks[0].wait_status = killed(SIGINT);
+  r.ranks[0].signal_sent = SIGINT;
+  r.stop_signal = SIGINT;
+  r.stop_origin = "node 0 (host a)";
+  const std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("job stopped by SIGINT sent to mcirun on node 0 (host a); node 1 (host b) passed it on"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("rank 0 (pid 7): signal SIGINT (sent by mcirun)"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace mci::launch

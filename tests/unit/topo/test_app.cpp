@@ -90,6 +90,16 @@ TEST(CheckPerf, ReadsMciPerfJson) {
   EXPECT_EQ(without.code, 0) << without.err;
   EXPECT_NE(without.out.find("all_reduce on the cpu backend, 1 ranks"), std::string::npos) << without.out;
   EXPECT_NE(without.out.find("--ceiling"), std::string::npos) << without.out;
+  {
+    // bench_ceilings is named as the user can run it: by name (PATH finds
+    // it, or it is not beside this program), or by its real path beside
+    // this program; never a relative build path.
+    const auto at = without.out.find(" --benchmark_filter=Memcpy");
+    ASSERT_NE(at, std::string::npos) << without.out;
+    const auto line = without.out.rfind('\n', at) + 1;
+    const std::string named = without.out.substr(line, at - line);
+    EXPECT_TRUE(named == "bench_ceilings" || (named.front() == '/' && std::filesystem::exists(named))) << named;
+  }
   const Outcome with = topo({"check", "--perf", json, "--ceiling", "10", "--nccl-xml",
                          fixture("nccl/pcie-2socket-4gpu.xml")});
   EXPECT_NE(with.out.find("Line rate: 10.00 GB/s"), std::string::npos) << with.out;
