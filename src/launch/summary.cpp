@@ -57,6 +57,21 @@ std::optional<std::string> missing_module(const std::vector<const std::vector<st
   return std::nullopt;
 }
 
+// Whether a line shows torch refusing backend "mci" because mci_torch was
+// never imported (torch 1.13: "Invalid backend: 'mci'"; 2.x: "Unknown
+// backend type mci").
+bool mci_backend_unknown(const std::vector<const std::vector<std::string>*>& texts) {
+  for (const auto* lines : texts) {
+    for (const auto& l : *lines) {
+      if (l.find("Invalid backend: 'mci'") != std::string::npos ||
+          l.find("Unknown backend type mci") != std::string::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -148,6 +163,11 @@ std::vector<std::string> summary_lines(const JobReport& job) {
         out.push_back("mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
                       "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
                       "script.py; or install the module for this one");
+      }
+      if (mci_backend_unknown({&f.stderr_tail, &f.stdout_tail, &raised})) {
+        out.push_back(fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
+                                  "which registers it: add `import mci_torch` before init_process_group",
+                                  f.rank));
       }
     }
   }

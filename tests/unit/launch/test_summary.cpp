@@ -149,6 +149,22 @@ TEST(Summary, AMissingModuleNamesThePythonInterpreterAndTheWayToChooseAnother) {
   EXPECT_EQ(joined(summary_lines(r)).find("interpreter"), std::string::npos) << "only for a missing module";
 }
 
+TEST(Summary, BackendMciAskedForBeforeImportingMciTorchSaysToImportIt) {
+  JobReport r = one_failed_rank();
+  r.python = "/usr/bin/python3";
+  r.python_from = "PATH";
+  const std::string hint = "add `import mci_torch` before init_process_group";
+  for (const char* line : {"ValueError: Invalid backend: 'mci'", "AssertionError: Unknown backend type mci"}) {
+    r.ranks[0].stderr_tail = {"Traceback (most recent call last):", line};
+    const std::string s = joined(summary_lines(r));
+    EXPECT_NE(s.find("mcirun: rank 0 asked torch for backend \"mci\" before importing mci_torch"), std::string::npos)
+        << s;
+    EXPECT_NE(s.find(hint), std::string::npos) << s;
+  }
+  r.ranks[0].stderr_tail = {"ValueError: Invalid backend: 'nccl2'"};
+  EXPECT_EQ(joined(summary_lines(r)).find(hint), std::string::npos) << "only for backend mci";
+}
+
 TEST(Summary, AStopPassedOnFromAnotherNodeSaysWhere) {
   JobReport r;
   r.host = "b";
