@@ -54,7 +54,7 @@ if [ $prebuilt -eq 1 ]; then
 else
   step "build"
   if ! command -v ninja >/dev/null || ! dpkg -s libfmt-dev >/dev/null 2>&1; then scripts/deps.sh || true; fi
-  cmake -S . -B "$build" -G Ninja -DMCI_BUILD_TESTS=ON >/dev/null || { echo "configure failed"; exit 1; }
+  cmake -S . -B "$build" -G Ninja -DMCI_WERROR=ON -DMCI_BUILD_TESTS=ON >/dev/null || { echo "configure failed"; exit 1; }
   grep -q "nccl_backend" "$build/build.ninja" || echo "note: NCCL was not found; set MCI_CUDA_ROOT"
   cmake --build "$build" -j "$(nproc)" || { echo "build failed"; exit 1; }
 fi

@@ -28,7 +28,7 @@ case $sanitize in
   *) build=build-asan ;;
 esac
 
-cmake -S . -B "$build" -G Ninja -DMCI_SANITIZE="$sanitize" >/dev/null
+cmake -S . -B "$build" -G Ninja -DMCI_SANITIZE="$sanitize" -DMCI_WERROR=ON >/dev/null
 cmake --build "$build"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -29,6 +29,14 @@ constexpr const char* kP2pLegend =
     "  NS   = Not supported\n"
     "  U    = Unknown\n";
 
+// A tab, then text. Not `s += "\t" + text`, nor a short literal assigned
+// to a string: at -O2 and above, g++ 12 reports a -Wrestrict overlap in
+// libstdc++'s inlined replace that cannot happen (GCC bugs 105329, 105651).
+void append_cell(std::string& s, const std::string& text) {
+  s += '\t';
+  s += text;
+}
+
 std::string cell(const Path& p) { return p.smi == "X" ? " X " : p.smi; }
 
 std::string na_or(const std::string& s) { return s.empty() ? "N/A" : s; }
@@ -61,7 +69,7 @@ std::string cpu_view(const Topology& t) {
     s += "\tCPU Affinity\tNUMA Affinity\n";
     for (int a : nics) {
       s += t.at(a).name;
-      for (int b : nics) s += "\t" + cell(classify(t, a, b));
+      for (int b : nics) append_cell(s, cell(classify(t, a, b)));
       const int c = t.cpu_of(a);
       const std::string cpus = c < 0 ? "" : t.at(c).cpus;
       const int numa = c < 0 ? -1 : t.at(c).numa;
@@ -86,7 +94,7 @@ std::string matrix_text(const Topology& t) {
   s += "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n";
   for (int a : ends) {
     s += t.at(a).name;
-    for (int b : ends) s += "\t" + cell(classify(t, a, b));
+    for (int b : ends) append_cell(s, cell(classify(t, a, b)));
     if (t.at(a).kind == NodeKind::gpu) {
       const int c = t.cpu_of(a);
       const std::string cpus = c < 0 ? "" : t.at(c).cpus;
@@ -114,7 +122,7 @@ std::string p2p_text(const Topology& t, char mode) {
       std::string v;
       const Path p = classify(t, a, b);
       const auto reported = t.reported_p2p.find({std::min(a, b), std::max(a, b)});
-      if (a == b) v = "X";
+      if (a == b) v = std::string(1, 'X');  // not = "X": see append_cell
       else if (mode == 'n') v = p.nvlinks > 0 ? "OK" : "NS";
       else if (reported != t.reported_p2p.end()) v = reported->second;
       else v = nccl_p2p_by_default(p) ? "OK" : "U";

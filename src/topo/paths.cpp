@@ -168,7 +168,7 @@ Path classify(const Topology& t, int a, int b) {
   p.from = a;
   p.to = b;
   if (a == b) {
-    p.smi = "X";
+    p.smi = std::string(1, 'X');  // not = "X": g++ 12's false -Wrestrict at -O2+ (GCC bug 105329)
     return p;
   }
   classify_pci(t, p);

@@ -111,8 +111,9 @@ def unwaited_failure():
     if dist.get_rank() == 1:
         absent()
     t = torch.ones(4)
-    dist.all_reduce(t, async_op=True, group=GROUP)
-    time.sleep(TIMEOUT_S + 1)  # the operation times out meanwhile (no wait() on it)
+    work = dist.all_reduce(t, async_op=True, group=GROUP)
+    while not work.is_completed():  # it times out meanwhile; asking does not wait on it
+        time.sleep(0.01)
     expect_failure([0], lambda: dist.all_reduce(torch.ones(4), async_op=True, group=GROUP).wait(), t)
 
 
