@@ -3,6 +3,7 @@
 # names, outside the clone so that it is made once per machine (a few GB of
 # wheels), at ${MCI_VENV_ROOT:-/var/cache/mci}/venv-torch-<version>.
 # Idempotent: prints nothing and downloads nothing when the venv is there.
+# `scripts/torch-venv.sh --python` prints the venv's interpreter and exits.
 # Where it cannot be made (no pip, no network), says so and exits 0: the
 # tests of that tier then skip, naming this script.
 set -euo pipefail
@@ -12,6 +13,12 @@ pin=$(grep -v '^#' scripts/torch-pin.txt | grep -m1 '^torch==')
 version=${pin#torch==}
 root=${MCI_VENV_ROOT:-/var/cache/mci}
 venv=$root/venv-torch-$version
+
+# --python: only print where the tier's interpreter is (or would be).
+if [ "${1:-}" = "--python" ]; then
+  echo "$venv/bin/python"
+  exit 0
+fi
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null; then
   exit 0

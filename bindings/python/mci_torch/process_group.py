@@ -108,6 +108,12 @@ def _check_tensor(t, what="tensor"):
         )
 
 
+def _op_name(op):
+    """SUM, AVG, ...: torch 2.x's ReduceOp objects print as an address."""
+    name = str(getattr(op, "op", op))
+    return name.rsplit(".", 1)[-1]
+
+
 def _reduce_code(op, dtype):
     """mci's reduction for torch's ReduceOp on dtype, or None for the bitwise
     ones (done on gathered values)."""
@@ -120,15 +126,19 @@ def _reduce_code(op, dtype):
                 return v
         if op == R.BXOR:
             return None
-        _fail_config(f"ReduceOp {op} does not apply to bool tensors; use SUM/MAX (or), PRODUCT/MIN (and) or BXOR")
+        _fail_config(f"ReduceOp {_op_name(op)} does not apply to bool tensors; use SUM/MAX (or), PRODUCT/MIN (and) "
+                     "or BXOR")
     for k, v in ((R.SUM, _lib.SUM), (R.AVG, _lib.AVG), (R.PRODUCT, _lib.PROD), (R.MIN, _lib.MIN), (R.MAX, _lib.MAX)):
         if op == k:
             return v
-    if op in (R.BAND, R.BOR, R.BXOR):
+    # any(==), not `in`: torch 2.x's ReduceOp objects do not compare equal
+    # to RedOpType values from that side.
+    if any(op == k for k in (R.BAND, R.BOR, R.BXOR)):
         if dtype.is_floating_point:
-            _fail_config(f"ReduceOp {op} needs an integer (or bool) tensor, not {dtype}")
+            _fail_config(f"ReduceOp {_op_name(op)} needs an integer (or bool) tensor, not {dtype}")
         return None
-    _fail_config(f"ReduceOp {op} is not supported by mci (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR are)")
+    _fail_config(f"ReduceOp {_op_name(op)} is not supported by mci (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR "
+                 "are)")
 
 
 def _bitwise(op, stacked):
@@ -251,6 +261,12 @@ class ProcessGroupMCI(dist.ProcessGroup):
     def name(self):
         return "mci"
 
+    def _get_backend(self, device):  # noqa: ARG002 - torch's signature
+        """torch 2.x asks a group for its backend on a device (e.g.
+        batch_isend_irecv, whether it coalesces): this group is its own,
+        and it does not coalesce (supports_coalescing is absent)."""
+        return self
+
     def __del__(self):
         self.shutdown()
 
@@ -355,7 +371,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         buf, back = _staged(t)
         code = _reduce_code(opts.reduceOp, t.dtype)
         if code is None:
-            _fail_config(f"reduce with {opts.reduceOp}: use all_reduce for the bitwise operations")
+            _fail_config(f"reduce with {_op_name(opts.reduceOp)}: use all_reduce for the bitwise operations")
         return self._submit(_lib.REDUCE, buf, buf, buf.numel(), _DTYPES[t.dtype], code, root=opts.rootRank,
                             finish=lambda: (back(), [t])[1])
 
@@ -400,6 +416,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
                             finish=lambda: (back(), [output])[1])
 
     all_gather_into_tensor = _allgather_base
+    all_gather_single = _allgather_base  # the name torch >= 2.13 calls (all_gather_into_tensor, FSDP2)
 
     def gather(self, output_tensors, input_tensors, opts):
         (inp,) = input_tensors
@@ -447,12 +464,13 @@ class ProcessGroupMCI(dist.ProcessGroup):
         return self._reduce_scatter_flat(output, input.contiguous(), opts, [output])
 
     reduce_scatter_tensor = _reduce_scatter_base
+    reduce_scatter_single = _reduce_scatter_base  # the name torch >= 2.13 calls
 
     def _reduce_scatter_flat(self, out, flat, opts, result):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         code = _reduce_code(op, out.dtype)
         if code is None:
-            _fail_config(f"reduce_scatter with {op}: use all_reduce for the bitwise operations")
+            _fail_config(f"reduce_scatter with {_op_name(op)}: use all_reduce for the bitwise operations")
         dst, back = _staged(out)
         return self._submit(_lib.REDUCE_SCATTER, flat, dst, out.numel(), _DTYPES[out.dtype], code,
                             finish=lambda: (back(), result)[1])
