@@ -86,7 +86,7 @@ void find_functions(const fs::path& dir, std::map<std::string, fs::path>& out) {
 
 class Reader {
  public:
-  Reader(const fs::path& root, Topology& t) : root_(root), t_(t), build_(t) {}
+  Reader(const fs::path& root, Topology& t) : root_(root), build_(t) {}
 
   void run() {
     for (const fs::path& node : sorted_dirs(root_ / "devices/system/node")) {
@@ -140,7 +140,6 @@ class Reader {
   }
 
   fs::path root_;
-  Topology& t_;
   PciTreeBuilder build_;
   std::vector<std::pair<int, int>> cpus_;  // NUMA id, node id
 };
