@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher_run.hpp"
+#include "unit/launch/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -30,22 +31,12 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 // is started.
 class Script {
  public:
-  Script(const std::string& name, const std::string& text) {
-    char tmpl[] = "/tmp/mcirun-script-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    path_ = dir_ + "/" + name;
-    std::ofstream(path_) << text;
-  }
-  ~Script() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  Script(const Script&) = delete;
-  Script& operator=(const Script&) = delete;
+  Script(const std::string& name, const std::string& text) : path_(dir_.file(name, text)) {}
   const std::string& path() const { return path_; }
 
  private:
-  std::string dir_, path_;
+  launch::test::TempDir dir_;
+  std::string path_;
 };
 
 // Each rank records its pid once it is inside its `try:` (written aside,
