@@ -63,6 +63,7 @@ class WorkRegistry:
 
     def finished(self, work):
         with self._lock:
+            work._finished = True  # under the lock: touched() decides on it, not on _done (set later)
             if work._failure is not None and not work._touched:
                 self._unseen.append(work)
             if work._touched:
@@ -76,7 +77,7 @@ class WorkRegistry:
 
     def touched(self, work):
         with self._lock:
-            if work._done.is_set():
+            if work._finished:
                 self._live.discard(work)
                 self._untouched.pop(work, None)
 
@@ -87,6 +88,8 @@ class WorkRegistry:
 
     def take_unseen_failure(self):
         """The first failure of an operation nobody waited on, once."""
+        if not self._unseen:  # every call asks: no lock while there is none
+            return None
         with self._lock:
             while self._unseen:
                 work = self._unseen.popleft()
@@ -108,6 +111,7 @@ class MciWork(dist.Work):
         self._value = None
         self._failure = None
         self._touched = False
+        self._finished = False  # the registry's view, set under its lock
         self._base = torch.futures.Future()
         self._future = self._base.then(_raise_failure)
         registry.add(self)
