@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 scripts/deps.sh clang libclang-rt-14-dev
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DMCI_WERROR=ON -DMCI_BUILD_FUZZERS=ON -DMCI_BUILD_TESTS=OFF -DMCI_WITH_TORCH=OFF \
+. scripts/cache-root.sh
+mci_use_ccache
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DMCI_WERROR=ON "${mci_launcher[@]}" -DMCI_BUILD_FUZZERS=ON -DMCI_BUILD_TESTS=OFF -DMCI_WITH_TORCH=OFF \
   -DMCI_BUILD_EXAMPLES=OFF -DMCI_BUILD_BENCH=OFF -DMCI_WITH_GLOO=OFF -DMCI_WITH_NCCL=OFF -DMCI_WITH_MPI=OFF \
   -DMCI_SANITIZE=address,undefined >/dev/null
 cmake --build build-fuzz --target store_frame_fuzzer data_stream_fuzzer

@@ -20,6 +20,8 @@ done
 
 scripts/deps.sh
 scripts/torch-venv.sh
+. scripts/cache-root.sh
+mci_use_ccache
 
 build=build
 case $sanitize in
@@ -28,7 +30,8 @@ case $sanitize in
   *) build=build-asan ;;
 esac
 
-cmake -S . -B "$build" -G Ninja -DMCI_SANITIZE="$sanitize" -DMCI_WERROR=ON >/dev/null
+cmake -S . -B "$build" -G Ninja -DMCI_SANITIZE="$sanitize" -DMCI_WERROR=ON "${mci_launcher[@]}" \
+  -DMCI_TORCH2_PYTHON="$(scripts/torch-venv.sh --python)" >/dev/null
 cmake --build "$build"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

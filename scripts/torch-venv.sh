@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The newer torch tier: a venv holding the PyPI torch that scripts/torch-pin.txt
 # names, outside the clone so that it is made once per machine (a few GB of
-# wheels), at ${MCI_VENV_ROOT:-/var/cache/mci}/venv-torch-<version>.
+# wheels), at <cache root>/venv-torch-<version> (scripts/cache-root.sh:
+# $MCI_CACHE_ROOT, else /var/cache/mci, else ~/.cache/mci).
 # Idempotent: prints nothing and downloads nothing when the venv is there.
 # `scripts/torch-venv.sh --python` prints the venv's interpreter and exits.
 # Where it cannot be made (no pip, no network), says so and exits 0: the
@@ -11,7 +12,8 @@ cd "$(dirname "$0")/.."
 
 pin=$(grep -v '^#' scripts/torch-pin.txt | grep -m1 '^torch==')
 version=${pin#torch==}
-root=${MCI_VENV_ROOT:-/var/cache/mci}
+. scripts/cache-root.sh
+root=$mci_cache_root
 venv=$root/venv-torch-$version
 
 # --python: only print where the tier's interpreter is (or would be).

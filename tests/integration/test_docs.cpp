@@ -18,6 +18,7 @@
 #include "mci/store.hpp"
 #include "support/job.hpp"
 #include "support/ports.hpp"
+#include "test_paths.hpp"
 
 namespace mci::test {
 namespace {

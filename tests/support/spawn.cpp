@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test_paths.hpp"
+
 extern char** environ;
 
 namespace mci::test {

@@ -8,6 +8,7 @@
 
 #include "backends/registry.hpp"
 #include "collectives/algorithm_table.hpp"
+#include "test_paths.hpp"
 
 namespace mci {
 namespace {

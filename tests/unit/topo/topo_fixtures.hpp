@@ -11,6 +11,7 @@
 #include <string>
 
 #include "topo/paths.hpp"
+#include "test_paths.hpp"
 
 namespace mci::topo::testing {
 
