@@ -76,24 +76,27 @@ struct Choice {
 };
 
 // choose_device() of labo.py: the laptop path (Gloo, host memory) unless
-// MCI_BACKEND=nccl and a GPU is visible.
+// MCI_BACKEND names a backend on GPU memory (nccl) and a GPU is visible.
+// The backend's row says where its buffers live.
 Choice choose_device() {
-  const std::string wanted = env("MCI_BACKEND").value_or("gloo");
-  if (wanted == "cpu") return {mci::Device::cpu(), "cpu"};
-  if (wanted != "nccl") {
-    if (wanted != "gloo") {
-      std::fprintf(stderr, "labo: MCI_BACKEND=%s is not gloo, nccl or cpu; using gloo\n", wanted.c_str());
-    }
-    return {mci::Device::cpu(), "gloo"};
+  std::string wanted = env("MCI_BACKEND").value_or("gloo");
+  auto info = mci::find_backend_info(wanted);
+  if (!info) {
+    std::string names;
+    for (const auto& b : mci::list_backends()) names += (names.empty() ? "" : ", ") + b.name;
+    std::fprintf(stderr, "labo: MCI_BACKEND=%s is not one of %s; using gloo\n", wanted.c_str(), names.c_str());
+    wanted = "gloo";
+    info = mci::find_backend_info(wanted);
   }
-  if (!mci::backend_available("nccl")) {
-    throw SystemExit{"MCI_BACKEND=nccl demande un GPU visible.\n"
-                     "(this build of mci has no NCCL backend: rebuild it with the CUDA toolkit and "
-                     "NCCL, or run with MCI_BACKEND=gloo or cpu)"};
+  if (info->caps.host_memory) return {mci::Device::cpu(), wanted};
+  const std::string needs_gpu = "MCI_BACKEND=" + wanted + " demande un GPU visible.";
+  if (!info->built) {
+    throw SystemExit{needs_gpu + "\n(this build of mci has no " + wanted + " backend: rebuild it with " +
+                     info->needs + ", or run with MCI_BACKEND=gloo or cpu)"};
   }
-  if (mci::visible_gpu_count() == 0) throw SystemExit{"MCI_BACKEND=nccl demande un GPU visible."};
+  if (mci::visible_gpu_count() == 0) throw SystemExit{needs_gpu};
   const int local_rank = env_int("LOCAL_RANK", 0);
-  return {mci::Device::cuda(local_rank), "nccl"};
+  return {mci::Device::cuda(local_rank), wanted};
 }
 
 int run() {

@@ -28,30 +28,35 @@ inline void say(const std::string& line) {
   std::fflush(stdout);
 }
 
+// The backend's row says where its buffers live: host memory is torch's
+// CPU device, a backend on GPU memory only (nccl) takes GPU LOCAL_RANK.
 inline Choice choose_backend() {
   const char* raw = std::getenv("MCI_BACKEND");
   const std::string wanted = raw && *raw ? raw : "cpu";
-  if (wanted == "cpu" || wanted == "gloo") {
-    if (!mci::backend_available(wanted)) {
+  const auto info = mci::find_backend_info(wanted);
+  if (!info) {
+    std::string names;
+    for (const auto& b : mci::list_backends()) names += (names.empty() ? "" : ", ") + b.name;
+    throw std::runtime_error("MCI_BACKEND=" + wanted + " is not one of " + names);
+  }
+  if (info->caps.host_memory) {
+    if (!info->built) {
       throw std::runtime_error("MCI_BACKEND=" + wanted + ": this build of mci has no " + wanted +
                                " backend; run with MCI_BACKEND=cpu");
     }
     return {wanted, torch::Device(torch::kCPU)};
   }
-  if (wanted != "nccl") {
-    throw std::runtime_error("MCI_BACKEND=" + wanted + " is not cpu, gloo or nccl");
-  }
   if (!torch::cuda::is_available()) {
-    throw std::runtime_error("MCI_BACKEND=nccl needs a LibTorch built with CUDA and a visible GPU; this "
+    throw std::runtime_error("MCI_BACKEND=" + wanted + " needs a LibTorch built with CUDA and a visible GPU; this "
                              "LibTorch sees no CUDA device (Debian's libtorch-dev is CPU only). Run with "
                              "MCI_BACKEND=cpu or gloo");
   }
-  if (!mci::backend_available("nccl")) {
-    throw std::runtime_error("MCI_BACKEND=nccl: this build of mci has no NCCL backend (rebuild it with the "
-                             "CUDA toolkit and NCCL), or run with MCI_BACKEND=cpu or gloo");
+  if (!info->built) {
+    throw std::runtime_error("MCI_BACKEND=" + wanted + ": this build of mci has no " + wanted + " backend (rebuild it "
+                             "with " + info->needs + "), or run with MCI_BACKEND=cpu or gloo");
   }
   const char* local = std::getenv("LOCAL_RANK");
-  return {"nccl", torch::Device(torch::kCUDA, static_cast<torch::DeviceIndex>(local ? std::atoi(local) : 0))};
+  return {wanted, torch::Device(torch::kCUDA, static_cast<torch::DeviceIndex>(local ? std::atoi(local) : 0))};
 }
 
 }  // namespace train

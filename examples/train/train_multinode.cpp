@@ -7,6 +7,10 @@
 #include <exception>
 
 #include <fmt/format.h>
+// IValue complete before torch/torch.h: with torch 1.13's headers, clang 14
+// in C++20 instantiates std::vector<IValue>'s members where IValue is only
+// declared (ATen/core/List.h) and stops.
+#include <ATen/core/ivalue.h>
 #include <torch/torch.h>
 
 #include "backend_choice.hpp"

@@ -33,14 +33,28 @@ constexpr Factory kMpi = nullptr;
 constexpr bool kHaveMpi = false;
 #endif
 
+// Designated fields, so that a row says what it is true of; the rest stay
+// false.
+constexpr BackendCaps kCpuCaps{.host_memory = true, .cuda_memory = true, .mci_algorithms = true,
+                               .mci_transports = true, .fingerprints = true, .reports_arrivals = true,
+                               .aborts_running = true};
+// Gloo: abort leaves its reason in the store and breaks the connections.
+constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true};
+// NCCL: ncclCommAbort ends this rank's operations only; the peers learn at
+// their timeout.
+constexpr BackendCaps kNcclCaps{.cuda_memory = true, .gpu_per_rank = true};
+// MPI cannot end a peer's operation short of MPI_Abort, which ends the job:
+// peers learn at their timeout (mpi_backend.cpp).
+constexpr BackendCaps kMpiCaps{.host_memory = true};
+
 const std::array kBackends{
     BackendEntry{"cpu", "mci's own engine on host memory (shared memory on one host, TCP across hosts)", "", true,
-                 &make_cpu_backend},
-    BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo},
+                 &make_cpu_backend, kCpuCaps},
+    BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo, kGlooCaps},
     BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL",
-                 kHaveNccl, kNccl},
+                 kHaveNccl, kNccl, kNcclCaps},
     BackendEntry{"mpi", "the job's MPI library (Open MPI) on host memory; start the program with mpirun or srun --mpi=pmix",
-                 "libopenmpi-dev", kHaveMpi, kMpi},
+                 "libopenmpi-dev", kHaveMpi, kMpi, kMpiCaps},
 };
 
 }  // namespace
@@ -62,11 +76,19 @@ std::string backend_names() {
   return out;
 }
 
+std::string backends_with(bool BackendCaps::*cap) {
+  std::string out;
+  for (const auto& b : kBackends) {
+    if (b.caps.*cap) out += fmt::format("{}{} (MCI_BACKEND={})", out.empty() ? "" : " or ", b.name, b.name);
+  }
+  return out;
+}
+
 void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
   if (!d.device.is_cuda()) return;
-  throw ConfigError(fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use backend "
-                                "'nccl' for GPU memory, or 'cpu', which stages device buffers",
-                                backend, op_name(d.kind), d.device.str()));
+  throw ConfigError(fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use a backend "
+                                "that takes GPU memory: {}",
+                                backend, op_name(d.kind), d.device.str(), backends_with(&BackendCaps::cuda_memory)));
 }
 
 const BackendEntry& require_backend(std::string_view name) {

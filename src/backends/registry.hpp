@@ -1,7 +1,8 @@
 // The backend table: every backend mci knows, whether this build contains
 // it, and how to make one. init_process_group, the "unknown backend" and
 // "not built" messages, mci-perf's --backend help and list_backends() read
-// it.
+// it; its capabilities are the only place a backend's behaviour is told
+// apart by the code above it (no code outside this table compares names).
 //
 // To add a backend: a class behind the Backend interface in backends/NAME/,
 // its factory declared below and listed in registry.cpp, and (when it needs
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "backends/backend.hpp"
+#include "mci/init.hpp"
 
 namespace mci {
 
@@ -23,12 +25,16 @@ struct BackendEntry {
   std::string_view needs;    // what must be installed for the build to contain it ("" for none)
   bool built;
   std::unique_ptr<Backend> (*make)(const BackendContext&);  // nullptr when not built
+  BackendCaps caps;          // what the code above the table may count on (mci/init.hpp)
 };
 
 std::span<const BackendEntry> backend_table() noexcept;
 const BackendEntry* find_backend(std::string_view name) noexcept;
 // "cpu (mci's engine on host memory), gloo (...), nccl (...)".
 std::string backend_names();
+// The backends whose row has the capability, for messages that suggest one:
+// "cpu (MCI_BACKEND=cpu) or nccl (MCI_BACKEND=nccl)".
+std::string backends_with(bool BackendCaps::*cap);
 
 // The backend's entry; ConfigError for an unknown backend or one this build
 // lacks (before anything connects).

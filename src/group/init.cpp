@@ -118,8 +118,16 @@ bool launched_as_a_job() { return has_job_variables(process_env()); }
 
 std::vector<BackendInfo> list_backends() {
   std::vector<BackendInfo> out;
-  for (const auto& b : backend_table()) out.push_back(BackendInfo{std::string(b.name), std::string(b.what), b.built});
+  for (const auto& b : backend_table()) {
+    out.push_back(BackendInfo{std::string(b.name), std::string(b.what), b.built, std::string(b.needs), b.caps});
+  }
   return out;
+}
+
+std::optional<BackendInfo> find_backend_info(const std::string& name) {
+  const BackendEntry* b = find_backend(name);
+  if (!b) return std::nullopt;
+  return BackendInfo{std::string(b->name), std::string(b->what), b->built, std::string(b->needs), b->caps};
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
@@ -199,14 +207,24 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.listen_host = listen_host;
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
-  auto backend = make_backend(opts.backend, ctx);
-  // Only the cpu backend has mci's algorithms; the libraries pick their own.
-  // Said once, by rank 0, rather than ignored in silence.
-  if (opts.backend != "cpu" && c.rank == 0) {
-    if (const auto algo = process_env()("MCI_ALGO"); algo && !algo->empty() && *algo != "auto") {
+  const BackendEntry& entry = require_backend(opts.backend);
+  auto backend = entry.make(ctx);
+  // A setting the backend does not honour is said once, by rank 0, rather
+  // than ignored in silence.
+  if (c.rank == 0) {
+    const auto set = [](const char* name) {
+      const auto v = process_env()(name);
+      return v && !v->empty() && *v != "auto" ? v : std::nullopt;
+    };
+    if (const auto algo = set("MCI_ALGO"); algo && !entry.caps.mci_algorithms) {
       log::warn("MCI_ALGO={} is ignored on the {} backend, which picks its own algorithms: MCI_ALGO applies to "
-                "mci's cpu backend (MCI_BACKEND=cpu)",
-                *algo, opts.backend);
+                "the backends that run mci's algorithms: {}",
+                *algo, opts.backend, backends_with(&BackendCaps::mci_algorithms));
+    }
+    if (const auto tr = set("MCI_TRANSPORT"); tr && !entry.caps.mci_transports) {
+      log::warn("MCI_TRANSPORT={} is ignored on the {} backend, which has its own transport: MCI_TRANSPORT applies "
+                "to the backends that run on mci's transports: {}",
+                *tr, opts.backend, backends_with(&BackendCaps::mci_transports));
     }
   }
   auto impl = std::make_unique<ProcessGroup::Impl>(

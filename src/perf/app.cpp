@@ -150,7 +150,7 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
   auto pg = init_process_group(init);
   const bool printer = pg->rank() == 0;
   info.ranks = pg->size();
-  if (printer && o.transport && o.backend != "cpu") {
+  if (printer && o.transport && !o.caps.mci_transports) {
     err << "mci-perf: note: --transport applies to the cpu backend; " << o.backend << " uses its own transport\n";
   }
 

@@ -3,16 +3,19 @@
 #include <optional>
 
 #include "mci/device_memory.hpp"
+#include "mci/init.hpp"
 
 namespace mci::perf {
 
 namespace {
 
-// Host buffers as they are, or their copies on this rank's GPU for nccl.
+// Host buffers as they are, or their copies on this rank's GPU for a
+// backend that takes GPU memory only (nccl).
 class Staged {
  public:
   Staged(ProcessGroup& pg, BufferView host) : host_(host) {
-    if (pg.backend() != "nccl") return;
+    const auto info = find_backend_info(pg.backend());
+    if (!info || info->caps.host_memory) return;
     const Device gpu = Device::cuda(pg.local_rank());
     mem_.emplace(gpu, host.bytes());
     mem_->copy_from_host(host.data, host.bytes());

@@ -1,6 +1,6 @@
 // The few host-memory collectives mci-perf needs for its own bookkeeping (the
-// banner, times across ranks, error counts). The nccl backend works on
-// device memory only, so with it they go through a device bounce buffer.
+// banner, times across ranks, error counts). A backend that takes device
+// memory only (nccl) gets them through a device bounce buffer.
 #pragma once
 
 #include "mci/process_group.hpp"

@@ -168,7 +168,7 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
     backends += (backends.empty() ? "" : "; ") + b.name + ": " + b.description + (b.built ? "" : " (not in this build)");
   }
   app.add_option("--backend", backend, backends + " (default cpu)")->type_name("NAME");
-  app.add_option("--device", device, "cpu or cuda: where the buffers live (default cpu; cuda with --backend nccl)")
+  app.add_option("--device", device, "cpu or cuda: where the buffers live (default cpu; cuda for a backend on GPU memory only, nccl)")
       ->type_name("cpu|cuda");
   app.add_option("--transport", transport, "auto, shm or tcp: exported as MCI_TRANSPORT (cpu backend)")
       ->type_name("NAME");
@@ -321,17 +321,36 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   ignored(mem_report, "-M", 1, "mci-perf has no GPU memory report");
 
   o.backend = lower(backend);
-  const auto known = mci::list_backends();
-  if (std::none_of(known.begin(), known.end(), [&](const mci::BackendInfo& b) { return b.name == o.backend; })) {
+  const auto info = mci::find_backend_info(o.backend);
+  if (!info) {
     std::string names;
-    for (const auto& b : known) names += (names.empty() ? "" : ", ") + b.name;
+    for (const auto& b : mci::list_backends()) names += (names.empty() ? "" : ", ") + b.name;
     throw UsageError("--backend " + backend + ": use " + names);
   }
-  const std::string dev = device.empty() ? (o.backend == "nccl" ? "cuda" : "cpu") : lower(device);
+  o.caps = info->caps;
+  // The buffers' default home: the host where the backend takes it.
+  const std::string dev = device.empty() ? (o.caps.host_memory ? "cpu" : "cuda") : lower(device);
   if (dev != "cpu" && dev != "cuda") throw UsageError("--device " + device + ": use cpu or cuda");
   o.device_cuda = dev == "cuda";
-  if (o.device_cuda && o.backend == "gloo") {
-    throw UsageError("--device cuda: the gloo backend works on host memory; use --backend nccl or cpu");
+  // "cpu, gloo or mpi": the backends whose row has the capability.
+  const auto takes = [](bool mci::BackendCaps::*cap) {
+    std::vector<std::string> names;
+    for (const auto& b : mci::list_backends()) {
+      if (b.caps.*cap) names.push_back(b.name);
+    }
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    }
+    return out;
+  };
+  if (o.device_cuda && !o.caps.cuda_memory) {
+    throw UsageError("--device cuda: the " + o.backend + " backend works on host memory; use --backend " +
+                     takes(&mci::BackendCaps::cuda_memory));
+  }
+  if (!o.device_cuda && !o.caps.host_memory) {
+    throw UsageError("--device cpu: the " + o.backend + " backend works on GPU memory; use --device cuda, or " +
+                     "--backend " + takes(&mci::BackendCaps::host_memory));
   }
   if (!transport.empty()) {
     const std::string t = lower(transport);

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "mci/init.hpp"
 #include "mci/types.hpp"
 #include "perf/collective.hpp"
 #include "perf/sweep.hpp"
@@ -56,6 +57,7 @@ struct Options {
   // The time of an iteration is the slowest rank's, as the job waits for it.
   Average average = Average::max;
   std::string backend = "cpu";
+  mci::BackendCaps caps;  // the backend's row (mci/init.hpp), filled with it
   // Where the buffers live: the host, or GPU LOCAL_RANK (the default with
   // --backend nccl); device timings come from CUDA events.
   bool device_cuda = false;

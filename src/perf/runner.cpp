@@ -66,10 +66,11 @@ Runner::Runner(ProcessGroup& pg, const Options& o)
       a_(largest_buffer_bytes(o, pg.size())),
       b_(a_.bytes) {
   if (o.device_cuda) {
-    // NCCL needs a GPU per rank; the cpu backend stages device buffers, so
-    // several of its ranks may share a GPU (one GPU, two ranks).
+    // A backend that drives a GPU per rank (NCCL) needs one of its own; the
+    // cpu backend stages device buffers, so several of its ranks may share
+    // a GPU (one GPU, two ranks).
     const int gpus = std::max(visible_gpu_count(), 1);
-    device_ = Device::cuda(o.backend == "nccl" ? pg.local_rank() : pg.local_rank() % gpus);
+    device_ = Device::cuda(o.caps.gpu_per_rank ? pg.local_rank() : pg.local_rank() % gpus);
     da_ = std::make_unique<DeviceMemory>(device_, a_.bytes);
     db_ = std::make_unique<DeviceMemory>(device_, b_.bytes);
   }

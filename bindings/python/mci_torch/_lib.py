@@ -14,6 +14,10 @@ _ERRORS = {1: ConfigError, 2: TimeoutError, 3: PeerError, 4: MismatchError, 5: M
 ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, GATHER, SCATTER, REDUCE_SCATTER, ALL_TO_ALL, BARRIER, SEND, RECV = range(11)
 # mci_reduce_op
 SUM, AVG, PROD, MIN, MAX = range(5)
+# mci_dtype
+F32, F64, F16, BF16, I8, U8, I32, I64 = range(8)
+# These lists follow include/mci/mci_c.h; tests/python/test_c_abi.py checks
+# them, the errors, Op and every prototype against it.
 
 
 class Op(ctypes.Structure):

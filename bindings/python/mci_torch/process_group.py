@@ -26,15 +26,15 @@ from ._lib import ConfigError, check, lib
 from ._work import MciWork, WorkRegistry
 
 _DTYPES = {
-    torch.float32: 0,
-    torch.float64: 1,
-    torch.float16: 2,
-    torch.bfloat16: 3,
-    torch.int8: 4,
-    torch.uint8: 5,
-    torch.int32: 6,
-    torch.int64: 7,
-    torch.bool: 5,  # as uint8 (one byte, 0 or 1)
+    torch.float32: _lib.F32,
+    torch.float64: _lib.F64,
+    torch.float16: _lib.F16,
+    torch.bfloat16: _lib.BF16,
+    torch.int8: _lib.I8,
+    torch.uint8: _lib.U8,
+    torch.int32: _lib.I32,
+    torch.int64: _lib.I64,
+    torch.bool: _lib.U8,  # as uint8 (one byte, 0 or 1)
 }
 
 _STORE_KEY = "mci_torch/store"

@@ -25,6 +25,45 @@ TEST(BackendTable, KnowsEveryBackendAndWhichAreBuilt) {
   EXPECT_FALSE(backend_available("mpi-someday"));
 }
 
+// The public view of a row is the row: its needs and capabilities, built
+// or not.
+TEST(BackendTable, FindBackendInfoGivesEachRowsCapabilities) {
+  for (const auto& e : backend_table()) {
+    const auto info = find_backend_info(std::string(e.name));
+    ASSERT_TRUE(info) << e.name;
+    EXPECT_EQ(info->needs, e.needs);
+    EXPECT_EQ(info->built, e.built);
+    EXPECT_EQ(info->caps.host_memory, e.caps.host_memory) << e.name;
+    EXPECT_EQ(info->caps.cuda_memory, e.caps.cuda_memory) << e.name;
+    EXPECT_EQ(info->caps.gpu_per_rank, e.caps.gpu_per_rank) << e.name;
+    EXPECT_EQ(info->caps.mci_algorithms, e.caps.mci_algorithms) << e.name;
+    EXPECT_EQ(info->caps.fingerprints, e.caps.fingerprints) << e.name;
+    // Every backend takes some memory.
+    EXPECT_TRUE(e.caps.host_memory || e.caps.cuda_memory) << e.name;
+  }
+  EXPECT_FALSE(find_backend_info("mpi-someday"));
+  // mci's own engine is the one that runs mci's algorithms and transports.
+  EXPECT_TRUE(find_backend_info("cpu")->caps.mci_algorithms);
+  EXPECT_EQ(backends_with(&BackendCaps::mci_transports), "cpu (MCI_BACKEND=cpu)");
+}
+
+// A host-memory backend given a GPU buffer names the backends that take one.
+TEST(BackendTable, HostMemoryBackendsNameTheOnesThatTakeGpuMemory) {
+  coll::CollectiveDesc d;
+  d.kind = OpKind::all_reduce;
+  d.device = Device::cuda(0);
+  try {
+    require_host_memory("gloo", d);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the gloo backend works on host memory, and this all_reduce buffer is on cuda:0; use a backend "
+                     "that takes GPU memory: cpu (MCI_BACKEND=cpu) or nccl (MCI_BACKEND=nccl)"),
+              std::string::npos)
+        << m;
+  }
+}
+
 TEST(BackendTable, UnknownAndUnbuiltBackendsGetMessagesFromTheTable) {
   try {
     make_backend("fast", BackendContext{});

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string_view>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/reduce_kernels.hpp"
@@ -96,7 +97,8 @@ namespace {
 
 #if defined(__x86_64__)
 TEST(ReduceKernels, VectorAndBaselineBuildsGiveTheSameBits) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no AVX2+F16C here";
+  // The library's own check (clang 14 rejects "f16c" in __builtin_cpu_supports).
+  if (std::string_view(reduce_kernel_name()) != "avx2+f16c") GTEST_SKIP() << "no AVX2+F16C here";
   std::mt19937 rng(3);
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {

@@ -83,6 +83,17 @@ TEST(PerfOptions, NcclTestsLongFlagsAndMciFlags) {
   EXPECT_TRUE(o.barrier_ref);
 }
 
+TEST(PerfOptions, TheBackendsRowGivesTheDefaultDeviceAndCapabilities) {
+  const Options nccl = parse({"all_reduce", "--backend", "nccl"});
+  EXPECT_TRUE(nccl.device_cuda);
+  EXPECT_TRUE(nccl.caps.gpu_per_rank);
+  const Options cpu = parse({"all_reduce", "--backend", "cpu"});
+  EXPECT_FALSE(cpu.device_cuda);
+  EXPECT_TRUE(cpu.caps.mci_transports);
+  EXPECT_TRUE(parse({"all_reduce", "--backend", "cpu", "--device", "cuda"}).device_cuda);
+  EXPECT_FALSE(parse({"all_reduce", "--backend", "gloo"}).caps.mci_transports);
+}
+
 TEST(PerfOptions, StepBytesMakesALinearSweep) {
   const Options o = parse({"all_gather", "-b", "1M", "-e", "4M", "-i", "1M"});
   EXPECT_EQ(o.sweep.step_bytes, 1u << 20);
@@ -212,6 +223,15 @@ TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   EXPECT_TRUE(has(e, "-a 9")) << e;
   e = error_of({"all_reduce", "--backend", "ucc"});
   EXPECT_TRUE(has(e, "--backend ucc: use cpu, gloo, nccl, mpi")) << e;
+  // Where a backend's buffers may live comes from its row of the table.
+  e = error_of({"all_reduce", "--backend", "mpi", "--device", "cuda"});
+  EXPECT_TRUE(has(e, "--device cuda: the mpi backend works on host memory; use --backend cpu or nccl")) << e;
+  e = error_of({"all_reduce", "--backend", "gloo", "--device", "cuda"});
+  EXPECT_TRUE(has(e, "--device cuda: the gloo backend works on host memory; use --backend cpu or nccl")) << e;
+  e = error_of({"all_reduce", "--backend", "nccl", "--device", "cpu"});
+  EXPECT_TRUE(has(e, "--device cpu: the nccl backend works on GPU memory; use --device cuda, or --backend cpu, "
+                     "gloo or mpi"))
+      << e;
   e = error_of({"all_reduce", "--transport", "ib"});
   EXPECT_TRUE(has(e, "--transport ib: use auto, shm or tcp")) << e;
   e = error_of({"all_reduce", "--frobnicate"});
