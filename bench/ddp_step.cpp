@@ -53,11 +53,16 @@ int main(int argc, char** argv) try {
   int rounds = 5, steps = 10, warmup = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--model") model_name = argv[i + 1];
-    else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else throw std::runtime_error("unknown option " + a + " (--model, --rounds, --steps, --warmup)");
+    if (a == "--model")
+      model_name = argv[i + 1];
+    else if (a == "--rounds")
+      rounds = std::atoi(argv[i + 1]);
+    else if (a == "--steps")
+      steps = std::atoi(argv[i + 1]);
+    else if (a == "--warmup")
+      warmup = std::atoi(argv[i + 1]);
+    else
+      throw std::runtime_error("unknown option " + a + " (--model, --rounds, --steps, --warmup)");
   }
   auto pg = mci::init_process_group();
   torch::manual_seed(pg->rank());

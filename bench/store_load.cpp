@@ -68,21 +68,22 @@ int main(int argc, char** argv) {
   o.port = server.port();
   std::future<int> stranger;
   if (flood) {
-    stranger = std::async(std::launch::async,
-                          [&] { return mci::test::stranger_flood("127.0.0.1", server.port(), std::chrono::seconds(5)); });
+    stranger = std::async(std::launch::async, [&] {
+      return mci::test::stranger_flood("127.0.0.1", server.port(), std::chrono::seconds(5));
+    });
   }
   auto r = mci::test::run_store_load(o);
   const int opened = flood ? stranger.get() : 0;
   fmt::print("# store_load: {} clients x {} rounds on {} threads{}; load {}\n", o.clients, o.rounds, o.threads,
-             flood ? fmt::format(", a stranger flooding ({} connections)", opened) : "",
-             [] {
+             flood ? fmt::format(", a stranger flooding ({} connections)", opened) : "", [] {
                double l[3] = {};
                return getloadavg(l, 3) == 3 ? fmt::format("{:.2f} {:.2f} {:.2f}", l[0], l[1], l[2]) : "?";
              }());
-  fmt::print("clients finished {} / failed {} / unfinished {}; {} requests in {:.2f} s ({:.0f} req/s); store "
-             "dropped {} connection(s)\n",
-             r.finished, r.failed, r.unfinished, r.requests, r.seconds, static_cast<double>(r.requests) / r.seconds,
-             server.rejected_connections());
+  fmt::print(
+      "clients finished {} / failed {} / unfinished {}; {} requests in {:.2f} s ({:.0f} req/s); store "
+      "dropped {} connection(s)\n",
+      r.finished, r.failed, r.unfinished, r.requests, r.seconds, static_cast<double>(r.requests) / r.seconds,
+      server.rejected_connections());
   fmt::print("| requests | count | p50 us | p90 us | p99 us | p99.9 us | max us |\n|---|---|---|---|---|---|---|\n");
   for (auto* v : {&r.immediate_us, &r.waiting_us}) {
     const auto n = v->size();

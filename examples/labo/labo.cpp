@@ -91,8 +91,8 @@ Choice choose_device() {
   if (info->caps.host_memory) return {mci::Device::cpu(), wanted};
   const std::string needs_gpu = "MCI_BACKEND=" + wanted + " demande un GPU visible.";
   if (!info->built) {
-    throw SystemExit{needs_gpu + "\n(this build of mci has no " + wanted + " backend: rebuild it with " +
-                     info->needs + ", or run with MCI_BACKEND=gloo or cpu)"};
+    throw SystemExit{needs_gpu + "\n(this build of mci has no " + wanted + " backend: rebuild it with " + info->needs +
+                     ", or run with MCI_BACKEND=gloo or cpu)"};
   }
   if (mci::visible_gpu_count() == 0) throw SystemExit{needs_gpu};
   const int local_rank = env_int("LOCAL_RANK", 0);

@@ -36,9 +36,7 @@ class DeviceVector {
 #endif
   }
 
-  mci::BufferView view() {
-    return mci::BufferView{dev_ ? dev_ : host_.data(), host_.size(), mci::DType::f32, device_};
-  }
+  mci::BufferView view() { return mci::BufferView{dev_ ? dev_ : host_.data(), host_.size(), mci::DType::f32, device_}; }
   std::vector<float> to_host() const {
 #ifdef LABO_WITH_CUDA
     if (dev_) {

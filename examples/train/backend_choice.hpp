@@ -47,13 +47,16 @@ inline Choice choose_backend() {
     return {wanted, torch::Device(torch::kCPU)};
   }
   if (!torch::cuda::is_available()) {
-    throw std::runtime_error("MCI_BACKEND=" + wanted + " needs a LibTorch built with CUDA and a visible GPU; this "
+    throw std::runtime_error("MCI_BACKEND=" + wanted +
+                             " needs a LibTorch built with CUDA and a visible GPU; this "
                              "LibTorch sees no CUDA device (Debian's libtorch-dev is CPU only). Run with "
                              "MCI_BACKEND=cpu or gloo");
   }
   if (!info->built) {
-    throw std::runtime_error("MCI_BACKEND=" + wanted + ": this build of mci has no " + wanted + " backend (rebuild it "
-                             "with " + info->needs + "), or run with MCI_BACKEND=cpu or gloo");
+    throw std::runtime_error("MCI_BACKEND=" + wanted + ": this build of mci has no " + wanted +
+                             " backend (rebuild it "
+                             "with " +
+                             info->needs + "), or run with MCI_BACKEND=cpu or gloo");
   }
   const char* local = std::getenv("LOCAL_RANK");
   return {wanted, torch::Device(torch::kCUDA, static_cast<torch::DeviceIndex>(local ? std::atoi(local) : 0))};

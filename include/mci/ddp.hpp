@@ -54,8 +54,7 @@ class DistributedDataParallel {
  public:
   // Collective: every rank must construct it with the same parameter shapes
   // (checked; a difference is a MismatchError naming the parameter).
-  DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params,
-                          DdpOptions opts = {});
+  DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params, DdpOptions opts = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;

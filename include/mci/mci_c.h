@@ -46,7 +46,7 @@ enum mci_op_kind {
 };
 
 typedef struct mci_op {
-  int kind;  /* mci_op_kind */
+  int kind; /* mci_op_kind */
   void* in;
   void* out;
   size_t count;

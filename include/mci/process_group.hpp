@@ -37,15 +37,13 @@ class ProcessGroup {
 
   // data <- reduction of every rank's data.
   Work all_reduce(BufferView data, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
-  Work all_reduce(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum,
-                  Exec e = Exec::blocking);
+  Work all_reduce(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
   // Every rank's data <- root's data.
   Work broadcast(BufferView data, int root, Exec e = Exec::blocking);
   Work broadcast(BufferView in, BufferView out, int root, Exec e = Exec::blocking);
   // root's data <- reduction; other ranks' buffers are left untouched.
   Work reduce(BufferView data, int root, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
-  Work reduce(BufferView in, BufferView out, int root, ReduceOp op = ReduceOp::sum,
-              Exec e = Exec::blocking);
+  Work reduce(BufferView in, BufferView out, int root, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
   // out (size() * in.count) <- every rank's in, in rank order. In place when
   // in.data is out's slice for this rank.
   Work all_gather(BufferView in, BufferView out, Exec e = Exec::blocking);
@@ -54,8 +52,7 @@ class ProcessGroup {
   // out <- slice rank of root's in (size() * out.count); in unused elsewhere.
   Work scatter(BufferView in, BufferView out, int root, Exec e = Exec::blocking);
   // out <- slice rank of the reduction of every rank's in (size() * out.count).
-  Work reduce_scatter(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum,
-                      Exec e = Exec::blocking);
+  Work reduce_scatter(BufferView in, BufferView out, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);
   // Slice j of in goes to rank j; slice i of out comes from rank i.
   Work all_to_all(BufferView in, BufferView out, Exec e = Exec::blocking);
   Work barrier(Exec e = Exec::blocking);

@@ -29,8 +29,7 @@ class Store {
   virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
   // Sets desired if the current value equals expected (a missing key equals
   // an empty expected); returns the value after the call.
-  virtual StoreValue compare_set(const std::string& key, const StoreValue& expected,
-                            const StoreValue& desired) = 0;
+  virtual StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) = 0;
   // Waits until every key exists, at most the given timeout.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
@@ -88,9 +87,9 @@ class StoreServer {
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   int port = 0;
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};     // per operation
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // per operation
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
-  std::string token;                           // job token (empty: none)
+  std::string token;  // job token (empty: none)
 };
 
 class TcpStore final : public Store {
@@ -102,14 +101,12 @@ class TcpStore final : public Store {
   using Store::get;
   StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
-  StoreValue compare_set(const std::string& key, const StoreValue& expected,
-                    const StoreValue& desired) override;
+  StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) override;
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first, std::int64_t count,
-                                                   const std::string& stop,
-                                                   std::chrono::milliseconds timeout) override;
+                                                   const std::string& stop, std::chrono::milliseconds timeout) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
 
@@ -135,14 +132,12 @@ class PrefixStore final : public Store {
   using Store::get;
   StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
-  StoreValue compare_set(const std::string& key, const StoreValue& expected,
-                    const StoreValue& desired) override;
+  StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) override;
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first, std::int64_t count,
-                                                   const std::string& stop,
-                                                   std::chrono::milliseconds timeout) override;
+                                                   const std::string& stop, std::chrono::milliseconds timeout) override;
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
 

@@ -48,18 +48,47 @@ struct Device {
 };
 
 // 16-bit floating types as storage only: mci reduces them in f32.
-struct Half { std::uint16_t bits; };
-struct BFloat16 { std::uint16_t bits; };
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
 
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of<std::int8_t> { static constexpr DType value = DType::i8; };
-template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of<std::int8_t> {
+  static constexpr DType value = DType::i8;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
 
 // Pointer + element count + type + device. The caller owns the memory and
 // keeps it alive until the collective's Work has completed.
@@ -81,10 +110,8 @@ BufferView view(std::span<T> s, Device d = Device::cpu()) {
 
 // Any contiguous container: std::vector, std::array, a C array.
 template <class C>
-  requires requires(C& c) { std::span(c); }
-BufferView view(C& c, Device d = Device::cpu()) {
-  return view(std::span(c), d);
-}
+requires requires(C& c) { std::span(c); }
+BufferView view(C& c, Device d = Device::cpu()) { return view(std::span(c), d); }
 
 template <class T>
 BufferView view(T* p, std::size_t n, Device d = Device::cpu()) {

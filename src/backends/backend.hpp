@@ -74,13 +74,12 @@ struct BackendContext {
   int rank = 0;
   int size = 1;
   int local_rank = 0;
-  int device = -1;  // GPU for device backends; -1: local_rank
+  int device = -1;               // GPU for device backends; -1: local_rank
   std::shared_ptr<Store> store;  // already prefixed for this group
   std::string session;           // unique name of this group instance
   std::string listen_host;       // address peers reach this rank at
   std::string token;             // job token, empty if none
   std::chrono::milliseconds timeout{};
 };
-
 
 }  // namespace mci

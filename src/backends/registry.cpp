@@ -35,8 +35,12 @@ constexpr bool kHaveMpi = false;
 
 // Designated fields, so that a row says what it is true of; the rest stay
 // false.
-constexpr BackendCaps kCpuCaps{.host_memory = true, .cuda_memory = true, .mci_algorithms = true,
-                               .mci_transports = true, .fingerprints = true, .reports_arrivals = true,
+constexpr BackendCaps kCpuCaps{.host_memory = true,
+                               .cuda_memory = true,
+                               .mci_algorithms = true,
+                               .mci_transports = true,
+                               .fingerprints = true,
+                               .reports_arrivals = true,
                                .aborts_running = true};
 // Gloo: abort leaves its reason in the store and breaks the connections.
 constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true};
@@ -51,9 +55,10 @@ const std::array kBackends{
     BackendEntry{"cpu", "mci's own engine on host memory (shared memory on one host, TCP across hosts)", "", true,
                  &make_cpu_backend, kCpuCaps},
     BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo, kGlooCaps},
-    BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL",
-                 kHaveNccl, kNccl, kNcclCaps},
-    BackendEntry{"mpi", "the job's MPI library (Open MPI) on host memory; start the program with mpirun or srun --mpi=pmix",
+    BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL", kHaveNccl, kNccl,
+                 kNcclCaps},
+    BackendEntry{"mpi",
+                 "the job's MPI library (Open MPI) on host memory; start the program with mpirun or srun --mpi=pmix",
                  "libopenmpi-dev", kHaveMpi, kMpi, kMpiCaps},
 };
 
@@ -86,18 +91,20 @@ std::string backends_with(bool BackendCaps::*cap) {
 
 void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
   if (!d.device.is_cuda()) return;
-  throw ConfigError(fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use a backend "
-                                "that takes GPU memory: {}",
-                                backend, op_name(d.kind), d.device.str(), backends_with(&BackendCaps::cuda_memory)));
+  throw ConfigError(
+      fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use a backend "
+                  "that takes GPU memory: {}",
+                  backend, op_name(d.kind), d.device.str(), backends_with(&BackendCaps::cuda_memory)));
 }
 
 const BackendEntry& require_backend(std::string_view name) {
   const BackendEntry* b = find_backend(name);
   if (!b) throw ConfigError(fmt::format("unknown backend '{}': use {}", name, backend_names()));
   if (!b->built) {
-    throw ConfigError(fmt::format("backend '{}' is not part of this build of mci ({} was not found when it was "
-                                  "configured); use backend 'cpu', mci's own engine, or rebuild with {} installed",
-                                  name, b->needs, b->needs));
+    throw ConfigError(
+        fmt::format("backend '{}' is not part of this build of mci ({} was not found when it was "
+                    "configured); use backend 'cpu', mci's own engine, or rebuild with {} installed",
+                    name, b->needs, b->needs));
   }
   return *b;
 }

@@ -21,11 +21,11 @@ namespace mci {
 
 struct BackendEntry {
   std::string_view name;
-  std::string_view what;     // one line for help texts
-  std::string_view needs;    // what must be installed for the build to contain it ("" for none)
+  std::string_view what;   // one line for help texts
+  std::string_view needs;  // what must be installed for the build to contain it ("" for none)
   bool built;
   std::unique_ptr<Backend> (*make)(const BackendContext&);  // nullptr when not built
-  BackendCaps caps;          // what the code above the table may count on (mci/init.hpp)
+  BackendCaps caps;                                         // what the code above the table may count on (mci/init.hpp)
 };
 
 std::span<const BackendEntry> backend_table() noexcept;

@@ -63,7 +63,8 @@ mci::BufferView buf(void* p, std::size_t count, int dtype) {
 }
 
 mci::ReduceOp reduce_op(int op) {
-  if (op < MCI_SUM || op > MCI_MAX) throw mci::ConfigError("mci_op.op " + std::to_string(op) + " is not an mci_reduce_op");
+  if (op < MCI_SUM || op > MCI_MAX)
+    throw mci::ConfigError("mci_op.op " + std::to_string(op) + " is not an mci_reduce_op");
   return static_cast<mci::ReduceOp>(op);
 }
 
@@ -73,28 +74,19 @@ mci::Work run(mci::ProcessGroup& pg, const mci_op& o) {
   switch (o.kind) {
     case MCI_ALL_REDUCE:
       return pg.all_reduce(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), reduce_op(o.op), e);
-    case MCI_BROADCAST:
-      return pg.broadcast(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
+    case MCI_BROADCAST: return pg.broadcast(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
     case MCI_REDUCE:
       return pg.reduce(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, reduce_op(o.op), e);
-    case MCI_ALL_GATHER:
-      return pg.all_gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
-    case MCI_GATHER:
-      return pg.gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), o.root, e);
-    case MCI_SCATTER:
-      return pg.scatter(buf(o.in, n * o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
+    case MCI_ALL_GATHER: return pg.all_gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
+    case MCI_GATHER: return pg.gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), o.root, e);
+    case MCI_SCATTER: return pg.scatter(buf(o.in, n * o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
     case MCI_REDUCE_SCATTER:
       return pg.reduce_scatter(buf(o.in, n * o.count, o.dtype), buf(o.out, o.count, o.dtype), reduce_op(o.op), e);
-    case MCI_ALL_TO_ALL:
-      return pg.all_to_all(buf(o.in, n * o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
-    case MCI_BARRIER:
-      return pg.barrier(e);
-    case MCI_SEND:
-      return pg.send(buf(o.in, o.count, o.dtype), o.peer, o.tag, e);
-    case MCI_RECV:
-      return pg.recv(buf(o.out, o.count, o.dtype), o.peer, o.tag, e);
-    default:
-      throw mci::ConfigError("mci_op.kind " + std::to_string(o.kind) + " is not an mci_op_kind");
+    case MCI_ALL_TO_ALL: return pg.all_to_all(buf(o.in, n * o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
+    case MCI_BARRIER: return pg.barrier(e);
+    case MCI_SEND: return pg.send(buf(o.in, o.count, o.dtype), o.peer, o.tag, e);
+    case MCI_RECV: return pg.recv(buf(o.out, o.count, o.dtype), o.peer, o.tag, e);
+    default: throw mci::ConfigError("mci_op.kind " + std::to_string(o.kind) + " is not an mci_op_kind");
   }
 }
 

@@ -122,9 +122,10 @@ std::optional<Algo> parse_forced_algo(const std::string& value) {
   bool forcible = false;
   for (const auto& r : kTable) forcible = forcible || (a && r.algo == *a && r.forcible);
   if (!forcible) {
-    throw ConfigError(fmt::format("MCI_ALGO='{}' is not an algorithm: use {}. A forced algorithm applies to the "
-                                  "collectives in brackets; the others keep mci's choice.",
-                                  value, forcible_algorithms_help()));
+    throw ConfigError(
+        fmt::format("MCI_ALGO='{}' is not an algorithm: use {}. A forced algorithm applies to the "
+                    "collectives in brackets; the others keep mci's choice.",
+                    value, forcible_algorithms_help()));
   }
   return a;
 }
@@ -132,9 +133,10 @@ std::optional<Algo> parse_forced_algo(const std::string& value) {
 void run_algorithm(const Places& p, const CollectiveDesc& d, const Deadline& dl, Scratch& scratch) {
   const AlgoRow* row = find_algorithm(d.algo, d.kind);
   if (!row) {
-    throw Error(fmt::format("mci: there is no {} algorithm for {} (an mci bug: selection chose a pairing the "
-                            "algorithm table does not have)",
-                            algo_name(d.algo), op_name(d.kind)));
+    throw Error(
+        fmt::format("mci: there is no {} algorithm for {} (an mci bug: selection chose a pairing the "
+                    "algorithm table does not have)",
+                    algo_name(d.algo), op_name(d.kind)));
   }
   const bool ready = row->place == Place::mesh           ? p.mesh != nullptr
                      : row->place == Place::host         ? p.host != nullptr && p.copier != nullptr

@@ -32,10 +32,10 @@ struct AlgoRow {
   Algo algo;
   OpKind kind;
   Place place;
-  bool forcible;  // may be named in MCI_ALGO
-  void (*on_mesh)(const Ctx&) = nullptr;        // Place::mesh
-  void (*on_host)(const ShmCtx&) = nullptr;     // Place::host
-  void (*on_hier)(const HierCtx&) = nullptr;    // Place::hierarchical
+  bool forcible;                              // may be named in MCI_ALGO
+  void (*on_mesh)(const Ctx&) = nullptr;      // Place::mesh
+  void (*on_host)(const ShmCtx&) = nullptr;   // Place::host
+  void (*on_hier)(const HierCtx&) = nullptr;  // Place::hierarchical
 };
 
 std::span<const AlgoRow> algorithm_table() noexcept;
@@ -52,9 +52,9 @@ std::string forcible_algorithms_help();
 // Everything one run may use; what the row's place needs must be set.
 struct Places {
   transport::Transport* mesh = nullptr;
-  transport::ShmWorld* host = nullptr;     // nullptr when alone on this host
-  const HostMap* hosts = nullptr;          // hierarchical: which rank is on which host
-  Scratch* packed = nullptr;               // hierarchical: room for a host's blocks between phases
+  transport::ShmWorld* host = nullptr;  // nullptr when alone on this host
+  const HostMap* hosts = nullptr;       // hierarchical: which rank is on which host
+  Scratch* packed = nullptr;            // hierarchical: room for a host's blocks between phases
   SharedCopier* copier = nullptr;
 };
 

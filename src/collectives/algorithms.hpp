@@ -3,9 +3,9 @@
 // the kernels; they never see a socket.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <vector>
 
 #include "collectives/desc.hpp"

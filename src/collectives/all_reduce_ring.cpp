@@ -65,8 +65,7 @@ void all_reduce_ring(const Ctx& c) {
     const Chunks ch{blocks.size(b), chunk};
     handles.clear();
     for (std::size_t i = 0; i < ch.count(); ++i) {
-      handles.push_back(
-          t.post_recv(prev, fp, at(d.out, blocks.offset(b) + ch.begin(i), es), ch.size(i) * es));
+      handles.push_back(t.post_recv(prev, fp, at(d.out, blocks.offset(b) + ch.begin(i), es), ch.size(i) * es));
     }
     for (std::size_t i = 0; i < ch.count(); ++i) {
       t.wait(handles[i], c.dl);

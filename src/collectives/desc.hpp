@@ -14,17 +14,17 @@ namespace mci::coll {
 
 struct CollectiveDesc {
   OpKind kind = OpKind::barrier;
-  const void* in = nullptr;   // send buffer
-  void* out = nullptr;        // receive buffer (may equal in)
+  const void* in = nullptr;  // send buffer
+  void* out = nullptr;       // receive buffer (may equal in)
   // Elements per rank: the whole buffer for all_reduce, broadcast, reduce,
   // send, recv; one rank's share for all_gather, gather, scatter,
   // reduce_scatter; one peer's block for all_to_all.
   std::size_t count = 0;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
-  int root = -1;  // broadcast, reduce, gather, scatter
-  int peer = -1;  // send: the destination; recv: the source
-  int tag = 0;    // send, recv
+  int root = -1;          // broadcast, reduce, gather, scatter
+  int peer = -1;          // send: the destination; recv: the source
+  int tag = 0;            // send, recv
   std::uint64_t seq = 0;  // collective sequence number (1-based)
   Algo algo = Algo::unset;
   Device device = Device::cpu();

@@ -32,9 +32,10 @@ void hierarchical_scatter(const HierCtx& c) {
   }
 
   // 2. Inside each host: from its delegate, one block to each rank.
-  hier::on_host_or_copy(
-      c, hier::phase(d, d.count, hosts.local_of(delegate), packed + off[h] * block, d.out, Algo::shm_staged),
-      shm_scatter);
+  hier::on_host_or_copy(c,
+                        hier::phase(d, d.count, hosts.local_of(delegate), packed + off[h] * block, d.out,
+                                    Algo::shm_staged),
+                        shm_scatter);
 }
 
 }  // namespace mci::coll

@@ -46,7 +46,9 @@ void avg_typed(T* p, std::size_t n, int world, A (*load)(T), T (*store)(A)) {
 }
 
 template <class T>
-T same(T v) { return v; }
+T same(T v) {
+  return v;
+}
 
 }  // namespace
 
@@ -66,15 +68,16 @@ void finish_avg(void* data, std::size_t count, DType t, int n) {
     case DType::f16: return avg_typed<Half, float>(static_cast<Half*>(data), count, n, to_float, to_half);
     case DType::bf16: return avg_typed<BFloat16, float>(static_cast<BFloat16*>(data), count, n, to_float, to_bfloat16);
     case DType::i8: return avg_typed<std::int8_t, std::int8_t>(static_cast<std::int8_t*>(data), count, n, same, same);
-    case DType::u8: return avg_typed<std::uint8_t, std::uint8_t>(static_cast<std::uint8_t*>(data), count, n, same, same);
-    case DType::i32: return avg_typed<std::int32_t, std::int32_t>(static_cast<std::int32_t*>(data), count, n, same, same);
-    case DType::i64: return avg_typed<std::int64_t, std::int64_t>(static_cast<std::int64_t*>(data), count, n, same, same);
+    case DType::u8:
+      return avg_typed<std::uint8_t, std::uint8_t>(static_cast<std::uint8_t*>(data), count, n, same, same);
+    case DType::i32:
+      return avg_typed<std::int32_t, std::int32_t>(static_cast<std::int32_t*>(data), count, n, same, same);
+    case DType::i64:
+      return avg_typed<std::int64_t, std::int64_t>(static_cast<std::int64_t*>(data), count, n, same, same);
   }
 }
 
 // The kernel this process uses, for diagnostics and tests.
-const char* reduce_kernel_name() {
-  return has_avx2_f16c() ? "avx2+f16c" : "generic";
-}
+const char* reduce_kernel_name() { return has_avx2_f16c() ? "avx2+f16c" : "generic"; }
 
 }  // namespace mci::coll

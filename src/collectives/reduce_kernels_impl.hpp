@@ -48,9 +48,13 @@ inline A mul(A x, A y) {
   }
 }
 template <class A>
-inline A min_of(A x, A y) { return y < x ? y : x; }
+inline A min_of(A x, A y) {
+  return y < x ? y : x;
+}
 template <class A>
-inline A max_of(A x, A y) { return x < y ? y : x; }
+inline A max_of(A x, A y) {
+  return x < y ? y : x;
+}
 
 template <class T, class F>
 inline void loop(T* out, const T* a, const T* b, std::size_t n, F f) {
@@ -110,14 +114,28 @@ inline void reduce_typed(T* out, const T* a, const T* b, std::size_t n, ReduceOp
 
 inline void reduce_to(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op) {
   switch (t) {
-    case DType::f32: return reduce_typed(static_cast<float*>(out), static_cast<const float*>(a), static_cast<const float*>(b), n, op);
-    case DType::f64: return reduce_typed(static_cast<double*>(out), static_cast<const double*>(a), static_cast<const double*>(b), n, op);
-    case DType::f16: return reduce_typed(static_cast<Half*>(out), static_cast<const Half*>(a), static_cast<const Half*>(b), n, op);
-    case DType::bf16: return reduce_typed(static_cast<BFloat16*>(out), static_cast<const BFloat16*>(a), static_cast<const BFloat16*>(b), n, op);
-    case DType::i8: return reduce_typed(static_cast<std::int8_t*>(out), static_cast<const std::int8_t*>(a), static_cast<const std::int8_t*>(b), n, op);
-    case DType::u8: return reduce_typed(static_cast<std::uint8_t*>(out), static_cast<const std::uint8_t*>(a), static_cast<const std::uint8_t*>(b), n, op);
-    case DType::i32: return reduce_typed(static_cast<std::int32_t*>(out), static_cast<const std::int32_t*>(a), static_cast<const std::int32_t*>(b), n, op);
-    case DType::i64: return reduce_typed(static_cast<std::int64_t*>(out), static_cast<const std::int64_t*>(a), static_cast<const std::int64_t*>(b), n, op);
+    case DType::f32:
+      return reduce_typed(static_cast<float*>(out), static_cast<const float*>(a), static_cast<const float*>(b), n, op);
+    case DType::f64:
+      return reduce_typed(static_cast<double*>(out), static_cast<const double*>(a), static_cast<const double*>(b), n,
+                          op);
+    case DType::f16:
+      return reduce_typed(static_cast<Half*>(out), static_cast<const Half*>(a), static_cast<const Half*>(b), n, op);
+    case DType::bf16:
+      return reduce_typed(static_cast<BFloat16*>(out), static_cast<const BFloat16*>(a), static_cast<const BFloat16*>(b),
+                          n, op);
+    case DType::i8:
+      return reduce_typed(static_cast<std::int8_t*>(out), static_cast<const std::int8_t*>(a),
+                          static_cast<const std::int8_t*>(b), n, op);
+    case DType::u8:
+      return reduce_typed(static_cast<std::uint8_t*>(out), static_cast<const std::uint8_t*>(a),
+                          static_cast<const std::uint8_t*>(b), n, op);
+    case DType::i32:
+      return reduce_typed(static_cast<std::int32_t*>(out), static_cast<const std::int32_t*>(a),
+                          static_cast<const std::int32_t*>(b), n, op);
+    case DType::i64:
+      return reduce_typed(static_cast<std::int64_t*>(out), static_cast<const std::int64_t*>(a),
+                          static_cast<const std::int64_t*>(b), n, op);
   }
 }
 

@@ -52,7 +52,10 @@ void reduce_scatter_ring(const Ctx& c) {
       reduce_to(dst + off, own + off, tmp + off, ch.size(i), d.dtype, d.op);
       if (!last) {
         auto h = t.post_send(next, fp, dst + off, ch.size(i) * es);
-        if (i < reuse.size()) reuse[i] = h; else reuse.push_back(h);
+        if (i < reuse.size())
+          reuse[i] = h;
+        else
+          reuse.push_back(h);
       }
     }
   }

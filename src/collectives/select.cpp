@@ -56,7 +56,7 @@ Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> 
   }
   if (layout == Layout::hierarchical) {
     return kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes ? mesh_default(kind, bytes)
-                                                                        : Algo::hierarchical;
+                                                                         : Algo::hierarchical;
   }
   if (layout == Layout::one_host) return host_default(kind, bytes);
   return mesh_default(kind, bytes);

@@ -36,8 +36,7 @@ enum class Layout : std::uint8_t {
   hierarchical,  // several hosts, a segment on each host with several ranks (and the mesh)
 };
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced,
-                 Layout layout = Layout::flat);
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout = Layout::flat);
 
 // Reduction inside one host's segment (all-reduce, reduce, and the host
 // phase of hierarchical all-reduce): shm_direct or shm_sliced by size.

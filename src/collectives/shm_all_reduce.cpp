@@ -61,7 +61,8 @@ void run(const ShmCtx& c, bool everyone_gets_result, bool direct) {
             if (!want) return;
             // The posted copy, not `in`: in place, `out` overwrites `in`.
             const std::uint8_t* own = posted(c, me, s, len * es);
-            reduce_slice(c, own, [&](int r) { return posted(c, r, s, len * es); }, 0, len, out + off * es);
+            reduce_slice(
+                c, own, [&](int r) { return posted(c, r, s, len * es); }, 0, len, out + off * es);
           });
       continue;
     }
@@ -76,12 +77,13 @@ void run(const ShmCtx& c, bool everyone_gets_result, bool direct) {
           for (int r = 0; r < n; ++r) {
             if (r == me) continue;
             c.copier.copy(w.staging(me, s) + slices.offset(r) * es, in + (off + slices.offset(r)) * es,
-                           slices.size(r) * es);
+                          slices.size(r) * es);
           }
         },
         [&](std::uint64_t s) {
           std::uint8_t* dst = want ? out + (off + mine_at) * es : scratch;
-          reduce_slice(c, in + (off + mine_at) * es, [&](int r) { return w.staging(r, s); }, mine_at, mine, dst);
+          reduce_slice(
+              c, in + (off + mine_at) * es, [&](int r) { return w.staging(r, s); }, mine_at, mine, dst);
           c.copier.copy(w.result(me, s), dst, mine * es);
           w.post_reduced(s);
           if (!want) return;

@@ -5,7 +5,8 @@
 namespace mci::coll {
 
 void shm_barrier(const ShmCtx& c) {
-  shm_step(c, c.d.fingerprint(), [](std::uint64_t) {}, [](std::uint64_t) {});
+  shm_step(
+      c, c.d.fingerprint(), [](std::uint64_t) {}, [](std::uint64_t) {});
 }
 
 }  // namespace mci::coll

@@ -25,8 +25,8 @@ Proof prove(std::string_view token, std::string_view role, const Nonce& nonce) {
   msg.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
   Proof out{};
   unsigned int len = 0;
-  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len);
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), out.data(), &len);
   return out;
 }
 

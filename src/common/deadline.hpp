@@ -10,8 +10,7 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
-  explicit Deadline(std::chrono::milliseconds budget)
-      : at_(Clock::now() + budget), budget_(budget) {}
+  explicit Deadline(std::chrono::milliseconds budget) : at_(Clock::now() + budget), budget_(budget) {}
   Deadline(Clock::time_point at, std::chrono::milliseconds budget) : at_(at), budget_(budget) {}
 
   Clock::time_point at() const { return at_; }

@@ -39,10 +39,10 @@ std::optional<long long> env_int(const EnvLookup& env, const char* name, const s
   if (!s) return std::nullopt;
   auto v = parse_int(*s);
   if (!v) {
-    throw ConfigError(fmt::format(
-        "Error initializing mci using {}: environment variable {} is '{}', which is not an "
-        "integer. Set it to a whole number (the launcher sets it for you).",
-        context, name, *s));
+    throw ConfigError(
+        fmt::format("Error initializing mci using {}: environment variable {} is '{}', which is not an "
+                    "integer. Set it to a whole number (the launcher sets it for you).",
+                    context, name, *s));
   }
   return v;
 }
@@ -56,11 +56,11 @@ std::optional<long long> env_int(const char* name) {
 }
 
 void throw_env_missing(const char* name, const std::string& context, const std::string& hint) {
-  throw ConfigError(fmt::format(
-      "Error initializing mci using {} rendezvous: environment variable {} expected, but not "
-      "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
-      "export {}.{}{}",
-      context, name, name, hint.empty() ? "" : " ", hint));
+  throw ConfigError(
+      fmt::format("Error initializing mci using {} rendezvous: environment variable {} expected, but not "
+                  "set. Start the program with a launcher (mcirun --nproc_per_node=N prog, or srun), or "
+                  "export {}.{}{}",
+                  context, name, name, hint.empty() ? "" : " ", hint));
 }
 
 }  // namespace mci

@@ -26,8 +26,7 @@ std::string_view op_name(OpKind k) noexcept {
 bool is_p2p(OpKind k) noexcept { return k == OpKind::send || k == OpKind::recv; }
 
 bool has_root(OpKind k) noexcept {
-  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
-         k == OpKind::scatter;
+  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather || k == OpKind::scatter;
 }
 
 bool has_reduce_op(OpKind k) noexcept {
@@ -37,8 +36,7 @@ bool has_reduce_op(OpKind k) noexcept {
 bool Fingerprint::matches(const Fingerprint& o) const noexcept {
   const bool p2p_pair = is_p2p(kind) && is_p2p(o.kind);
   if (p2p_pair) return seq == o.seq && count == o.count && dtype == o.dtype;
-  return seq == o.seq && count == o.count && root == o.root && kind == o.kind &&
-         dtype == o.dtype && algo == o.algo &&
+  return seq == o.seq && count == o.count && root == o.root && kind == o.kind && dtype == o.dtype && algo == o.algo &&
          (!has_reduce_op(kind) || op == o.op);
 }
 

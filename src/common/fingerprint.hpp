@@ -11,8 +11,17 @@
 namespace mci {
 
 enum class OpKind : std::uint8_t {
-  all_reduce = 0, broadcast, reduce, all_gather, gather, scatter,
-  reduce_scatter, all_to_all, barrier, send, recv
+  all_reduce = 0,
+  broadcast,
+  reduce,
+  all_gather,
+  gather,
+  scatter,
+  reduce_scatter,
+  all_to_all,
+  barrier,
+  send,
+  recv
 };
 std::string_view op_name(OpKind k) noexcept;
 bool is_p2p(OpKind k) noexcept;
@@ -26,8 +35,8 @@ struct Fingerprint {
   OpKind kind = OpKind::barrier;
   DType dtype = DType::u8;
   ReduceOp op = ReduceOp::sum;
-  std::uint8_t algo = 0;    // the algorithm chosen, so ranks that chose
-                            // differently (e.g. MCI_ALGO set on one) fail loudly
+  std::uint8_t algo = 0;  // the algorithm chosen, so ranks that chose
+                          // differently (e.g. MCI_ALGO set on one) fail loudly
 
   // A send on one side matches a recv on the other.
   bool matches(const Fingerprint& o) const noexcept;

@@ -21,9 +21,10 @@ using Bracket = std::vector<Range>;
 using Pattern = std::vector<std::variant<std::string, Bracket>>;
 
 [[noreturn]] void malformed(std::string_view expr, std::string_view why) {
-  throw ConfigError(fmt::format("hostlist '{}' is malformed: {} (expected a form like "
-                                "'node[01-03,7],gpu5')",
-                                expr, why));
+  throw ConfigError(
+      fmt::format("hostlist '{}' is malformed: {} (expected a form like "
+                  "'node[01-03,7],gpu5')",
+                  expr, why));
 }
 
 std::uint64_t parse_number(std::string_view expr, std::string_view digits) {
@@ -100,8 +101,8 @@ std::vector<std::string_view> split_items(std::string_view expr) {
 
 std::string padded(std::uint64_t v, std::size_t width) { return fmt::format("{:0{}}", v, width); }
 
-void expand(const Pattern& p, std::size_t at, std::string& prefix, std::vector<std::string>& out,
-            std::string_view expr, std::size_t max_hosts) {
+void expand(const Pattern& p, std::size_t at, std::string& prefix, std::vector<std::string>& out, std::string_view expr,
+            std::size_t max_hosts) {
   if (at == p.size()) {
     if (out.size() >= max_hosts) {
       malformed(expr, fmt::format("it names more than {} hosts", max_hosts));

@@ -42,8 +42,13 @@ void require_pair(const Source& s, const char* have, const char* lacks) {
 
 std::optional<Source> mpi_source(const EnvLookup& env, std::string name, const char* rank_var, const char* world_var,
                                  const char* local_rank_var, const char* local_world_var) {
-  Source s{std::move(name), rank_var, world_var, lookup_int(env, rank_var), lookup_int(env, world_var),
-           lookup_int(env, local_rank_var), lookup_int(env, local_world_var)};
+  Source s{std::move(name),
+           rank_var,
+           world_var,
+           lookup_int(env, rank_var),
+           lookup_int(env, world_var),
+           lookup_int(env, local_rank_var),
+           lookup_int(env, local_world_var)};
   if (!s.rank && !s.world) return std::nullopt;
   if (!s.world) require_pair(s, rank_var, world_var);
   if (!s.rank) require_pair(s, world_var, rank_var);
@@ -132,14 +137,14 @@ int hashed_port(const std::string& job) {
   return kDerivedPortBase + static_cast<int>(h % kDerivedPortSpan);
 }
 
-
 }  // namespace
 
 int checked_port(long long port, const std::string& where, const char* name) {
   if (port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("Error initializing mci using {}: {}={} is not a TCP port; use a "
-                                  "number from 1 to 65535",
-                                  where, name, port));
+    throw ConfigError(
+        fmt::format("Error initializing mci using {}: {}={} is not a TCP port; use a "
+                    "number from 1 to 65535",
+                    where, name, port));
   }
   return static_cast<int>(port);
 }
@@ -196,16 +201,17 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
     if (!launcher.local_world) launcher.local_world = s.local_world;
   }
   if (!launcher.name.empty() && !launcher.world) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: {} is set but no launcher variable gives "
-                                  "the number of processes; export WORLD_SIZE. {}",
-                                  launcher.rank_var, kLookedFor));
+    throw ConfigError(
+        fmt::format("Error initializing mci using env://: {} is set but no launcher variable gives "
+                    "the number of processes; export WORLD_SIZE. {}",
+                    launcher.rank_var, kLookedFor));
   }
 
-  const std::string hint =
-      batch_shell ? fmt::format("This looks like an sbatch script's batch shell (SLURM_PROCID without "
-                                "SLURM_STEP_ID), which is not a rank: start the ranks with srun. {}",
-                                kLookedFor)
-                  : kLookedFor;
+  const std::string hint = batch_shell ? fmt::format(
+                                             "This looks like an sbatch script's batch shell (SLURM_PROCID without "
+                                             "SLURM_STEP_ID), which is not a rank: start the ranks with srun. {}",
+                                             kLookedFor)
+                                       : kLookedFor;
   JobCoordinates c;
   const auto rank = lookup_int(env, "RANK");
   const auto world = lookup_int(env, "WORLD_SIZE");
@@ -218,14 +224,16 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
   const std::string by = rank && world ? "" : fmt::format(" (set by {})", launcher.name);
   c.source = rank ? "RANK/WORLD_SIZE" : launcher.name;
   if (w < 1 || w > (1 << 20)) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: {}={}{} is not a valid number of "
-                                  "processes; it must be at least 1",
-                                  world_name, w, by));
+    throw ConfigError(
+        fmt::format("Error initializing mci using env://: {}={}{} is not a valid number of "
+                    "processes; it must be at least 1",
+                    world_name, w, by));
   }
   if (r < 0 || r >= w) {
-    throw ConfigError(fmt::format("Error initializing mci using env://: {}={} is outside [0, {}={}){}; each "
-                                  "process needs a distinct RANK from 0 to WORLD_SIZE-1",
-                                  rank_name, r, world_name, w, by));
+    throw ConfigError(
+        fmt::format("Error initializing mci using env://: {}={} is outside [0, {}={}){}; each "
+                    "process needs a distinct RANK from 0 to WORLD_SIZE-1",
+                    rank_name, r, world_name, w, by));
   }
   c.rank = static_cast<int>(r);
   c.world = static_cast<int>(w);
@@ -253,9 +261,11 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
   } else if (one_node) {
     c.host = "127.0.0.1";
   } else {
-    missing("MASTER_ADDR", mpi.empty() ? "" : fmt::format(
-        "Under {} with ranks on several nodes, pass the host of rank 0 (e.g. mpirun -x MASTER_ADDR=$(hostname) "
-        "-x MASTER_PORT=29500 ...).", mpi[0].name));
+    missing("MASTER_ADDR", mpi.empty() ? ""
+                                       : fmt::format("Under {} with ranks on several nodes, pass the host of rank 0 "
+                                                     "(e.g. mpirun -x MASTER_ADDR=$(hostname) "
+                                                     "-x MASTER_PORT=29500 ...).",
+                                                     mpi[0].name));
   }
   if (auto p = lookup_int(env, "MASTER_PORT")) {
     c.port = checked_port(*p, "env://");

@@ -1,8 +1,7 @@
 // Where a process of a job learns its place (env://): RANK, WORLD_SIZE,
-// MCI_STORE_ADDR/MCI_STORE_PORT (mcirun's store), MASTER_ADDR and MASTER_PORT when set, else what the launcher that started
-// it set: Slurm (srun), Open MPI (mpirun), PMIx or MPICH/Hydra. Precedence,
-// per value: the variable itself, then the MPI launcher that started the
-// process (Open MPI, MPICH, PMIx: mpirun inside a Slurm allocation runs its
+// MCI_STORE_ADDR/MCI_STORE_PORT (mcirun's store), MASTER_ADDR and MASTER_PORT when set, else what the launcher that
+// started it set: Slurm (srun), Open MPI (mpirun), PMIx or MPICH/Hydra. Precedence, per value: the variable itself,
+// then the MPI launcher that started the process (Open MPI, MPICH, PMIx: mpirun inside a Slurm allocation runs its
 // daemons as Slurm steps, so Slurm's numbers there are the daemons'), then a
 // Slurm job step. docs/env.md has the table.
 #pragma once

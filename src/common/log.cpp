@@ -49,8 +49,7 @@ void write(Level l, std::string_view msg) {
     if ((rank = std::getenv(v))) break;
   }
   std::string line = fmt::format("{}:{}:{} [{}] mci {} {}\n", host, ::getpid(),
-                                 static_cast<long>(::syscall(SYS_gettid)), rank ? rank : "-",
-                                 name(l), msg);
+                                 static_cast<long>(::syscall(SYS_gettid)), rank ? rank : "-", name(l), msg);
   // One write per line keeps lines whole when threads and ranks share stderr.
   ssize_t ignored = ::write(2, line.data(), line.size());
   (void)ignored;

@@ -85,10 +85,10 @@ Fd listen_tcp(const std::string& host, int port, int backlog) {
     return fd;
   }
   if (last_errno == EADDRINUSE) {
-    throw ConfigError(fmt::format(
-        "port {} on {} is already in use: pick a free port (e.g. --master_port / MASTER_PORT) "
-        "or stop the process that holds it",
-        port, host));
+    throw ConfigError(
+        fmt::format("port {} on {} is already in use: pick a free port (e.g. --master_port / MASTER_PORT) "
+                    "or stop the process that holds it",
+                    port, host));
   }
   throw ConfigError(fmt::format("cannot listen on {}:{}: {}", host, port, std::strerror(last_errno)));
 }
@@ -151,10 +151,10 @@ Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std:
     std::this_thread::sleep_for(std::min(backoff, dl.wait_left()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
   }
-  throw TimeoutError(fmt::format(
-      "Timed out waiting {}ms to connect to {} at {}:{} (last error: {}). Check the address and "
-      "port, and that the process serving it is running.",
-      dl.budget().count(), what, host, port, last_error));
+  throw TimeoutError(
+      fmt::format("Timed out waiting {}ms to connect to {} at {}:{} (last error: {}). Check the address and "
+                  "port, and that the process serving it is running.",
+                  dl.budget().count(), what, host, port, last_error));
 }
 
 int local_port(int fd) {

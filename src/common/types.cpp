@@ -21,9 +21,7 @@ std::string_view dtype_name(DType t) noexcept {
   return "?";
 }
 
-bool is_floating(DType t) noexcept {
-  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
-}
+bool is_floating(DType t) noexcept { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
 
 std::string_view reduce_op_name(ReduceOp op) noexcept {
   switch (op) {
@@ -36,9 +34,7 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
   return "?";
 }
 
-std::string Device::str() const {
-  return is_cuda() ? "cuda:" + std::to_string(index) : std::string("cpu");
-}
+std::string Device::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : std::string("cpu"); }
 
 float to_float(Half h) noexcept {
   const std::uint32_t sign = (h.bits & 0x8000u) << 16;
@@ -73,7 +69,7 @@ Half to_half(float f) noexcept {
     return Half{static_cast<std::uint16_t>(sign | 0x7c00u | nan)};
   }
   if (absx >= 0x477ff000u) return Half{static_cast<std::uint16_t>(sign | 0x7c00u)};  // overflow
-  if (absx < 0x38800000u) {  // subnormal or zero in half
+  if (absx < 0x38800000u) {                                                          // subnormal or zero in half
     if (absx < 0x33000000u) return Half{sign};
     const std::uint32_t e = absx >> 23;
     const std::uint32_t man = (absx & 0x7fffffu) | 0x800000u;
@@ -90,9 +86,7 @@ Half to_half(float f) noexcept {
   return Half{static_cast<std::uint16_t>(sign | r)};
 }
 
-float to_float(BFloat16 b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b.bits) << 16);
-}
+float to_float(BFloat16 b) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(b.bits) << 16); }
 
 BFloat16 to_bfloat16(float f) noexcept {
   std::uint32_t x = std::bit_cast<std::uint32_t>(f);

@@ -13,18 +13,18 @@ struct DistributedDataParallel::Impl {
   std::unique_ptr<ddp::Reducer> reducer;
 };
 
-DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> pg,
-                                                 std::vector<Parameter> params, DdpOptions opts)
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params,
+                                                 DdpOptions opts)
     : impl_(std::make_unique<Impl>()) {
   if (!pg) throw ConfigError("DistributedDataParallel needs a process group (got a null pointer)");
   std::vector<ddp::ParamInfo> infos;
   for (const auto& p : params) {
     if (p.grad.count != p.value.count || p.grad.dtype != p.value.dtype || p.grad.device != p.value.device) {
-      throw ConfigError(fmt::format(
-          "DistributedDataParallel: parameter '{}' has {} {} values on {} but its gradient has {} {} "
-          "on {}; a gradient must match its parameter",
-          p.name, p.value.count, dtype_name(p.value.dtype), p.value.device.str(), p.grad.count,
-          dtype_name(p.grad.dtype), p.grad.device.str()));
+      throw ConfigError(
+          fmt::format("DistributedDataParallel: parameter '{}' has {} {} values on {} but its gradient has {} {} "
+                      "on {}; a gradient must match its parameter",
+                      p.name, p.value.count, dtype_name(p.value.dtype), p.value.device.str(), p.grad.count,
+                      dtype_name(p.grad.dtype), p.grad.device.str()));
     }
     infos.push_back({p.name, p.value.count, p.value.dtype, p.value.device, {}});
   }
@@ -35,7 +35,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> p
   if (opts.broadcast_parameters) {
     for (auto& p : impl_->params) g.broadcast(p.value, 0);
   }
-  impl_->reducer = std::make_unique<ddp::Reducer>(g, std::move(infos), opts.bucket_cap_bytes, std::move(opts.comm_hook));
+  impl_->reducer =
+      std::make_unique<ddp::Reducer>(g, std::move(infos), opts.bucket_cap_bytes, std::move(opts.comm_hook));
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

@@ -69,9 +69,9 @@ std::string first_difference(ProcessGroup& g, const std::vector<ParamInfo>& para
       const std::string name = i < params.size() ? "'" + params[i].name + "'" : "(none here)";
       const bool only_name = m[0] >= 0 && theirs[0] >= 0 && m[2] != theirs[2] &&
                              std::equal(m + 3, m + kEntry, theirs + 3) && m[0] == theirs[0] && m[1] == theirs[1];
-      const std::string what = only_name
-                                   ? fmt::format("rank {} names it {}, rank {} gives it another name", g.rank(), name, r)
-                                   : fmt::format("rank {} has {}, rank {} has {}", g.rank(), describe(m), r, describe(theirs));
+      const std::string what =
+          only_name ? fmt::format("rank {} names it {}, rank {} gives it another name", g.rank(), name, r)
+                    : fmt::format("rank {} has {}, rank {} has {}", g.rank(), describe(m), r, describe(theirs));
       return fmt::format(
           "DistributedDataParallel: the model differs between ranks at parameter {} {}: {}. Every rank must "
           "wrap the same model (same parameters, in the same order, with the same names, shapes and dtypes).",

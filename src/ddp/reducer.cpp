@@ -59,30 +59,31 @@ BufferView Reducer::slot(std::size_t i) {
 
 void Reducer::set_hook(CommHook hook) {
   if (started_) {
-    throw ConfigError("DistributedDataParallel: the communication hook can only change between steps "
-                      "(not during a backward); register it before the first backward");
+    throw ConfigError(
+        "DistributedDataParallel: the communication hook can only change between steps "
+        "(not during a backward); register it before the first backward");
   }
   hook_ = hook ? std::move(hook) : allreduce_hook();
 }
 
 void Reducer::grad_ready(std::size_t i, BufferView grad) {
   if (i >= params_.size()) {
-    throw ConfigError(fmt::format("DistributedDataParallel::grad_ready({}): there are only {} parameters",
-                                  i, params_.size()));
+    throw ConfigError(
+        fmt::format("DistributedDataParallel::grad_ready({}): there are only {} parameters", i, params_.size()));
   }
   const ParamInfo& p = params_[i];
   if (ready_[i]) {
-    throw ConfigError(fmt::format(
-        "DistributedDataParallel: the gradient of parameter '{}' was marked ready twice in one "
-        "step; call finish_gradient_sync() before the next backward",
-        p.name));
+    throw ConfigError(
+        fmt::format("DistributedDataParallel: the gradient of parameter '{}' was marked ready twice in one "
+                    "step; call finish_gradient_sync() before the next backward",
+                    p.name));
   }
   if (grad.count != p.count || grad.dtype != p.dtype || grad.device != p.device) {
-    throw ConfigError(fmt::format(
-        "DistributedDataParallel: the gradient of parameter '{}' has {} {} values on {}, but the "
-        "parameter has {} {} values on {}; a gradient must match its parameter",
-        p.name, grad.count, dtype_name(grad.dtype), grad.device.str(), p.count, dtype_name(p.dtype),
-        p.device.str()));
+    throw ConfigError(
+        fmt::format("DistributedDataParallel: the gradient of parameter '{}' has {} {} values on {}, but the "
+                    "parameter has {} {} values on {}; a gradient must match its parameter",
+                    p.name, grad.count, dtype_name(grad.dtype), grad.device.str(), p.count, dtype_name(p.dtype),
+                    p.device.str()));
   }
   grads_[i] = grad;
   ready_[i] = true;
@@ -115,9 +116,9 @@ void Reducer::finish() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (!ready_[i]) {
       reset();
-      throw ConfigError(fmt::format(
-          "DistributedDataParallel: parameter '{}' has no gradient ready at the end of the step",
-          params_[i].name));
+      throw ConfigError(
+          fmt::format("DistributedDataParallel: parameter '{}' has no gradient ready at the end of the step",
+                      params_[i].name));
     }
   }
   std::exception_ptr first;

@@ -24,9 +24,9 @@ struct Bucket {
   std::size_t count = 0;
   DType dtype = DType::f32;
   Device device = Device::cpu();
-  std::vector<std::uint8_t> flat;    // host staging; unused for single-parameter buckets
-  std::size_t pending = 0;           // gradients not yet ready this step
-  BucketCompletion done;             // set when launched
+  std::vector<std::uint8_t> flat;  // host staging; unused for single-parameter buckets
+  std::size_t pending = 0;         // gradients not yet ready this step
+  BucketCompletion done;           // set when launched
 };
 
 class Reducer {

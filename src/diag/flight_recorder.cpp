@@ -18,8 +18,7 @@ const char* state_name(OpState s) {
 }
 
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -72,7 +71,8 @@ void FlightRecorder::write(const OpRecord& r) {
   };
   [&]<int... I>(std::integer_sequence<int, I...>) {
     (s.w[First + I].store(word(First + I), std::memory_order_release), ...);
-  }(std::make_integer_sequence<int, Last - First + 1>{});
+  }
+  (std::make_integer_sequence<int, Last - First + 1>{});
   s.version.store(v + 2, std::memory_order_release);
 }
 

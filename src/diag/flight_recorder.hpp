@@ -33,8 +33,8 @@ struct OpRecord {
   std::int64_t enqueued_ns = 0;  // steady clock
   std::int64_t started_ns = 0;
   std::int64_t ended_ns = 0;
-  std::int32_t last_rank = -1;     // who entered last, when the backend knows
-  std::int64_t last_late_ns = 0;   // how long after this rank it entered
+  std::int32_t last_rank = -1;    // who entered last, when the backend knows
+  std::int64_t last_late_ns = 0;  // how long after this rank it entered
 
   std::string describe() const;  // "all_reduce #1 (f32 x 2, sum)"
 };
@@ -59,7 +59,7 @@ class FlightRecorder {
   void finish(OpRecord& r, bool ok, std::int64_t now, int last_rank = -1, std::int64_t last_late_ns = 0);
 
   std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
-  std::vector<OpRecord> last(std::size_t n) const;       // oldest first
+  std::vector<OpRecord> last(std::size_t n) const;      // oldest first
   std::uint64_t last_id() const { return next_id_.load(std::memory_order_acquire) - 1; }
   // The operation running now (0 if none) and when this rank last left mci.
   std::uint64_t running() const { return running_.load(std::memory_order_acquire); }

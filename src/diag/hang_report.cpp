@@ -124,8 +124,7 @@ void HangResponder::loop() {
 HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
                                std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait) {
   const std::string what = stuck.describe();
-  std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank,
-                                seconds(waited.count()));
+  std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank, seconds(waited.count()));
   std::uint64_t id = 0;
   try {
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
@@ -142,7 +141,8 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     Fields f;
     bool answered = false;
     try {
-      f = parse(to_string(store.get(fmt::format("diag/ans/{}/{}", id, r), std::max(left, std::chrono::milliseconds(1)))));
+      f = parse(
+          to_string(store.get(fmt::format("diag/ans/{}/{}", id, r), std::max(left, std::chrono::milliseconds(1)))));
       answered = true;
     } catch (const std::exception&) {
     }
@@ -176,11 +176,12 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     } else if (entered < stuck.seq) {
       never.push_back(r);
       line += fmt::format("never entered {}; {}; last completed: {}", what, doing, str(f, "last_completed"));
-      if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq) line += " (it is queued behind earlier async work)";
+      if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq)
+        line += " (it is queued behind earlier async work)";
     } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq && running != what) {
       mismatched.push_back(r);
-      line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives",
-                          running, what);
+      line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives", running,
+                          what);
     } else if (!str(f, "at_seq").empty() && str(f, "at_seq") != what) {
       // It has left that position already (its own timeout, most likely).
       mismatched.push_back(r);
@@ -199,20 +200,23 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     return s;
   };
   if (!silent.empty()) {
-    out += fmt::format("Ranks that did not answer: {} (dead or frozen; their own output or mcirun's "
-                       "summary says which).\n",
-                       list(silent));
+    out += fmt::format(
+        "Ranks that did not answer: {} (dead or frozen; their own output or mcirun's "
+        "summary says which).\n",
+        list(silent));
   }
   if (!mismatched.empty()) {
-    out += fmt::format("Ranks in a different collective at #{}: {}. A mismatch, not a hang: every rank must call "
-                       "the same collectives in the same order with the same count, dtype, op and root.\n",
-                       stuck.seq, list(mismatched));
+    out += fmt::format(
+        "Ranks in a different collective at #{}: {}. A mismatch, not a hang: every rank must call "
+        "the same collectives in the same order with the same count, dtype, op and root.\n",
+        stuck.seq, list(mismatched));
   }
   if (collective) {
     if (!never.empty()) {
-      out += fmt::format("Ranks that never entered {}: {}. A hang, not a slow step: those ranks "
-                         "must reach the same collective.\n",
-                         what, list(never));
+      out += fmt::format(
+          "Ranks that never entered {}: {}. A hang, not a slow step: those ranks "
+          "must reach the same collective.\n",
+          what, list(never));
     } else if (silent.empty() && mismatched.empty()) {
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }

@@ -29,9 +29,10 @@ DeviceMemory::DeviceMemory(Device where, std::size_t bytes) : device_(where), by
 #ifdef MCI_HAVE_CUDA
   const int visible = cuda::device_count();
   if (where.index < 0 || where.index >= visible) {
-    throw ConfigError(fmt::format("memory on {} needs that GPU, and this process sees {} GPU(s) (check "
-                                  "CUDA_VISIBLE_DEVICES and the NVIDIA driver)",
-                                  where.str(), visible));
+    throw ConfigError(
+        fmt::format("memory on {} needs that GPU, and this process sees {} GPU(s) (check "
+                    "CUDA_VISIBLE_DEVICES and the NVIDIA driver)",
+                    where.str(), visible));
   }
   cuda::check(cudaSetDevice(where.index), "cudaSetDevice");
   cuda::check(cudaMalloc(&data_, rounded), "cudaMalloc");

@@ -4,11 +4,11 @@
 // the first failure into an abort that peers hear about at once.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>

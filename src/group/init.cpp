@@ -30,7 +30,6 @@ struct Coordinates {
   std::string method;  // for messages
 };
 
-
 Coordinates from_env() {
   const JobCoordinates j = job_coordinates(process_env());
   Coordinates c;
@@ -66,14 +65,16 @@ Coordinates from_tcp(const InitOptions& o) {
 
 void check_explicit(const Coordinates& c) {
   if (c.world < 1) {
-    throw ConfigError(fmt::format("Error initializing mci using {}: world_size={} is not a valid "
-                                  "number of processes; pass world_size >= 1",
-                                  c.method, c.world));
+    throw ConfigError(
+        fmt::format("Error initializing mci using {}: world_size={} is not a valid "
+                    "number of processes; pass world_size >= 1",
+                    c.method, c.world));
   }
   if (c.rank < 0 || c.rank >= c.world) {
-    throw ConfigError(fmt::format("Error initializing mci using {}: rank={} is outside [0, "
-                                  "world_size={})",
-                                  c.method, c.rank, c.world));
+    throw ConfigError(
+        fmt::format("Error initializing mci using {}: rank={} is outside [0, "
+                    "world_size={})",
+                    c.method, c.rank, c.world));
   }
 }
 
@@ -86,17 +87,18 @@ void check_agreement(Store& s, const Coordinates& c) {
   const std::string me = fmt::format("{}:{} ({:02x}{:02x})", host_name(), ::getpid(), nonce[0], nonce[1]);
   const StoreValue claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
   if (to_string(claimed) != me) {
-    throw ConfigError(fmt::format(
-        "RANK {} is used by two processes: this one ({}) and {}. Each process of a job needs its "
-        "own RANK from 0 to WORLD_SIZE-1 (check the launcher or your srun/export commands).",
-        c.rank, me, to_string(claimed)));
+    throw ConfigError(
+        fmt::format("RANK {} is used by two processes: this one ({}) and {}. Each process of a job needs its "
+                    "own RANK from 0 to WORLD_SIZE-1 (check the launcher or your srun/export commands).",
+                    c.rank, me, to_string(claimed)));
   }
   const std::string w = std::to_string(c.world);
   const StoreValue world = s.compare_set("world_size", {}, to_bytes(w));
   if (to_string(world) != w) {
-    throw ConfigError(fmt::format("WORLD_SIZE disagrees between processes: rank {} has {}, an "
-                                  "earlier rank has {}. Every process must get the same WORLD_SIZE.",
-                                  c.rank, w, to_string(world)));
+    throw ConfigError(
+        fmt::format("WORLD_SIZE disagrees between processes: rank {} has {}, an "
+                    "earlier rank has {}. Every process must get the same WORLD_SIZE.",
+                    c.rank, w, to_string(world)));
   }
 }
 
@@ -148,8 +150,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     c = from_tcp(opts);
     check_explicit(c);
   } else {
-    throw ConfigError(fmt::format("init_method '{}' is not supported: use env:// or tcp://HOST:PORT",
-                                  opts.init_method));
+    throw ConfigError(
+        fmt::format("init_method '{}' is not supported: use env:// or tcp://HOST:PORT", opts.init_method));
   }
 
   const GroupSettings settings = GroupSettings::from(opts);
@@ -160,9 +162,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.
   if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0) {
-    log::warn("MCI_JOB_TOKEN is not set: this job's store and data connections are not authenticated. Export the "
-              "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
-              "mcirun makes one for a single-node job");
+    log::warn(
+        "MCI_JOB_TOKEN is not set: this job's store and data connections are not authenticated. Export the "
+        "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
+        "mcirun makes one for a single-node job");
   }
   std::shared_ptr<Store> base = opts.store;
   std::unique_ptr<StoreServer> hosted_store;
@@ -217,21 +220,24 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
       return v && !v->empty() && *v != "auto" ? v : std::nullopt;
     };
     if (const auto algo = set("MCI_ALGO"); algo && !entry.caps.mci_algorithms) {
-      log::warn("MCI_ALGO={} is ignored on the {} backend, which picks its own algorithms: MCI_ALGO applies to "
-                "the backends that run mci's algorithms: {}",
-                *algo, opts.backend, backends_with(&BackendCaps::mci_algorithms));
+      log::warn(
+          "MCI_ALGO={} is ignored on the {} backend, which picks its own algorithms: MCI_ALGO applies to "
+          "the backends that run mci's algorithms: {}",
+          *algo, opts.backend, backends_with(&BackendCaps::mci_algorithms));
     }
     if (const auto tr = set("MCI_TRANSPORT"); tr && !entry.caps.mci_transports) {
-      log::warn("MCI_TRANSPORT={} is ignored on the {} backend, which has its own transport: MCI_TRANSPORT applies "
-                "to the backends that run on mci's transports: {}",
-                *tr, opts.backend, backends_with(&BackendCaps::mci_transports));
+      log::warn(
+          "MCI_TRANSPORT={} is ignored on the {} backend, which has its own transport: MCI_TRANSPORT applies "
+          "to the backends that run on mci's transports: {}",
+          *tr, opts.backend, backends_with(&BackendCaps::mci_transports));
     }
   }
-  auto impl = std::make_unique<ProcessGroup::Impl>(
-      GroupIdentity{c.rank, c.world, c.local_rank, c.local_world, opts.backend, opts.timeout}, settings,
-      std::move(hosted_store), store, std::move(backend), std::move(clock));
-  log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world,
-            opts.group_name, opts.backend, generation);
+  auto impl = std::make_unique<ProcessGroup::Impl>(GroupIdentity{c.rank, c.world, c.local_rank, c.local_world,
+                                                                 opts.backend, opts.timeout},
+                                                   settings, std::move(hosted_store), store, std::move(backend),
+                                                   std::move(clock));
+  log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world, opts.group_name,
+            opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
 

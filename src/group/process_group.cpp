@@ -79,9 +79,8 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     if (!broken_.empty()) throw_broken(d);
     try {
       if (shared) {
-        backend_->run_async(d, Deadline(t0 + timeout, timeout), [&st](std::shared_ptr<const DeviceFence> f) {
-          st.publish_fence(std::move(f));
-        });
+        backend_->run_async(d, Deadline(t0 + timeout, timeout),
+                            [&st](std::shared_ptr<const DeviceFence> f) { st.publish_fence(std::move(f)); });
       } else {
         backend_->run(d, Deadline(t0 + timeout, timeout));
       }
@@ -126,9 +125,10 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
 }
 
 void ProcessGroup::Impl::throw_broken(const coll::CollectiveDesc& d) const {
-  throw Error(fmt::format("mci: {} cannot run on rank {}: the group was aborted after an earlier error ({}). "
-                          "Destroy the group and create a new one.",
-                          d.fingerprint().describe(), rank, broken_));
+  throw Error(
+      fmt::format("mci: {} cannot run on rank {}: the group was aborted after an earlier error ({}). "
+                  "Destroy the group and create a new one.",
+                  d.fingerprint().describe(), rank, broken_));
 }
 
 void ProcessGroup::Impl::record_failure(const coll::CollectiveDesc& d, const std::exception& err) {
@@ -142,16 +142,16 @@ void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono:
   const double ms = std::chrono::duration<double, std::milli>(took).count();
   ++timed_ops_;
   timed_ns_ += took.count();
-  std::string who = fmt::format("unknown (the {} backend does not report arrivals; the cpu backend does)",
-                                backend_->name());
+  std::string who =
+      fmt::format("unknown (the {} backend does not report arrivals; the cpu backend does)", backend_->name());
   if (late) {
     if (stragglers_.size() != static_cast<std::size_t>(size)) stragglers_.resize(static_cast<std::size_t>(size));
     auto& s = stragglers_[static_cast<std::size_t>(late->rank)];
     ++s.times;
     s.total_late_ns += std::max<std::int64_t>(late->ns, 0);
-    who = late->rank == rank ? fmt::format("rank {} (this rank)", rank)
-                             : fmt::format("rank {}, {:.3f} ms after rank {}", late->rank,
-                                           static_cast<double>(late->ns) / 1e6, rank);
+    who = late->rank == rank
+              ? fmt::format("rank {} (this rank)", rank)
+              : fmt::format("rank {}, {:.3f} ms after rank {}", late->rank, static_cast<double>(late->ns) / 1e6, rank);
   }
   log::write(log::Level::info, fmt::format("timing: {} took {:.3f} ms on rank {}; last to arrive: {}",
                                            d.fingerprint().describe(), ms, rank, who));
@@ -159,14 +159,15 @@ void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono:
 
 void ProcessGroup::Impl::print_timing_summary() {
   if (!debug_timing_ || timed_ops_ == 0) return;
-  std::string out = fmt::format("timing summary on rank {}: {} collectives, {:.3f} ms inside them", rank,
-                                timed_ops_, static_cast<double>(timed_ns_) / 1e6);
+  std::string out = fmt::format("timing summary on rank {}: {} collectives, {:.3f} ms inside them", rank, timed_ops_,
+                                static_cast<double>(timed_ns_) / 1e6);
   std::vector<int> order;
   for (int r = 0; r < static_cast<int>(stragglers_.size()); ++r) {
     if (stragglers_[r].times) order.push_back(r);
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) { return stragglers_[a].times > stragglers_[b].times; });
-  if (order.empty()) out += fmt::format("; no arrival data (the {} backend does not report arrivals)", backend_->name());
+  if (order.empty())
+    out += fmt::format("; no arrival data (the {} backend does not report arrivals)", backend_->name());
   for (std::size_t k = 0; k < order.size(); ++k) {
     const auto& s = stragglers_[order[k]];
     out += fmt::format("{}rank {} arrived last {} times (mean {:.3f} ms after this rank)",
@@ -232,7 +233,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
         try {
           throw TimeoutError(std::string(err.what()) + "\n" +
                              hang_report(live.front().t.rec, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                Clock::now() - live.front().t0))
+                                                                 Clock::now() - live.front().t0))
                                  .text);
         } catch (...) {
           e = std::current_exception();
@@ -383,9 +384,7 @@ Work ProcessGroup::reduce_scatter(BufferView in, BufferView out, ReduceOp op, Ex
 Work ProcessGroup::all_to_all(BufferView in, BufferView out, Exec e) {
   return impl_->submit(Call{.kind = OpKind::all_to_all, .in = in, .out = out}, e);
 }
-Work ProcessGroup::barrier(Exec e) {
-  return impl_->submit(Call{.kind = OpKind::barrier}, e);
-}
+Work ProcessGroup::barrier(Exec e) { return impl_->submit(Call{.kind = OpKind::barrier}, e); }
 Work ProcessGroup::send(BufferView data, int dst, int tag, Exec e) {
   return impl_->submit(Call{.kind = OpKind::send, .in = data, .peer = dst, .tag = tag}, e);
 }

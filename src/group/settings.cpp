@@ -17,16 +17,18 @@ GroupSettings GroupSettings::from(const InitOptions& o) {
   }
   s.flight_recorder_entries = static_cast<std::size_t>(entries);
   const long long wait = env_int("MCI_HANG_REPORT_WAIT_MS").value_or(3000);
-  if (wait < 0) throw ConfigError(fmt::format("MCI_HANG_REPORT_WAIT_MS={} is negative: use 0 (no report) or more", wait));
+  if (wait < 0)
+    throw ConfigError(fmt::format("MCI_HANG_REPORT_WAIT_MS={} is negative: use 0 (no report) or more", wait));
   s.hang_report_wait = std::chrono::milliseconds(wait);
   if (auto dbg = env_str("MCI_DEBUG")) s.debug_timing = dbg->find("timing") != std::string::npos;
   s.launcher_hosts_store = env_str("MCI_STORE_HOSTED").has_value();
   s.host_addr = env_str("MCI_HOST_ADDR").value_or("");
   if (auto clock = env_str("MCI_CLOCK")) {
     if (*clock != "auto" && *clock != "steady") {
-      throw ConfigError(fmt::format("MCI_CLOCK={} is not a clock mci knows: use auto (the CPU's time-stamp counter "
-                                    "where it is invariant, else the steady clock) or steady",
-                                    *clock));
+      throw ConfigError(
+          fmt::format("MCI_CLOCK={} is not a clock mci knows: use auto (the CPU's time-stamp counter "
+                      "where it is invariant, else the steady clock) or steady",
+                      *clock));
     }
     s.counter_clock = *clock == "auto";
   }

@@ -11,13 +11,13 @@
 namespace mci {
 
 struct GroupSettings {
-  std::size_t flight_recorder_entries = 2048;    // MCI_FLIGHT_RECORDER_ENTRIES, else InitOptions
+  std::size_t flight_recorder_entries = 2048;        // MCI_FLIGHT_RECORDER_ENTRIES, else InitOptions
   std::chrono::milliseconds hang_report_wait{3000};  // MCI_HANG_REPORT_WAIT_MS
-  bool debug_timing = false;                     // MCI_DEBUG contains "timing"
-  bool launcher_hosts_store = false;             // MCI_STORE_HOSTED: mcirun hosts the store, rank 0 must not
-  std::string host_addr;                         // MCI_HOST_ADDR: the address peers reach this rank at
-  std::string token;                             // MCI_JOB_TOKEN
-  bool counter_clock = true;                     // MCI_CLOCK: auto (the CPU's counter where usable) or steady
+  bool debug_timing = false;                         // MCI_DEBUG contains "timing"
+  bool launcher_hosts_store = false;                 // MCI_STORE_HOSTED: mcirun hosts the store, rank 0 must not
+  std::string host_addr;                             // MCI_HOST_ADDR: the address peers reach this rank at
+  std::string token;                                 // MCI_JOB_TOKEN
+  bool counter_clock = true;                         // MCI_CLOCK: auto (the CPU's counter where usable) or steady
 
   // Throws ConfigError naming a malformed variable.
   static GroupSettings from(const InitOptions& o);

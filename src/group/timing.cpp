@@ -31,8 +31,9 @@ CollectiveTimer::CollectiveTimer(ProcessGroup& pg, Device where) : impl_(std::ma
   impl_->end.emplace();
 #else
   (void)pg;
-  throw ConfigError("timing device memory needs CUDA events, and this build of mci has no CUDA; time host "
-                    "buffers instead");
+  throw ConfigError(
+      "timing device memory needs CUDA events, and this build of mci has no CUDA; time host "
+      "buffers instead");
 #endif
 }
 

@@ -34,16 +34,16 @@ struct Check {
   }
   void same_dtype(const BufferView& in, const BufferView& out) const {
     if (in.dtype != out.dtype) {
-      fail(fmt::format("in is {} but out is {}: both buffers must have the same dtype",
-                       dtype_name(in.dtype), dtype_name(out.dtype)));
+      fail(fmt::format("in is {} but out is {}: both buffers must have the same dtype", dtype_name(in.dtype),
+                       dtype_name(out.dtype)));
     }
   }
   // `why` names the rule; `per_rank` says it is "<why> x <size> ranks".
   void count_is(const BufferView& b, const char* name, std::size_t want, const char* why, int size = 0) const {
     if (b.count == want) return;
     if (size > 0) {
-      fail(fmt::format("{} has {} elements but must have {} ({} x the group has {} ranks)", name, b.count, want,
-                       why, size));
+      fail(fmt::format("{} has {} elements but must have {} ({} x the group has {} ranks)", name, b.count, want, why,
+                       size));
     }
     fail(fmt::format("{} has {} elements but must have {} ({})", name, b.count, want, why));
   }
@@ -82,12 +82,10 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
   const bool at_root = rank == root;
 
   // Which buffers matter on this rank.
-  const bool uses_in = !(kind == OpKind::scatter && !at_root) &&
-                       !(kind == OpKind::broadcast && !at_root) && kind != OpKind::recv &&
-                       kind != OpKind::barrier;
-  const bool uses_out = !(kind == OpKind::gather && !at_root) &&
-                        !(kind == OpKind::reduce && !at_root) && kind != OpKind::send &&
-                        kind != OpKind::barrier;
+  const bool uses_in = !(kind == OpKind::scatter && !at_root) && !(kind == OpKind::broadcast && !at_root) &&
+                       kind != OpKind::recv && kind != OpKind::barrier;
+  const bool uses_out = !(kind == OpKind::gather && !at_root) && !(kind == OpKind::reduce && !at_root) &&
+                        kind != OpKind::send && kind != OpKind::barrier;
   if (uses_in) c.buffer(in, "in");
   if (uses_out) c.buffer(out, "out");
   if (uses_in && uses_out) c.same_dtype(in, out);
@@ -129,9 +127,10 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
     case OpKind::all_to_all:
       c.count_is(out, "out", in.count, "the same as in");
       if (in.count % n != 0) {
-        c.fail(fmt::format("in has {} elements, not a multiple of the {} ranks (one equal block "
-                           "per rank)",
-                           in.count, size));
+        c.fail(
+            fmt::format("in has {} elements, not a multiple of the {} ranks (one equal block "
+                        "per rank)",
+                        in.count, size));
       }
       d.count = in.count / n;
       break;
@@ -144,8 +143,8 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
     case OpKind::recv: {
       c.root(peer, size, kind == OpKind::send ? "destination rank" : "source rank");
       if (peer == rank) {
-        c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank",
-                           rank, kind == OpKind::send ? "send to" : "receive from"));
+        c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank", rank,
+                           kind == OpKind::send ? "send to" : "receive from"));
       }
       if (tag < 0) c.fail(fmt::format("tag {} is negative: tags are 0 or more", tag));
       d.count = kind == OpKind::send ? in.count : out.count;

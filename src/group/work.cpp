@@ -58,9 +58,7 @@ std::chrono::nanoseconds Work::duration() const {
   return state_->duration;
 }
 
-double Work::duration_ms() const {
-  return std::chrono::duration<double, std::milli>(duration()).count();
-}
+double Work::duration_ms() const { return std::chrono::duration<double, std::milli>(duration()).count(); }
 
 std::uint64_t Work::seq() const { return state_->seq; }
 std::string Work::op() const { return std::string(op_name(state_->kind)); }

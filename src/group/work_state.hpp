@@ -6,8 +6,8 @@
 #include <exception>
 #include <mutex>
 
-#include "common/device_fence.hpp"
 #include "common/algo.hpp"
+#include "common/device_fence.hpp"
 #include "common/fingerprint.hpp"
 #include "mci/work.hpp"
 

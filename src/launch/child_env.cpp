@@ -49,9 +49,8 @@ std::string error_file(const JobConfig& job, int local_rank) {
   return error_file_path(job.error_dir, job.rank_of(local_rank));
 }
 
-std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,
-                                           int local_rank, const std::string& token, bool set_omp,
-                                           const std::string& python_path) {
+std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, int local_rank,
+                                           const std::string& token, bool set_omp, const std::string& python_path) {
   const EnvLookup inherited = environment_of(base);
   const std::string rank = std::to_string(job.rank_of(local_rank));
   const std::string world = std::to_string(job.world_size());

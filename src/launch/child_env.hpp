@@ -37,8 +37,7 @@ std::string error_file(const JobConfig& job, int local_rank);
 // GLOO_SOCKET_IFNAME = job.gloo_ifname unless inherited, and
 // python_path (when not empty) in front of PYTHONPATH; replacing any
 // inherited values.
-std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job,
-                                           int local_rank, const std::string& token, bool set_omp,
-                                           const std::string& python_path = {});
+std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, int local_rank,
+                                           const std::string& token, bool set_omp, const std::string& python_path = {});
 
 }  // namespace mci::launch

@@ -57,8 +57,8 @@ struct CStrings {
 
 }  // namespace
 
-StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env,
-                         const SignalFd& signals, const std::vector<int>& cpus) {
+StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env, const SignalFd& signals,
+                         const std::vector<int>& cpus) {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   for (int c : cpus) {
@@ -74,8 +74,8 @@ StartedChild start_child(const ExecSpec& program, const std::vector<std::string>
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "mcirun: fork");
   if (pid == 0) {
-    exec_child(program, argv.ptrs.data(), envp.ptrs.data(), out.write.get(), err.write.get(),
-               report.write.get(), parent, signals, cpus.empty() ? nullptr : &mask);
+    exec_child(program, argv.ptrs.data(), envp.ptrs.data(), out.write.get(), err.write.get(), report.write.get(),
+               parent, signals, cpus.empty() ? nullptr : &mask);
   }
   // Also from here: a signal sent to the group before the child ran
   // setpgid must still reach it. EACCES means it already exec'd, and did it.

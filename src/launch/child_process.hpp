@@ -25,7 +25,7 @@ struct StartedChild {
 // first), std::system_error when a pipe or fork fails.
 // `cpus`, when not empty, is the CPU affinity the child starts with (set
 // before exec, so every thread it starts inherits it).
-StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env,
-                         const SignalFd& signals, const std::vector<int>& cpus = {});
+StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env, const SignalFd& signals,
+                         const std::vector<int>& cpus = {});
 
 }  // namespace mci::launch

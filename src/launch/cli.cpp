@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 namespace mci::launch {
 
@@ -51,9 +51,10 @@ std::string names(const std::string& underscored) {
 }
 
 // Like argparse, a repeated option keeps its last value.
-void text_option(CLI::App& app, const std::string& name, std::optional<std::string>& into,
-                 const std::string& type, const std::string& help) {
-  app.add_option_function<std::string>(names(name), [&into](const std::string& v) { into = v; }, help)
+void text_option(CLI::App& app, const std::string& name, std::optional<std::string>& into, const std::string& type,
+                 const std::string& help) {
+  app.add_option_function<std::string>(
+         names(name), [&into](const std::string& v) { into = v; }, help)
       ->type_name(type)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
@@ -87,12 +88,12 @@ std::unique_ptr<CLI::App> make_app(CliArgs& a) {
               "where the store is, instead of --master_addr/--master_port\n"
               "(default port 29400)");
   text_option(*app, "rdzv_backend", a.rdzv_backend, "NAME", "static or c10d: accepted for torchrun scripts");
-  text_option(*app, "rdzv_id", a.rdzv_id, "ID", "the job's id, given to the processes as TORCHELASTIC_RUN_ID (torchrun's meaning)");
+  text_option(*app, "rdzv_id", a.rdzv_id, "ID",
+              "the job's id, given to the processes as TORCHELASTIC_RUN_ID (torchrun's meaning)");
   text_option(*app, "max_restarts", a.max_restarts, "0", "only 0: mcirun does not restart processes");
   text_option(*app, "monitor_interval", a.monitor_interval, "SECONDS",
               "accepted for torchrun scripts; unused (exits are seen at once)");
-  app->add_flag(names("standalone"), a.standalone,
-                "single node, store on 127.0.0.1 at a free port mcirun picks");
+  app->add_flag(names("standalone"), a.standalone, "single node, store on 127.0.0.1 at a free port mcirun picks");
   app->add_option(names("grace"), a.grace,
                   "seconds between each signal and the next when stopping processes\n"
                   "(SIGINT, SIGTERM, SIGKILL after Ctrl-C; SIGTERM, SIGKILL after a failure)")
@@ -137,14 +138,15 @@ CliOutcome parse_cli(const std::vector<std::string>& argv) {
   if (!rest.empty() && rest.front() == "--") {
     rest.erase(rest.begin());
   } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
-    throw UsageError(fmt::format(
-        "unknown option '{}': run 'mcirun --help' for the options (a program whose name starts "
-        "with '-' goes after '--')",
-        rest.front()));
+    throw UsageError(
+        fmt::format("unknown option '{}': run 'mcirun --help' for the options (a program whose name starts "
+                    "with '-' goes after '--')",
+                    rest.front()));
   }
   if (rest.empty()) {
-    throw UsageError("no program given: mcirun [OPTIONS] PROGRAM [ARGS...], e.g. "
-                     "mcirun --nproc_per_node=2 ./labo");
+    throw UsageError(
+        "no program given: mcirun [OPTIONS] PROGRAM [ARGS...], e.g. "
+        "mcirun --nproc_per_node=2 ./labo");
   }
   a.command = std::move(rest);
   out.args = std::move(a);

@@ -24,9 +24,9 @@ struct CliArgs {
   std::optional<std::string> master_addr;
   std::optional<std::string> master_port;
   std::optional<std::string> rdzv_endpoint;
-  std::optional<std::string> rdzv_backend;  // accepted for torchrun scripts: static or c10d
-  std::optional<std::string> rdzv_id;       // TORCHELASTIC_RUN_ID for the processes
-  std::optional<std::string> max_restarts;  // only 0: mcirun never restarts workers
+  std::optional<std::string> rdzv_backend;      // accepted for torchrun scripts: static or c10d
+  std::optional<std::string> rdzv_id;           // TORCHELASTIC_RUN_ID for the processes
+  std::optional<std::string> max_restarts;      // only 0: mcirun never restarts workers
   std::optional<std::string> monitor_interval;  // accepted and unused: exits are seen at once
   bool standalone = false;
   std::string grace = "3";

@@ -18,7 +18,8 @@ ErrorFiles::ErrorFiles(int first_rank, int nranks) {
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {
-    throw std::system_error(errno, std::generic_category(), "mcirun: cannot make a folder for error files at " + pattern);
+    throw std::system_error(errno, std::generic_category(),
+                            "mcirun: cannot make a folder for error files at " + pattern);
   }
   dir_ = buf.data();
   for (int r = first_rank; r < first_rank + nranks; ++r) {
@@ -31,9 +32,7 @@ ErrorFiles::~ErrorFiles() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-std::string error_file_path(const std::string& dir, int rank) {
-  return fmt::format("{}/rank{}/error.json", dir, rank);
-}
+std::string error_file_path(const std::string& dir, int rank) { return fmt::format("{}/rank{}/error.json", dir, rank); }
 
 std::optional<std::string> recorded_exception(const std::string& path) {
   std::ifstream in(path);

@@ -54,15 +54,17 @@ FdCheck ensure_fds(const FdNeed& need, std::optional<std::uint64_t> soft, std::o
     rl.rlim_cur = want;
     if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
       out.ok = false;
-      out.message = fmt::format("mcirun: this job needs about {} open files but the soft limit is {} and could not "
-                                "be raised: raise it with ulimit -n {}",
-                                want, cur, want);
+      out.message = fmt::format(
+          "mcirun: this job needs about {} open files but the soft limit is {} and could not "
+          "be raised: raise it with ulimit -n {}",
+          want, cur, want);
       return out;
     }
   }
-  out.message = fmt::format("mcirun: raised the open-file soft limit from {} to {} for this job (mcirun {}, each rank "
-                            "{}; hard limit {})",
-                            cur, want, need.launcher, need.per_rank, max);
+  out.message = fmt::format(
+      "mcirun: raised the open-file soft limit from {} to {} for this job (mcirun {}, each rank "
+      "{}; hard limit {})",
+      cur, want, need.launcher, need.per_rank, max);
   return out;
 }
 

@@ -26,9 +26,10 @@ int parse_count(const std::string& flag, const std::string& value, int min, cons
 int parse_port(const std::string& flag, const std::string& value) {
   auto n = parse_int(value);
   if (!n || *n < 1 || *n > 65535) {
-    throw UsageError(fmt::format("--{}='{}' is not a TCP port: use a number from 1 to 65535 (or "
-                                 "--standalone to let mcirun pick a free one)",
-                                 flag, value));
+    throw UsageError(
+        fmt::format("--{}='{}' is not a TCP port: use a number from 1 to 65535 (or "
+                    "--standalone to let mcirun pick a free one)",
+                    flag, value));
   }
   return static_cast<int>(*n);
 }
@@ -40,18 +41,20 @@ int parse_nnodes(const std::string& value) {
   auto lo = parse_int(value.substr(0, colon));
   auto hi = parse_int(value.substr(colon + 1));
   if (lo && hi && *lo == *hi) return parse_count("nnodes", value.substr(0, colon), 1, "1 or more nodes");
-  throw UsageError(fmt::format("--nnodes='{}': mcirun runs a fixed number of nodes, not an elastic "
-                               "range; give one number (e.g. --nnodes=2)",
-                               value));
+  throw UsageError(
+      fmt::format("--nnodes='{}': mcirun runs a fixed number of nodes, not an elastic "
+                  "range; give one number (e.g. --nnodes=2)",
+                  value));
 }
 
 std::chrono::milliseconds parse_grace(const std::string& value) {
   char* end = nullptr;
   const double s = std::strtod(value.c_str(), &end);
   if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(s) || s < 0 || s > 86400) {
-    throw UsageError(fmt::format("--grace='{}' is not valid: give the seconds between SIGTERM and "
-                                 "SIGKILL, e.g. --grace=3 or --grace=0.5",
-                                 value));
+    throw UsageError(
+        fmt::format("--grace='{}' is not valid: give the seconds between SIGTERM and "
+                    "SIGKILL, e.g. --grace=3 or --grace=0.5",
+                    value));
   }
   return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
 }
@@ -65,13 +68,11 @@ int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::stri
     if (gpus > 0) return gpus;
     if (spec == "auto") return usable_cpus();
     const auto cvd = env("CUDA_VISIBLE_DEVICES");
-    throw ConfigError(fmt::format(
-        "--nproc_per_node=gpu: no GPU is visible ({}); give a number of processes, or cpu",
-        cvd ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *cvd)
-            : fmt::format("no {}/nvidiaN device", dev_dir)));
+    throw ConfigError(fmt::format("--nproc_per_node=gpu: no GPU is visible ({}); give a number of processes, or cpu",
+                                  cvd ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *cvd)
+                                      : fmt::format("no {}/nvidiaN device", dev_dir)));
   }
-  return parse_count("nproc_per_node", spec, 1,
-                     "a number of processes (1 or more), or cpu, gpu or auto");
+  return parse_count("nproc_per_node", spec, 1, "a number of processes (1 or more), or cpu, gpu or auto");
 }
 
 std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int default_port) {
@@ -90,9 +91,10 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int defa
     if (!rest.empty()) port = rest.substr(1);
   } else if (const auto colon = endpoint.rfind(':'); colon != std::string::npos) {
     if (endpoint.find(':') != colon) {
-      throw UsageError(fmt::format("--rdzv_endpoint='{}': write an IPv6 address in brackets, "
-                                   "e.g. [::1]:29400",
-                                   endpoint));
+      throw UsageError(
+          fmt::format("--rdzv_endpoint='{}': write an IPv6 address in brackets, "
+                      "e.g. [::1]:29400",
+                      endpoint));
     }
     host = endpoint.substr(0, colon);
     port = endpoint.substr(colon + 1);
@@ -108,26 +110,30 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   JobConfig c;
   if (a.rdzv_id && !a.rdzv_id->empty()) c.run_id = *a.rdzv_id;
   if (a.max_restarts && a.max_restarts != "0") {
-    throw UsageError(fmt::format("--max_restarts={}: mcirun does not restart processes; a failure "
-                                 "stops the job (drop the flag or use 0)",
-                                 *a.max_restarts));
+    throw UsageError(
+        fmt::format("--max_restarts={}: mcirun does not restart processes; a failure "
+                    "stops the job (drop the flag or use 0)",
+                    *a.max_restarts));
   }
   if (a.rdzv_backend && *a.rdzv_backend != "static" && *a.rdzv_backend != "c10d") {
-    throw UsageError(fmt::format("--rdzv_backend={}: mcirun's store is its own; use static or c10d "
-                                 "(or drop the flag)",
-                                 *a.rdzv_backend));
+    throw UsageError(
+        fmt::format("--rdzv_backend={}: mcirun's store is its own; use static or c10d "
+                    "(or drop the flag)",
+                    *a.rdzv_backend));
   }
   if (a.monitor_interval) parse_grace(*a.monitor_interval);  // checked, then unused
   if (a.rdzv_endpoint && (a.master_addr || a.master_port)) {
-    throw UsageError("--rdzv_endpoint and --master_addr/--master_port both say where the store "
-                     "is: give one or the other");
+    throw UsageError(
+        "--rdzv_endpoint and --master_addr/--master_port both say where the store "
+        "is: give one or the other");
   }
   c.grace = parse_grace(a.grace);
   const auto bind = topo::parse_bind_mode(a.bind);
   if (!bind) {
-    throw UsageError(fmt::format("--bind={}: use none, numa (the CPUs of each process's GPU's NUMA node) or core "
-                                 "(cores of its own)",
-                                 a.bind));
+    throw UsageError(
+        fmt::format("--bind={}: use none, numa (the CPUs of each process's GPU's NUMA node) or core "
+                    "(cores of its own)",
+                    a.bind));
   }
   c.bind = *bind;
   c.prefix = a.prefix;
@@ -136,13 +142,15 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
 
   if (a.standalone) {
     if (a.master_addr || a.master_port || a.rdzv_endpoint) {
-      throw UsageError("--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
-                       "--master_port and --rdzv_endpoint, or drop --standalone");
+      throw UsageError(
+          "--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
+          "--master_port and --rdzv_endpoint, or drop --standalone");
     }
     if (a.nnodes && parse_nnodes(*a.nnodes) != 1) {
-      throw UsageError(fmt::format("--standalone runs one node, but --nnodes={}: drop --standalone "
-                                   "and give --master_addr/--master_port (the same on every node)",
-                                   *a.nnodes));
+      throw UsageError(
+          fmt::format("--standalone runs one node, but --nnodes={}: drop --standalone "
+                      "and give --master_addr/--master_port (the same on every node)",
+                      *a.nnodes));
     }
     if (a.node_rank && parse_count("node_rank", *a.node_rank, 0, "0 with --standalone") != 0) {
       throw UsageError("--standalone runs one node, whose --node_rank is 0");
@@ -173,22 +181,22 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
           } else if (auto m = env("MASTER_ADDR"); m && !m->empty()) {
             c.master_addr = *m;
           } else {
-            throw ConfigError(fmt::format(
-                "{} started {} nodes but does not say which host is node 0: pass "
-                "--master_addr=<host of node 0> (or export MASTER_ADDR)",
-                p->source, c.nnodes));
+            throw ConfigError(
+                fmt::format("{} started {} nodes but does not say which host is node 0: pass "
+                            "--master_addr=<host of node 0> (or export MASTER_ADDR)",
+                            p->source, c.nnodes));
           }
         }
       } else if (c.nnodes > 1 && !a.node_rank) {
-        throw UsageError(fmt::format(
-            "--nnodes={} needs --node_rank on every node: 0 on the node at --master_addr (it hosts "
-            "the store), 1 to {} on the others",
-            c.nnodes, c.nnodes - 1));
+        throw UsageError(
+            fmt::format("--nnodes={} needs --node_rank on every node: 0 on the node at --master_addr (it hosts "
+                        "the store), 1 to {} on the others",
+                        c.nnodes, c.nnodes - 1));
       }
     }
     if (c.node_rank >= c.nnodes) {
-      throw UsageError(fmt::format("--node_rank={} is not below --nnodes={}: number the nodes 0 to {}",
-                                   c.node_rank, c.nnodes, c.nnodes - 1));
+      throw UsageError(fmt::format("--node_rank={} is not below --nnodes={}: number the nodes 0 to {}", c.node_rank,
+                                   c.nnodes, c.nnodes - 1));
     }
   }
   if (static_cast<long long>(c.nnodes) * c.nproc_per_node > kMaxProcesses) {

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "launch/cli.hpp"
 #include "common/env_lookup.hpp"
+#include "launch/cli.hpp"
 #include "launch/program.hpp"
 #include "topo/binding.hpp"
 

@@ -60,8 +60,8 @@ std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
                       p.cpus.empty() ? "unchanged" : topo::cpu_list_text(p.cpus), p.why));
     }
   } catch (const Error& e) {
-    say(fmt::format("mcirun: --bind {}: cannot read this machine's topology ({}); the processes start unpinned",
-                    mode, e.what()));
+    say(fmt::format("mcirun: --bind {}: cannot read this machine's topology ({}); the processes start unpinned", mode,
+                    e.what()));
   }
   return cpus;
 }
@@ -97,13 +97,15 @@ int run_job(JobConfig job, const EnvLookup& env) {
         // The library's wording suggests MASTER_PORT, which is right for a
         // program that hosts its own store but not here: mcirun reads only
         // its command line (torchrun does the same).
-        say(fmt::format("mcirun: cannot host the job's store: port {} on {} is already in use: give a free "
+        say(
+            fmt::format("mcirun: cannot host the job's store: port {} on {} is already in use: give a free "
                         "port with --master_port=N (mcirun ignores MASTER_PORT, as torchrun does), or run a "
                         "one-node job with --standalone (mcirun picks a free port), or stop the process that "
                         "holds it",
                         job.master_port, job.master_addr));
       } else {
-        say(fmt::format("mcirun: cannot host the job's store: {} (node 0 hosts it: --master_addr={} must be an "
+        say(
+            fmt::format("mcirun: cannot host the job's store: {} (node 0 hosts it: --master_addr={} must be an "
                         "address of this host)",
                         what, job.master_addr));
       }
@@ -111,8 +113,8 @@ int run_job(JobConfig job, const EnvLookup& env) {
     }
     job.master_port = store->port();
   }
-  log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job.node_rank,
-            job.nnodes, job.nproc_per_node, job.world_size(), job.master_addr, job.master_port,
+  log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job.node_rank, job.nnodes,
+            job.nproc_per_node, job.world_size(), job.master_addr, job.master_port,
             job.placement_source.empty() ? "" : " (placed by " + job.placement_source + ")");
   if (token.empty()) {
     say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
@@ -138,8 +140,10 @@ int run_job(JobConfig job, const EnvLookup& env) {
   if (job.nnodes > 1 && !env("GLOO_SOCKET_IFNAME")) {
     job.gloo_ifname = interface_toward(job.master_addr);
     if (!job.gloo_ifname.empty()) {
-      log::info("mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward node 0 at {}); export it "
-                "to choose another", job.gloo_ifname, job.master_addr);
+      log::info(
+          "mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward node 0 at {}); export it "
+          "to choose another",
+          job.gloo_ifname, job.master_addr);
     }
   }
   const ErrorFiles error_files(job.rank_of(0), job.nproc_per_node);

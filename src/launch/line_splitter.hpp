@@ -67,8 +67,7 @@ class LineSplitter {
 // The last lines of a stream (a failed rank's stderr, for the summary).
 class LineTail {
  public:
-  explicit LineTail(std::size_t lines = 20, std::size_t max_chars = 1000)
-      : max_lines_(lines), max_chars_(max_chars) {}
+  explicit LineTail(std::size_t lines = 20, std::size_t max_chars = 1000) : max_lines_(lines), max_chars_(max_chars) {}
 
   void add(std::string_view line);
   std::vector<std::string> lines() const { return {lines_.begin(), lines_.end()}; }

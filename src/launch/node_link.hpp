@@ -45,11 +45,11 @@ struct NodeLinkOptions {
 class NodeLink {
  public:
   enum class EventKind {
-    peer_failed,  // another node's process failed (text: what it reported)
+    peer_failed,   // another node's process failed (text: what it reported)
     peer_stopped,  // another node's mcirun got a stop signal (signal; text: "node N (host H)")
-    all_done,     // node 0: every node's processes exited 0
-    store_lost,   // the store went away after we reached it: node 0's launcher is gone
-    unreachable,  // the store could not be used at all (bad address or token)
+    all_done,      // node 0: every node's processes exited 0
+    store_lost,    // the store went away after we reached it: node 0's launcher is gone
+    unreachable,   // the store could not be used at all (bad address or token)
   };
   struct Event {
     EventKind kind;

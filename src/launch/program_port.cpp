@@ -52,9 +52,10 @@ std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& sig
       const std::string v = to_string(store->get(kProgramPortKey, kSlice));
       const auto port = parse_int(v);
       if (!port || *port < 1 || *port > 65535) {
-        throw Error(fmt::format("node 0's launcher published '{}' as the program's MASTER_PORT; every node "
-                                "must run the same mcirun version",
-                                v));
+        throw Error(
+            fmt::format("node 0's launcher published '{}' as the program's MASTER_PORT; every node "
+                        "must run the same mcirun version",
+                        v));
       }
       return static_cast<int>(*port);
     } catch (const TimeoutError&) {

@@ -92,13 +92,13 @@ std::vector<std::string> summary_lines(const JobReport& job) {
   out.push_back("mcirun: " + rule);
   if (job.first_failure) {
     const RankReport& f = job.ranks.at(*job.first_failure);
-    out.push_back(fmt::format("mcirun: job failed: rank {} (local rank {}, node {}, host {}, pid {}) "
-                              "ended with {}",
-                              f.rank, f.local_rank, job.node_rank, job.host, f.pid,
-                              f.wait_status ? describe_exit(*f.wait_status) : "an unknown status"));
+    out.push_back(
+        fmt::format("mcirun: job failed: rank {} (local rank {}, node {}, host {}, pid {}) "
+                    "ended with {}",
+                    f.rank, f.local_rank, job.node_rank, job.host, f.pid,
+                    f.wait_status ? describe_exit(*f.wait_status) : "an unknown status"));
   } else if (!job.start_error.empty()) {
-    out.push_back(fmt::format("mcirun: job failed on node {} (host {}): {}", job.node_rank, job.host,
-                              job.start_error));
+    out.push_back(fmt::format("mcirun: job failed on node {} (host {}): {}", job.node_rank, job.host, job.start_error));
   } else if (!job.peer_failure.empty()) {
     out.push_back(fmt::format("mcirun: job failed on another node: {}", job.peer_failure));
   } else if (job.stop_signal && !job.stop_origin.empty()) {
@@ -150,24 +150,27 @@ std::vector<std::string> summary_lines(const JobReport& job) {
       }
     }
     if (!job.python.empty()) {
-      const std::vector<std::string> raised = f.python_exception ? split_lines(*f.python_exception)
-                                                                 : std::vector<std::string>{};
+      const std::vector<std::string> raised =
+          f.python_exception ? split_lines(*f.python_exception) : std::vector<std::string>{};
       if (const auto module = missing_module({&f.stderr_tail, &f.stdout_tail, &raised})) {
-        out.push_back(fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
-                                  "'{}'",
-                                  f.rank, job.python,
-                                  job.python_from == "MCI_PYTHON"     ? "chosen by MCI_PYTHON"
-                                  : job.python_from == "PATH"         ? "python3 found on PATH"
-                                                                      : "named on the command line",
-                                  *module));
-        out.push_back("mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
-                      "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
-                      "script.py; or install the module for this one");
+        out.push_back(
+            fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
+                        "'{}'",
+                        f.rank, job.python,
+                        job.python_from == "MCI_PYTHON" ? "chosen by MCI_PYTHON"
+                        : job.python_from == "PATH"     ? "python3 found on PATH"
+                                                        : "named on the command line",
+                        *module));
+        out.push_back(
+            "mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
+            "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
+            "script.py; or install the module for this one");
       }
       if (mci_backend_unknown({&f.stderr_tail, &f.stdout_tail, &raised})) {
-        out.push_back(fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
-                                  "which registers it: add `import mci_torch` before init_process_group",
-                                  f.rank));
+        out.push_back(
+            fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
+                        "which registers it: add `import mci_torch` before init_process_group",
+                        f.rank));
       }
     }
   }

@@ -22,7 +22,7 @@ struct RankReport {
   int local_rank = 0;
   pid_t pid = -1;
   std::optional<int> wait_status;  // nullopt: never reaped (should not happen)
-  int signal_sent = 0;  // the last signal mcirun sent it (SIGTERM, SIGKILL), 0 if none
+  int signal_sent = 0;             // the last signal mcirun sent it (SIGTERM, SIGKILL), 0 if none
   std::vector<std::string> stderr_tail;
   std::vector<std::string> stdout_tail;
   // What torch's @record wrote to the rank's TORCHELASTIC_ERROR_FILE.
@@ -39,8 +39,8 @@ struct JobReport {
   // Python), and what chose it ("MCI_PYTHON", "PATH", "the command line").
   std::string python;
   std::string python_from;
-  std::string peer_failure;                  // another node's failure, as it reported it
-  std::string start_error;                   // a rank that could not start
+  std::string peer_failure;  // another node's failure, as it reported it
+  std::string start_error;   // a rank that could not start
   std::vector<RankReport> ranks;
 };
 

@@ -66,7 +66,8 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
     try {
       StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
       const std::string prefix = job_.prefix ? fmt::format("[rank {}] ", r.rank) : std::string();
-      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), STDOUT_FILENO, prefix, kTailLines),
+      procs_.push_back(Proc{r.rank, r.local_rank, c.pid,
+                            StreamRelay(std::move(c.out), STDOUT_FILENO, prefix, kTailLines),
                             StreamRelay(std::move(c.err), STDERR_FILENO, prefix, kTailLines), std::nullopt});
     } catch (const std::exception& e) {
       start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
@@ -146,8 +147,8 @@ void Supervisor::signal_groups(int sig) {
                       after.empty() ? "" : ": still running" + after));
     } else if (group_alive(p)) {
       ::kill(-p.pid, sig);
-      say(fmt::format("mcirun: sent {} to what rank {} (pid {}) left running in its process group{}",
-                      signal_name(sig), p.rank, p.pid, after.empty() ? "" : ": still there" + after));
+      say(fmt::format("mcirun: sent {} to what rank {} (pid {}) left running in its process group{}", signal_name(sig),
+                      p.rank, p.pid, after.empty() ? "" : ": still there" + after));
     }
   }
 }
@@ -216,25 +217,22 @@ void Supervisor::on_link_events() {
       case NodeLink::EventKind::peer_failed:
       case NodeLink::EventKind::store_lost:
         if (phase_ != Phase::running) break;
-        peer_failure_ = e.kind == NodeLink::EventKind::peer_failed
-                            ? e.text
-                            : fmt::format("the job's store at {}:{} went away ({})", job_.master_addr,
-                                          job_.master_port, e.text);
+        peer_failure_ =
+            e.kind == NodeLink::EventKind::peer_failed
+                ? e.text
+                : fmt::format("the job's store at {}:{} went away ({})", job_.master_addr, job_.master_port, e.text);
         say(fmt::format("mcirun: {}: stopping this node's processes",
-                        e.kind == NodeLink::EventKind::peer_failed ? "another node failed, " + e.text
-                                                                   : peer_failure_));
+                        e.kind == NodeLink::EventKind::peer_failed ? "another node failed, " + e.text : peer_failure_));
         begin_stop();
         break;
-      case NodeLink::EventKind::peer_stopped:
-        on_peer_stop(e);
-        break;
+      case NodeLink::EventKind::peer_stopped: on_peer_stop(e); break;
       case NodeLink::EventKind::unreachable:
-        say(fmt::format("mcirun: warning: cannot use the job's store at {}:{} to follow the other nodes "
+        say(
+            fmt::format("mcirun: warning: cannot use the job's store at {}:{} to follow the other nodes "
                         "({}); a failure there will not stop this node",
                         job_.master_addr, job_.master_port, e.text));
         break;
-      case NodeLink::EventKind::all_done:
-        break;  // only node 0 waits for it, after its own processes
+      case NodeLink::EventKind::all_done: break;  // only node 0 waits for it, after its own processes
     }
   }
 }
@@ -245,8 +243,7 @@ void Supervisor::on_peer_stop(const NodeLink::Event& e) {
   if (phase_ != Phase::running) return;
   stop_signal_ = e.signal;
   stop_origin_ = e.text;
-  say(fmt::format("mcirun: {} received {}: passing it on to this node's processes", e.text,
-                  signal_name(e.signal)));
+  say(fmt::format("mcirun: {} received {}: passing it on to this node's processes", e.text, signal_name(e.signal)));
   begin_stop(e.signal);
 }
 
@@ -308,7 +305,8 @@ void Supervisor::begin_stop_stragglers() {
   for (auto& p : procs_) {
     if (!group_alive(p)) continue;
     ::kill(-p.pid, SIGTERM);
-    say(fmt::format("mcirun: rank {} (pid {}) exited but left processes running in its process group: sent "
+    say(
+        fmt::format("mcirun: rank {} (pid {}) exited but left processes running in its process group: sent "
                     "them SIGTERM",
                     p.rank, p.pid));
   }
@@ -324,7 +322,8 @@ int Supervisor::wait_for_other_nodes() {
   while (true) {
     const auto now = Clock::now();
     if (now - start >= kOtherNodesLimit) {
-      say(fmt::format("mcirun: warning: the other nodes did not finish within {} s of this one; "
+      say(
+          fmt::format("mcirun: warning: the other nodes did not finish within {} s of this one; "
                       "closing the job's store anyway",
                       kOtherNodesLimit.count()));
       return 0;
@@ -336,7 +335,8 @@ int Supervisor::wait_for_other_nodes() {
     }
     if (!noticed && Clock::now() >= start + kOtherNodesNotice) {
       noticed = true;
-      say(fmt::format("mcirun: this node's processes are done; keeping the job's store up until the "
+      say(
+          fmt::format("mcirun: this node's processes are done; keeping the job's store up until the "
                       "other {} node(s) finish",
                       job_.nnodes - 1));
     }

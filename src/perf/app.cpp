@@ -45,16 +45,16 @@ std::string env_or(const char* name, const std::string& fallback) {
 // (nccl-tests lists its whole environment); never the job's secret.
 std::vector<std::string> steering_env() {
   static constexpr std::string_view kPrefixes[] = {"MCI_", "NCCL_", "GLOO_", "OMP_", "CUDA_"};
-  static constexpr std::string_view kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                                "MASTER_PORT"};
+  static constexpr std::string_view kNames[] = {"RANK",        "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> out;
   for (char** e = environ; e && *e; ++e) {
     const std::string_view entry(*e);
     const std::string_view name = entry.substr(0, entry.find('='));
     if (name == "MCI_JOB_TOKEN") continue;
-    const bool wanted =
-        std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](std::string_view p) { return name.starts_with(p); }) ||
-        std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+    const bool wanted = std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
+                                    [&](std::string_view p) { return name.starts_with(p); }) ||
+                        std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
     if (wanted) out.emplace_back(entry);
   }
   std::sort(out.begin(), out.end());
@@ -244,12 +244,14 @@ int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostr
         const char* world = std::getenv("WORLD_SIZE");
         throw UsageError(flags + " asks mci-perf to start " + std::to_string(wanted) +
                          " ranks itself, but this process is already a rank of a job a launcher started (WORLD_SIZE=" +
-                         (world ? world : "?") + "): drop -g/-t and give the launcher the number of ranks "
-                         "(mcirun --nproc_per_node=" + std::to_string(wanted) + "), or run mci-perf alone with " +
-                         flags);
+                         (world ? world : "?") +
+                         "): drop -g/-t and give the launcher the number of ranks "
+                         "(mcirun --nproc_per_node=" +
+                         std::to_string(wanted) + "), or run mci-perf alone with " + flags);
       }
-      if (!start) throw UsageError(flags + ": this mci-perf cannot start ranks itself; use mcirun --nproc_per_node=" +
-                                   std::to_string(wanted));
+      if (!start)
+        throw UsageError(
+            flags + ": this mci-perf cannot start ranks itself; use mcirun --nproc_per_node=" + std::to_string(wanted));
       ::setenv(kStartedRanksVar, std::to_string(wanted).c_str(), 1);
       return start(wanted, argv);
     }

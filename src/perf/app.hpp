@@ -24,7 +24,6 @@ inline constexpr const char* kStartedRanksVar = "MCI_PERF_STARTED_RANKS";
 // Only rank 0 writes to `out`; every rank reports its own failures on `err`.
 // With -g/-t above 1 and no launcher around, `start` starts the ranks; an
 // empty `start` refuses such a command line.
-int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
-              const StartRanks& start = {});
+int perf_main(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err, const StartRanks& start = {});
 
 }  // namespace mci::perf

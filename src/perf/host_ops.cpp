@@ -20,9 +20,7 @@ class Staged {
     mem_.emplace(gpu, host.bytes());
     mem_->copy_from_host(host.data, host.bytes());
   }
-  BufferView view() const {
-    return mem_ ? BufferView{mem_->data(), host_.count, host_.dtype, mem_->device()} : host_;
-  }
+  BufferView view() const { return mem_ ? BufferView{mem_->data(), host_.count, host_.dtype, mem_->device()} : host_; }
   void back() const {
     if (mem_) mem_->copy_to_host(host_.data, host_.bytes());
   }

@@ -118,18 +118,18 @@ std::string_view nccl_type_name(DType t) noexcept {
 }
 
 ParseOutcome parse_options(const std::vector<std::string>& argv) {
-  CLI::App app{
-      "mci-perf: nccl-tests-style bandwidth and latency sweeps of mci's collectives.\n"
-      "One process per rank: mci-perf all_reduce -b 8 -e 128M -f 2 -g 4 starts 4 ranks itself (as mcirun\n"
-      "--standalone --nproc_per_node=4 would); under a launcher (mcirun, srun, mpirun) each process is one rank;\n"
-      "alone, without -g, it runs a job of one rank.",
-      "mci-perf"};
+  CLI::App
+      app{"mci-perf: nccl-tests-style bandwidth and latency sweeps of mci's collectives.\n"
+          "One process per rank: mci-perf all_reduce -b 8 -e 128M -f 2 -g 4 starts 4 ranks itself (as mcirun\n"
+          "--standalone --nproc_per_node=4 would); under a launcher (mcirun, srun, mpirun) each process is one rank;\n"
+          "alone, without -g, it runs a job of one rank.",
+          "mci-perf"};
   app.set_version_flag("--version", std::string("mci-perf ") + MCI_PERF_VERSION);
   // Values are taken as text and checked below, so every message names
   // the flag, the value and what is accepted.
   std::string collective, minb = "8", maxb = "32M", factor, stepb, iters = "20", warmup = "5", check = "1", op = "sum",
-                          dtype = "float", root = "0", blocking = "1", average = "3", backend = "cpu", transport, algo, device,
-                          timeout = "300", ngpus = "1", nthreads = "1", agg = "1", cycles = "1", cputime = "0",
+                          dtype = "float", root = "0", blocking = "1", average = "3", backend = "cpu", transport, algo,
+                          device, timeout = "300", ngpus = "1", nthreads = "1", agg = "1", cycles = "1", cputime = "0",
                           stamps = "0", short_timeout, graph = "0", reg = "0", pinit = "0", stream_null = "0",
                           mem_report = "0";
   Options o;
@@ -149,7 +149,8 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
                  "operations per timed iteration (nccl-tests groups them; mci issues them back to back); "
                  "the time is per operation (default 1)")
       ->type_name("N");
-  app.add_option("-N,--run_cycles", cycles, "run and print the whole sweep this many times (0: until stopped; default 1)")
+  app.add_option("-N,--run_cycles", cycles,
+                 "run and print the whole sweep this many times (0: until stopped; default 1)")
       ->type_name("N");
   app.add_option("-o,--op", op, "reduce op: sum prod min max avg, or all: each in turn (default sum)")->type_name("OP");
   app.add_option("-d,--datatype", dtype,
@@ -165,10 +166,12 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
       ->type_name("0-3");
   std::string backends;
   for (const auto& b : mci::list_backends()) {
-    backends += (backends.empty() ? "" : "; ") + b.name + ": " + b.description + (b.built ? "" : " (not in this build)");
+    backends +=
+        (backends.empty() ? "" : "; ") + b.name + ": " + b.description + (b.built ? "" : " (not in this build)");
   }
   app.add_option("--backend", backend, backends + " (default cpu)")->type_name("NAME");
-  app.add_option("--device", device, "cpu or cuda: where the buffers live (default cpu; cuda for a backend on GPU memory only, nccl)")
+  app.add_option("--device", device,
+                 "cpu or cuda: where the buffers live (default cpu; cuda for a backend on GPU memory only, nccl)")
       ->type_name("cpu|cuda");
   app.add_option("--transport", transport, "auto, shm or tcp: exported as MCI_TRANSPORT (cpu backend)")
       ->type_name("NAME");

@@ -128,12 +128,14 @@ std::string table_header(const RunInfo& info) {
   s += fmt::format(
       "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          {}\n", "",
       "", "", "", "", ref ? "  reference" : "");
-  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n",
-                   "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw",
-                   "#wrong", o.report_timestamps ? "timestamp" : "", ts_pad, ref_column("barrier_us"));
-  s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n",
-                   "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-                   o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "", ts_pad, ref_column("(us)"));
+  s += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n",
+      "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong",
+      o.report_timestamps ? "timestamp" : "", ts_pad, ref_column("barrier_us"));
+  s += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}{}\n", "(B)",
+      "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+      o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "", ts_pad, ref_column("(us)"));
   return s;
 }
 
@@ -168,9 +170,8 @@ std::string summary_line(const RunInfo& info, const Totals& totals, std::size_t 
       "blocking={} sizes={} min_bytes={} max_bytes={} avg_time_us={:.3f} avg_busbw_GBps={:.4f} "
       "peak_busbw_GBps={:.4f} wrong={} status={}\n",
       collective_name(o.collective), o.backend, info.transport, info.algo, info.ranks, types_text(o), ops_text(o),
-      root_column(o), o.blocking ? 1 : 0, rows, o.sweep.min_bytes, o.sweep.max_bytes,
-      totals.avg_time_us, totals.avg_busbw_GBps, totals.peak_busbw_GBps, wrong_text(totals.wrong),
-      totals.ok() ? "OK" : "FAILED");
+      root_column(o), o.blocking ? 1 : 0, rows, o.sweep.min_bytes, o.sweep.max_bytes, totals.avg_time_us,
+      totals.avg_busbw_GBps, totals.peak_busbw_GBps, wrong_text(totals.wrong), totals.ok() ? "OK" : "FAILED");
 }
 
 std::string to_json(const RunInfo& info, const std::vector<Row>& rows, const Totals& totals) {
@@ -276,8 +277,9 @@ std::string to_csv(const RunInfo& info, const std::vector<Row>& rows) {
   auto line = [&](const Row& r, const char* placement, const Cell& c) {
     s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{},{}\n", collective_name(o.collective),
                      o.backend, info.transport, info.algo, info.ranks, r.bytes, r.count, dtype_name(r.dtype),
-                     redop_column(o.collective, r.op), root_column(o), placement, c.time_us, c.bw.algbw_GBps, c.bw.busbw_GBps,
-                     c.wrong ? std::to_string(*c.wrong) : "", r.barrier_us ? fmt::format("{:.3f}", *r.barrier_us) : "");
+                     redop_column(o.collective, r.op), root_column(o), placement, c.time_us, c.bw.algbw_GBps,
+                     c.bw.busbw_GBps, c.wrong ? std::to_string(*c.wrong) : "",
+                     r.barrier_us ? fmt::format("{:.3f}", *r.barrier_us) : "");
   };
   for (const Row& r : rows) {
     if (r.out_of_place) line(r, "out_of_place", *r.out_of_place);

@@ -14,15 +14,15 @@
 namespace mci::perf {
 
 struct Cell {
-  double time_us = 0;  // one iteration, combined across ranks (-a)
+  double time_us = 0;      // one iteration, combined across ranks (-a)
   double cpu_time_us = 0;  // the time to issue it (-C shows this), combined the same way
   Bandwidth bw;
   std::optional<std::uint64_t> wrong;  // summed over ranks; empty with -c 0
 };
 
 struct Row {
-  std::size_t bytes = 0;  // the size column (see layout.hpp)
-  std::size_t count = 0;  // the nominal element count
+  std::size_t bytes = 0;     // the size column (see layout.hpp)
+  std::size_t count = 0;     // the nominal element count
   DType dtype = DType::f32;  // what this row ran (-d all and -o all vary them)
   ReduceOp op = ReduceOp::sum;
   std::string timestamp;  // when the row was measured (-S)

@@ -91,15 +91,15 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
       if (there[static_cast<std::size_t>(r)] || ++n > 16) continue;
       missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
     }
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
-                                   "they did not start, crashed before this step, or were refused by the store",
-                                   dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
+    throw TimeoutError(
+        fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
+                    "they did not start, crashed before this step, or were refused by the store",
+                    dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
   }
   GroupVerdict v;
   const std::string who = to_string(store.get(failed_key(topic), dl.wait_left()));
-  const bool number = !who.empty() && who.size() < 10 && std::all_of(who.begin(), who.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool number = !who.empty() && who.size() < 10 &&
+                      std::all_of(who.begin(), who.end(), [](char c) { return c >= '0' && c <= '9'; });
   v.failed_rank = number ? std::stoi(who) : size;
   v.failure = number && v.failed_rank < size
                   ? decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text
@@ -107,8 +107,8 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
   return v;
 }
 
-void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
-                    std::string_view what, const std::function<void()>& step) {
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl, std::string_view what,
+                    const std::function<void()>& step) {
   try {
     step();
   } catch (const std::exception& e) {
@@ -121,8 +121,8 @@ void agree_together(Store& store, std::string_view topic, int rank, int size, co
   }
   const GroupVerdict v = agree(store, topic, rank, size, Verdict::value(""), dl);
   if (!v.ok()) {
-    throw ConfigError(fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank,
-                                  v.failure));
+    throw ConfigError(
+        fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank, v.failure));
   }
 }
 

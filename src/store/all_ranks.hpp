@@ -57,8 +57,8 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
 // Runs `step` on this rank (it throws to fail), then agree(): throws this
 // rank's own exception when its step failed; else ConfigError "rank R could
 // not WHAT, so rank M stops too: ..." when another rank's did.
-void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl,
-                    std::string_view what, const std::function<void()>& step);
+void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl, std::string_view what,
+                    const std::function<void()>& step);
 
 // Runs `step` on this rank (its value, or it throws), publishes the outcome
 // and reads every rank's. Throws this rank's own exception when its step

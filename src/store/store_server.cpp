@@ -56,8 +56,8 @@ struct Client {
   StoreValue out;
   std::size_t out_off = 0;
   bool authed = false;
-  bool want_out = false;  // registered for EPOLLOUT
-  bool doomed = false;    // dropped by the loop: too much unread output
+  bool want_out = false;     // registered for EPOLLOUT
+  bool doomed = false;       // dropped by the loop: too much unread output
   std::uint64_t waiter = 0;  // its parked request, 0 if none
   auth::Nonce nonce{};
 };
@@ -282,15 +282,14 @@ void StoreServer::Impl::on_readable(std::uint64_t id, Client& c) {
 void StoreServer::Impl::process(std::uint64_t id, Client& c) {
   std::size_t off = 0;
   while (!c.waiter && !c.doomed && c.in.size() - off >= store::kHeaderSize) {
-    auto len = store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(
-        c.in.data() + off, store::kHeaderSize));
+    auto len =
+        store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(c.in.data() + off, store::kHeaderSize));
     if (!len) {
       drop(id, "malformed frame header (bad magic or oversized body)");
       return;
     }
     if (c.in.size() - off < store::kHeaderSize + *len) break;
-    auto req = store::decode_request(
-        std::span<const std::uint8_t>(c.in.data() + off + store::kHeaderSize, *len));
+    auto req = store::decode_request(std::span<const std::uint8_t>(c.in.data() + off + store::kHeaderSize, *len));
     off += store::kHeaderSize + *len;
     if (!req) {
       drop(id, "malformed request body");
@@ -397,15 +396,9 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
       }
       break;
     }
-    case Op::remove:
-      resp.num = data.erase(r.keys[0]) ? 1 : 0;
-      break;
-    case Op::num_keys:
-      resp.num = static_cast<std::int64_t>(data.size());
-      break;
-    default:
-      drop(id, "unexpected opcode");
-      return;
+    case Op::remove: resp.num = data.erase(r.keys[0]) ? 1 : 0; break;
+    case Op::num_keys: resp.num = static_cast<std::int64_t>(data.size()); break;
+    default: drop(id, "unexpected opcode"); return;
   }
   reply(c, resp);
 }
@@ -547,8 +540,7 @@ void StoreServer::Impl::watch_out(Client& c, bool on) {
 
 void StoreServer::Impl::flush(Client& c) {
   while (c.out.size() > c.out_off) {
-    ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
       c.out_off += static_cast<std::size_t>(w);
       continue;
@@ -576,8 +568,8 @@ void StoreServer::Impl::note_refusal(std::uint64_t id, const char* how) {
   auto it = clients.find(id);
   if (it == clients.end()) return;
   ++refusals;
-  const std::string text =
-      fmt::format("{} process(es) that connected {}, the last from {}", refusals, how, peer_address(it->second.fd.get()));
+  const std::string text = fmt::format("{} process(es) that connected {}, the last from {}", refusals, how,
+                                       peer_address(it->second.fd.get()));
   data[std::string(store::kRefusedKey)] = StoreValue(text.begin(), text.end());
   wrote(std::string(store::kRefusedKey));
 }

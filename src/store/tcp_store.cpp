@@ -37,7 +37,7 @@ std::string to_string(const StoreValue& b) { return std::string(b.begin(), b.end
 
 struct TcpStore::Impl {
   TcpStoreOptions opts;
-  Fd fd;               // closed only by the destructor, so interrupt() is safe
+  Fd fd;  // closed only by the destructor, so interrupt() is safe
   std::atomic<int> raw{-1};
   std::mutex mu;
   bool broken = false;  // guarded by mu: a failed call desynchronised the stream
@@ -54,9 +54,10 @@ struct TcpStore::Impl {
       r.num = 0;
       auto resp = call(r, std::chrono::milliseconds(1000));
       if (resp.status != store::Status::ok || resp.value.empty()) return {};
-      return fmt::format(". The store refused {}: a process started with another MCI_JOB_TOKEN (or none) cannot "
-                         "join, and ranks wait for it in vain; give every rank the same token",
-                         std::string(resp.value.begin(), resp.value.end()));
+      return fmt::format(
+          ". The store refused {}: a process started with another MCI_JOB_TOKEN (or none) cannot "
+          "join, and ranks wait for it in vain; give every rank the same token",
+          std::string(resp.value.begin(), resp.value.end()));
     } catch (const std::exception&) {
       return {};  // the timeout itself is the error to report
     }
@@ -68,10 +69,10 @@ struct TcpStore::Impl {
 
 void TcpStore::Impl::fail(Io io, const Deadline& dl, const char* doing) {
   if (io == Io::timeout) {
-    throw TimeoutError(fmt::format(
-        "Timed out waiting {}ms for the store at {} while {}: the process hosting the store "
-        "(mcirun, or rank 0) is frozen or overloaded",
-        dl.budget().count(), where(), doing));
+    throw TimeoutError(
+        fmt::format("Timed out waiting {}ms for the store at {} while {}: the process hosting the store "
+                    "(mcirun, or rank 0) is frozen or overloaded",
+                    dl.budget().count(), where(), doing));
   }
   throw PeerError(fmt::format("lost the connection to the store at {} while {}: the process "
                               "hosting it (mcirun, or rank 0) exited, or it refused this client "
@@ -138,35 +139,34 @@ TcpStore::TcpStore(const TcpStoreOptions& opts) : impl_(std::make_unique<Impl>()
   // Without a token the store refuses us; it was still told, so the job's
   // ranks that wait for this process learn why (see StoreServer).
   if (required && opts.token.empty()) {
-    throw ConfigError(fmt::format(
-        "the store at {} requires the job token: set MCI_JOB_TOKEN to the token of the job "
-        "(mcirun passes it to the processes it starts)",
-        impl_->where()));
+    throw ConfigError(
+        fmt::format("the store at {} requires the job token: set MCI_JOB_TOKEN to the token of the job "
+                    "(mcirun passes it to the processes it starts)",
+                    impl_->where()));
   }
   if (sent != Io::ok) impl_->fail(sent, dl, "authenticating");
   store::Response ok;
   try {
     ok = impl_->read_response(dl);
   } catch (const PeerError&) {
-    throw ConfigError(fmt::format(
-        "the store at {} refused this process: its job token does not match MCI_JOB_TOKEN",
-        impl_->where()));
+    throw ConfigError(fmt::format("the store at {} refused this process: its job token does not match MCI_JOB_TOKEN",
+                                  impl_->where()));
   }
   if (!opts.token.empty()) {
     if (!required) {
-      throw ConfigError(fmt::format(
-          "the store at {} does not know the job token in MCI_JOB_TOKEN: it belongs to another "
-          "job, or it was started without the token",
-          impl_->where()));
+      throw ConfigError(
+          fmt::format("the store at {} does not know the job token in MCI_JOB_TOKEN: it belongs to another "
+                      "job, or it was started without the token",
+                      impl_->where()));
     }
     auto expect = auth::prove(opts.token, "mci-store-server", my_nonce);
     auth::Proof got{};
     if (ok.value.size() != got.size() ||
         (std::copy(ok.value.begin(), ok.value.end(), got.begin()), !auth::equal(got, expect))) {
-      throw ConfigError(fmt::format(
-          "the store at {} could not prove it holds the job token: another job's store, or a "
-          "stranger, listens on that port",
-          impl_->where()));
+      throw ConfigError(
+          fmt::format("the store at {} could not prove it holds the job token: another job's store, or a "
+                      "stranger, listens on that port",
+                      impl_->where()));
     }
   }
 }
@@ -203,8 +203,8 @@ StoreValue TcpStore::get(const std::string& key, std::chrono::milliseconds t) {
   r.num = t.count();
   auto resp = impl_->call(r, t);
   if (resp.status == store::Status::timeout) {
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}' at {}{}", t.count(), key,
-                                   impl_->where(), impl_->refusals(key)));
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}' at {}{}", t.count(), key, impl_->where(),
+                                   impl_->refusals(key)));
   }
   return std::move(resp.value);
 }
@@ -235,8 +235,8 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (resp.status == store::Status::timeout) {
     std::string list;
     for (const auto& k : keys) list += (list.empty() ? "'" : ", '") + k + "'";
-    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} at {}{}", t.count(), list,
-                                   impl_->where(), impl_->refusals("")));
+    throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} at {}{}", t.count(), list, impl_->where(),
+                                   impl_->refusals("")));
   }
 }
 
@@ -267,9 +267,9 @@ std::vector<std::optional<StoreValue>> TcpStore::get_range(const std::string& pr
     }
     if (n > 8) missing += ", ...";
     throw TimeoutError(fmt::format("Timed out waiting {}ms for store keys {} ({} of {} missing) at {}{}", t.count(),
-                                   missing.empty() ? fmt::format("'{}/{}' .. '{}/{}'", prefix, first, prefix,
-                                                                 first + count - 1)
-                                                   : missing,
+                                   missing.empty()
+                                       ? fmt::format("'{}/{}' .. '{}/{}'", prefix, first, prefix, first + count - 1)
+                                       : missing,
                                    n, count, impl_->where(), impl_->refusals("")));
   }
   if (!values) throw PeerError(fmt::format("the store at {} sent a malformed range reply", impl_->where()), -1);

@@ -25,9 +25,7 @@ class Writer {
     put_u32(static_cast<std::uint32_t>(n));
     out_.insert(out_.end(), p, p + n);
   }
-  void put_str(const std::string& s) {
-    put_bytes(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
-  }
+  void put_str(const std::string& s) { put_bytes(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); }
   void finish() {
     const auto body = static_cast<std::uint32_t>(out_.size() - start_ - kHeaderSize);
     for (int i = 0; i < 4; ++i) out_[start_ + 4 + i] = static_cast<std::uint8_t>(body >> (8 * i));
@@ -64,8 +62,7 @@ class Reader {
   bool bytes(StoreValue& v, std::size_t limit) {
     std::uint32_t n = 0;
     if (!u32(n) || n > limit || n > left()) return false;
-    v.assign(in_.begin() + static_cast<std::ptrdiff_t>(pos_),
-             in_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
+    v.assign(in_.begin() + static_cast<std::ptrdiff_t>(pos_), in_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
     pos_ += n;
     return true;
   }
@@ -85,8 +82,7 @@ class Reader {
 };
 
 bool takes_one_key(Op op) {
-  return op == Op::set || op == Op::get || op == Op::add || op == Op::compare_set ||
-         op == Op::remove;
+  return op == Op::set || op == Op::get || op == Op::add || op == Op::compare_set || op == Op::remove;
 }
 
 }  // namespace
@@ -122,9 +118,7 @@ void encode(const Request& r, StoreValue& out) {
       for (const auto& k : r.keys) w.put_str(k);
       w.put_i64(r.num);
       break;
-    case Op::remove:
-      w.put_str(r.keys.at(0));
-      break;
+    case Op::remove: w.put_str(r.keys.at(0)); break;
     case Op::get_range:
       w.put_str(r.keys.at(0));
       w.put_str(r.keys.at(1));
@@ -134,8 +128,7 @@ void encode(const Request& r, StoreValue& out) {
       break;
     case Op::num_keys:
     case Op::hello:
-    case Op::auth_ok:
-      break;
+    case Op::auth_ok: break;
   }
   w.finish();
 }
@@ -205,8 +198,7 @@ std::optional<Request> decode_request(std::span<const std::uint8_t> body) {
       }
       if (r.first < 0 || r.count < 0 || r.count > kMaxRange) return std::nullopt;
       break;
-    default:
-      break;
+    default: break;
   }
   if ((r.op == Op::get || r.op == Op::wait || r.op == Op::get_range) && r.num < 0) return std::nullopt;
   if (!rd.done()) return std::nullopt;

@@ -17,7 +17,7 @@ namespace mci::store {
 
 inline constexpr std::uint32_t kMagic = 0x5349434du;  // "MCIS" little-endian
 inline constexpr std::size_t kHeaderSize = 8;
-inline constexpr std::size_t kMaxBody = 64u << 20;     // 64 MiB
+inline constexpr std::size_t kMaxBody = 64u << 20;  // 64 MiB
 inline constexpr std::size_t kMaxKey = 4096;
 inline constexpr std::size_t kMaxKeys = 4096;
 // Written by the server when it refuses a process for its job token (what a
@@ -25,10 +25,17 @@ inline constexpr std::size_t kMaxKeys = 4096;
 inline constexpr std::string_view kRefusedKey = "mci/store/refused";
 
 enum class Op : std::uint8_t {
-  hello = 1,      // server -> client: u8 auth_required, nonce
-  auth,           // client -> server: proof, client nonce
-  auth_ok,        // server -> client: server proof
-  set, get, add, compare_set, wait, check, remove, num_keys,
+  hello = 1,  // server -> client: u8 auth_required, nonce
+  auth,       // client -> server: proof, client nonce
+  auth_ok,    // server -> client: server proof
+  set,
+  get,
+  add,
+  compare_set,
+  wait,
+  check,
+  remove,
+  num_keys,
   get_range,  // keys[0] prefix, keys[1] stop key (or empty), first, count, num: timeout ms
 };
 inline constexpr Op kLastOp = Op::get_range;
@@ -40,8 +47,8 @@ enum class Status : std::uint8_t { ok = 0, timeout = 1, missing = 2 };
 struct Request {
   Op op{};
   std::vector<std::string> keys;  // one key for set/get/add/cas/remove
-  StoreValue value;                    // set: value; cas: expected; auth: proof
-  StoreValue value2;                   // cas: desired; auth: client nonce
+  StoreValue value;               // set: value; cas: expected; auth: proof
+  StoreValue value2;              // cas: desired; auth: client nonce
   std::int64_t num = 0;           // add: delta; get/wait: timeout ms
   std::int64_t first = 0;         // get_range
   std::int64_t count = 0;         // get_range

@@ -35,8 +35,9 @@ std::vector<int> tree_order(const Topology& t) {
 
 void fit_advice(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) {
   if (gpu_pairs.empty()) {
-    a.fits.push_back({"ring", true, "fewer than two GPUs: nothing to choose; for the cpu backend the shm transport's "
-                                    "algorithms apply (docs/performance.md)"});
+    a.fits.push_back({"ring", true,
+                      "fewer than two GPUs: nothing to choose; for the cpu backend the shm transport's "
+                      "algorithms apply (docs/performance.md)"});
     return;
   }
   double lo = -1, hi = 0;
@@ -108,11 +109,13 @@ void warnings(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) 
         "NCCL_P2P_LEVEL=SYS enables it where the platform allows (test first: ACS or the IOMMU can make it hang or "
         "corrupt data)",
         no_p2p.size(), no_p2p.size() > 1 ? "s" : "", fmt::join(cells, "/"),
-        fmt::join(no_p2p.begin(), no_p2p.begin() + static_cast<long>(shown), ", "), shown < no_p2p.size() ? ", ..." : ""));
+        fmt::join(no_p2p.begin(), no_p2p.begin() + static_cast<long>(shown), ", "),
+        shown < no_p2p.size() ? ", ..." : ""));
   }
   std::istringstream words(t.kernel_cmdline);
   for (std::string word; words >> word;) {
-    const bool iommu = word.rfind("iommu=", 0) == 0 || word.rfind("intel_iommu=", 0) == 0 || word.rfind("amd_iommu=", 0) == 0;
+    const bool iommu =
+        word.rfind("iommu=", 0) == 0 || word.rfind("intel_iommu=", 0) == 0 || word.rfind("amd_iommu=", 0) == 0;
     // Passthrough and off leave peer traffic alone.
     if (!iommu || word.find("pt") != std::string::npos || word.find("off") != std::string::npos) continue;
     a.warnings.push_back(fmt::format(
@@ -123,9 +126,8 @@ void warnings(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) 
   }
   const std::vector<int> gpus = t.gpus();
   const std::vector<int> cpus = t.cpus();
-  const bool numa_hidden = t.numa_hidden || (!cpus.empty() && std::all_of(cpus.begin(), cpus.end(), [&](int c) {
-                                                return t.at(c).numa < 0;
-                                              }));
+  const bool numa_hidden = t.numa_hidden || (!cpus.empty() && std::all_of(cpus.begin(), cpus.end(),
+                                                                          [&](int c) { return t.at(c).numa < 0; }));
   const bool flat = gpus.size() > 1 && std::all_of(gpus.begin(), gpus.end(), [&](int g) {
                       const int p = t.at(g).parent;
                       return p >= 0 && t.at(p).kind == NodeKind::host_bridge;
@@ -141,10 +143,12 @@ void warnings(const Topology& t, const std::vector<Path>& gpu_pairs, Advice& a) 
         fmt::join(signs, "; ")));
   }
   for (const Node& n : t.nodes) {
-    if (n.up.max_gts > 0 && n.up.gts > 0 && (n.up.gts < n.up.max_gts || (n.up.max_width > 0 && n.up.width < n.up.max_width))) {
+    if (n.up.max_gts > 0 && n.up.gts > 0 &&
+        (n.up.gts < n.up.max_gts || (n.up.max_width > 0 && n.up.width < n.up.max_width))) {
       a.warnings.push_back(fmt::format(
           "{} ({}) runs its link at {} x{}, below its maximum {} x{} ({:.1f} of {:.1f} GB/s): reseat the card or check "
-          "the slot and BIOS settings (an idle GPU may also lower its link speed to save power: check again under load)",
+          "the slot and BIOS settings (an idle GPU may also lower its link speed to save power: check again under "
+          "load)",
           n.name, n.busid, gts_text(n.up.gts), n.up.width, gts_text(n.up.max_gts), n.up.max_width,
           pcie_GBps(n.up.gts, n.up.width), pcie_GBps(n.up.max_gts, n.up.max_width)));
     }

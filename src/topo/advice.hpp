@@ -13,14 +13,14 @@
 namespace mci::topo {
 
 struct AlgorithmFit {
-  std::string algorithm;   // "all-to-all/direct", "ring", "tree"
+  std::string algorithm;  // "all-to-all/direct", "ring", "tree"
   bool fits = false;
   std::string why;
 };
 
 struct Binding {
-  std::vector<int> gpus;   // node ids
-  int cpu = -1;            // the cpu node
+  std::vector<int> gpus;  // node ids
+  int cpu = -1;           // the cpu node
   int numa = -1;
   std::string cpus;
 };
@@ -30,12 +30,12 @@ struct Binding {
 struct Ring {
   std::vector<int> order;
   double GBps = 0;
-  std::string bottleneck;     // "GPU1 -> GPU2 (SYS)"
+  std::string bottleneck;  // "GPU1 -> GPU2 (SYS)"
   bool over_nvlink = false;
 };
 
 struct Advice {
-  Ring ring;                       // through every GPU
+  Ring ring;  // through every GPU
   std::vector<AlgorithmFit> fits;
   std::vector<Binding> bindings;
   std::vector<std::string> warnings;
@@ -43,8 +43,6 @@ struct Advice {
 
 Advice advise(const Topology& t);
 Ring ring_through(const Topology& t, const std::vector<int>& gpus);
-
-
 
 // The advice as text for a terminal (after the matrix).
 std::string advice_text(const Topology& t, const Advice& a);

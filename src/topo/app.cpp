@@ -1,7 +1,7 @@
 #include "topo/app.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <optional>
@@ -35,14 +35,16 @@ struct Options {
 };
 
 void add_sources(CLI::App& app, Options& o) {
-  auto* n = app.add_option("--nccl-xml", o.nccl_xml, "Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE) instead of this machine")
-                ->type_name("FILE");
+  auto* n =
+      app.add_option("--nccl-xml", o.nccl_xml, "Read NCCL's topology XML (NCCL_TOPO_DUMP_FILE) instead of this machine")
+          ->type_name("FILE");
   auto* h = app.add_option("--hwloc-xml", o.hwloc_xml, "Read hwloc's XML (lstopo --of xml) instead of this machine")
                 ->type_name("FILE");
   n->excludes(h);
   app.add_option("--sysfs-root", o.live.sys_root, "Read sysfs from DIR instead of /sys (tests, captured trees)")
       ->type_name("DIR");
-  app.add_option("--proc-root", o.live.proc_root, "Read cmdline and cpuinfo from DIR instead of /proc")->type_name("DIR");
+  app.add_option("--proc-root", o.live.proc_root, "Read cmdline and cpuinfo from DIR instead of /proc")
+      ->type_name("DIR");
   app.add_option("--nvml-library", o.live.nvml_library,
                  "NVML library to dlopen (default: $MCI_NVML_LIBRARY, else libnvidia-ml.so.1)")
       ->type_name("FILE");

@@ -17,8 +17,8 @@ enum class BindMode { none, numa, core };
 std::optional<BindMode> parse_bind_mode(const std::string& text);
 
 struct RankCpus {
-  std::vector<int> cpus;   // empty: leave the rank where it is
-  std::string why;         // "NUMA node 0 of GPU0", "cores 0-3 of NUMA node 1"
+  std::vector<int> cpus;  // empty: leave the rank where it is
+  std::string why;        // "NUMA node 0 of GPU0", "cores 0-3 of NUMA node 1"
 };
 
 // One entry per local rank. numa: the CPUs of the NUMA node of GPU

@@ -31,7 +31,8 @@ std::vector<int> parse_cpu_mask(const std::string& mask) {
   std::vector<std::uint32_t> words;
   std::stringstream ss(mask);
   std::string word;
-  while (std::getline(ss, word, ',')) words.push_back(static_cast<std::uint32_t>(std::strtoul(word.c_str(), nullptr, 16)));
+  while (std::getline(ss, word, ','))
+    words.push_back(static_cast<std::uint32_t>(std::strtoul(word.c_str(), nullptr, 16)));
   std::vector<int> out;
   // The last word holds CPUs 0-31.
   for (std::size_t w = 0; w < words.size(); ++w) {

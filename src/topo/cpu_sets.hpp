@@ -10,7 +10,7 @@ namespace mci::topo {
 
 std::vector<int> parse_cpu_list(const std::string& list);
 std::vector<int> parse_cpu_mask(const std::string& mask);
-std::string cpu_list_text(const std::vector<int>& cpus);   // "0-15,32-47"
-std::string cpu_mask_text(const std::vector<int>& cpus);   // "0000ffff"
+std::string cpu_list_text(const std::vector<int>& cpus);  // "0-15,32-47"
+std::string cpu_mask_text(const std::vector<int>& cpus);  // "0000ffff"
 
 }  // namespace mci::topo

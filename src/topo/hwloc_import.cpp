@@ -132,15 +132,17 @@ Topology read_hwloc(const std::string& xml_file) {
   HwlocTopology h = make_topology();
   hwloc_topology_t raw = h.get();
   if (!xml_file.empty() && hwloc_topology_set_xml(raw, xml_file.c_str()) != 0) {
-    throw ConfigError(fmt::format("hwloc cannot read '{}' as XML: check the path, or write it again with "
-                                  "`lstopo --of xml FILE`",
-                                  xml_file));
+    throw ConfigError(
+        fmt::format("hwloc cannot read '{}' as XML: check the path, or write it again with "
+                    "`lstopo --of xml FILE`",
+                    xml_file));
   }
   if (hwloc_topology_load(raw) != 0) {
     if (xml_file.empty()) throw ConfigError("hwloc failed to read this machine; retry with --no-hwloc (sysfs)");
-    throw ConfigError(fmt::format("hwloc cannot read '{}' as its XML (NCCL's files go to --nccl-xml); write it "
-                                  "again with `lstopo --of xml FILE` or `mci-topo --export-hwloc-xml FILE`",
-                                  xml_file));
+    throw ConfigError(
+        fmt::format("hwloc cannot read '{}' as its XML (NCCL's files go to --nccl-xml); write it "
+                    "again with `lstopo --of xml FILE` or `mci-topo --export-hwloc-xml FILE`",
+                    xml_file));
   }
   Topology t;
   t.source = xml_file.empty() ? "live (hwloc)" : "hwloc-xml " + xml_file;

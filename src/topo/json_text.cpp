@@ -81,7 +81,8 @@ std::string json_text(const Topology& t, const Advice& a) {
   adv["ring_bottleneck"] = optional_text(a.ring.bottleneck);
   adv["ring_over_nvlink"] = a.ring.over_nvlink;
   adv["fits"] = Json::array();
-  for (const AlgorithmFit& f : a.fits) adv["fits"].push_back({{"algorithm", f.algorithm}, {"fits", f.fits}, {"why", f.why}});
+  for (const AlgorithmFit& f : a.fits)
+    adv["fits"].push_back({{"algorithm", f.algorithm}, {"fits", f.fits}, {"why", f.why}});
   adv["bindings"] = Json::array();
   for (const Binding& b : a.bindings) {
     Json gpus = Json::array();

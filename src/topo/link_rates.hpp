@@ -25,6 +25,6 @@ double smp_GBps(const std::string& arch, const std::string& vendor, int family, 
 double parse_gts(const std::string& text);
 // The generation a per-lane rate belongs to (2.5 -> 1 ... 64 -> 6).
 int pcie_generation(double gts);
-std::string gts_text(double gts);   // 32 -> "32.0 GT/s PCIe" (NCCL's spelling)
+std::string gts_text(double gts);  // 32 -> "32.0 GT/s PCIe" (NCCL's spelling)
 
 }  // namespace mci::topo

@@ -10,10 +10,10 @@
 namespace mci::topo {
 
 struct LiveSources {
-  std::string sys_root = "/sys";     // tests point these at fake trees
+  std::string sys_root = "/sys";  // tests point these at fake trees
   std::string proc_root = "/proc";
-  std::string nvml_library;          // empty: $MCI_NVML_LIBRARY or libnvidia-ml.so.1
-  bool use_hwloc = true;             // used only when built in and reading /sys
+  std::string nvml_library;  // empty: $MCI_NVML_LIBRARY or libnvidia-ml.so.1
+  bool use_hwloc = true;     // used only when built in and reading /sys
 };
 
 Topology read_live(const LiveSources& s);

@@ -122,10 +122,14 @@ std::string p2p_text(const Topology& t, char mode) {
       std::string v;
       const Path p = classify(t, a, b);
       const auto reported = t.reported_p2p.find({std::min(a, b), std::max(a, b)});
-      if (a == b) v = std::string(1, 'X');  // not = "X": see append_cell
-      else if (mode == 'n') v = p.nvlinks > 0 ? "OK" : "NS";
-      else if (reported != t.reported_p2p.end()) v = reported->second;
-      else v = nccl_p2p_by_default(p) ? "OK" : "U";
+      if (a == b)
+        v = std::string(1, 'X');  // not = "X": see append_cell
+      else if (mode == 'n')
+        v = p.nvlinks > 0 ? "OK" : "NS";
+      else if (reported != t.reported_p2p.end())
+        v = reported->second;
+      else
+        v = nccl_p2p_by_default(p) ? "OK" : "U";
       s += "\t" + v;
     }
     s += "\t\n";

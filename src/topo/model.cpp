@@ -128,7 +128,8 @@ void Topology::finish() {
   for (std::size_t i = 0; i < cpu_ids.size(); ++i) {
     for (std::size_t j = i + 1; j < cpu_ids.size(); ++j) {
       const bool exists = std::any_of(links.begin(), links.end(), [&](const Link& l) {
-        return l.kind == LinkKind::smp && ((l.a == cpu_ids[i] && l.b == cpu_ids[j]) || (l.a == cpu_ids[j] && l.b == cpu_ids[i]));
+        return l.kind == LinkKind::smp &&
+               ((l.a == cpu_ids[i] && l.b == cpu_ids[j]) || (l.a == cpu_ids[j] && l.b == cpu_ids[i]));
       });
       if (exists) continue;
       const Node& c = at(cpu_ids[i]);

@@ -21,30 +21,30 @@ const char* link_kind_name(LinkKind k);
 // A PCIe link as the device reports it: the current speed and width, and
 // the maximum when known (NCCL's XML holds only the current one).
 struct PciLink {
-  double gts = 0;        // per lane, GT/s (2.5, 5, 8, 16, 32, 64)
-  int width = 0;         // lanes; 0 when hidden (VMs)
-  double max_gts = 0;    // 0 when unknown
-  int max_width = 0;     // 0 when unknown
+  double gts = 0;      // per lane, GT/s (2.5, 5, 8, 16, 32, 64)
+  int width = 0;       // lanes; 0 when hidden (VMs)
+  double max_gts = 0;  // 0 when unknown
+  int max_width = 0;   // 0 when unknown
 };
 
 struct Node {
   int id = -1;
   NodeKind kind = NodeKind::pci_device;
-  std::string name;      // GPU0, NIC0, CPU0, SW0, HB0, NVS0, PCI0
-  int parent = -1;       // the PCI tree: device -> switch -> host bridge -> cpu
-  std::string busid;     // 0000:17:00.0 (lower case); empty for cpus and fabrics
-  int numa = -1;         // cpu: its NUMA node id; -1 when the machine hides it
-  int package = 0;       // cpu: its socket
-  std::string cpus;      // cpu: the CPU list, "0-15,32-47"
-  std::string arch, vendor;   // cpu
+  std::string name;          // GPU0, NIC0, CPU0, SW0, HB0, NVS0, PCI0
+  int parent = -1;           // the PCI tree: device -> switch -> host bridge -> cpu
+  std::string busid;         // 0000:17:00.0 (lower case); empty for cpus and fabrics
+  int numa = -1;             // cpu: its NUMA node id; -1 when the machine hides it
+  int package = 0;           // cpu: its socket
+  std::string cpus;          // cpu: the CPU list, "0-15,32-47"
+  std::string arch, vendor;  // cpu
   int cpu_model = 0, cpu_family = 0;
-  int index = -1;        // gpu: CUDA/NVML index; nic: NIC#
-  int sm = 0;            // gpu: compute capability x10 (90 = Hopper)
-  int rank = -1;         // gpu: the rank NCCL gave it in a dump
-  std::string label;     // gpu: product name; nic: interface or HCA name
-  double nic_gbps = 0;   // nic: port speed, Gb/s
+  int index = -1;                                 // gpu: CUDA/NVML index; nic: NIC#
+  int sm = 0;                                     // gpu: compute capability x10 (90 = Hopper)
+  int rank = -1;                                  // gpu: the rank NCCL gave it in a dump
+  std::string label;                              // gpu: product name; nic: interface or HCA name
+  double nic_gbps = 0;                            // nic: port speed, Gb/s
   std::string pci_class, pci_vendor, pci_device;  // "0x030200", "0x10de"
-  PciLink up;            // pci nodes: the link towards the parent
+  PciLink up;                                     // pci nodes: the link towards the parent
 };
 
 struct Link {
@@ -59,7 +59,7 @@ struct Link {
 enum class PciLevel { self = 0, pix = 1, pxb = 2, phb = 3, node = 4, sys = 5 };
 
 struct Topology {
-  std::string source;    // "nccl-xml tests/.../x.xml", "live (hwloc, NVML)"
+  std::string source;  // "nccl-xml tests/.../x.xml", "live (hwloc, NVML)"
   std::vector<Node> nodes;
   std::vector<Link> links;
   // Why no GPU is in the model, when none is ("NVML: libnvidia-ml.so.1 not
@@ -71,18 +71,18 @@ struct Topology {
   // Facts for the advice, read from the host when live.
   std::string kernel_cmdline;
   bool hypervisor = false;
-  bool numa_hidden = false;   // devices report NUMA node -1
+  bool numa_hidden = false;  // devices report NUMA node -1
   // nvidia-smi's own answer per GPU pair when NVML gave one (it then wins
   // over what the PCI tree implies); keys are GPU node ids, lower first.
   std::map<std::pair<int, int>, PciLevel> reported_levels;
   // NVML's P2P read status per GPU pair ("OK", "CNS", ...).
   std::map<std::pair<int, int>, std::string> reported_p2p;
 
-  int add(Node n);                      // returns the new id
+  int add(Node n);  // returns the new id
   void add_link(Link l);
   const Node& at(int id) const { return nodes.at(static_cast<std::size_t>(id)); }
   Node& at(int id) { return nodes.at(static_cast<std::size_t>(id)); }
-  std::vector<int> of_kind(NodeKind k) const;   // ids in index/name order
+  std::vector<int> of_kind(NodeKind k) const;  // ids in index/name order
   std::vector<int> gpus() const { return of_kind(NodeKind::gpu); }
   std::vector<int> nics() const { return of_kind(NodeKind::nic); }
   std::vector<int> cpus() const { return of_kind(NodeKind::cpu); }

@@ -33,13 +33,17 @@ struct PendingNvlink {
 
 class Importer {
  public:
-  explicit Importer(std::string what) { t_.source = "nccl-xml " + what; what_ = std::move(what); }
+  explicit Importer(std::string what) {
+    t_.source = "nccl-xml " + what;
+    what_ = std::move(what);
+  }
 
   Topology run(const XmlElement& root) {
     if (root.name != "system") {
-      throw ConfigError(fmt::format("{}: the root element is <{}>, NCCL's topology files start with <system>; "
-                                    "pass a file written through NCCL_TOPO_DUMP_FILE",
-                                    what_, root.name));
+      throw ConfigError(
+          fmt::format("{}: the root element is <{}>, NCCL's topology files start with <system>; "
+                      "pass a file written through NCCL_TOPO_DUMP_FILE",
+                      what_, root.name));
     }
     for (const XmlElement& e : root.children) {
       if (e.name == "cpu") cpu(e);
@@ -176,8 +180,8 @@ class Importer {
     if (!hidden_width_.empty()) {
       std::vector<std::string> ids;
       for (int id : hidden_width_) ids.push_back(t_.at(id).busid);
-      t_.notes.push_back(fmt::format("{}: link width 0 (hidden, as VMs do) for {}; x16 is assumed", what_,
-                                     fmt::join(ids, ", ")));
+      t_.notes.push_back(
+          fmt::format("{}: link width 0 (hidden, as VMs do) for {}; x16 is assumed", what_, fmt::join(ids, ", ")));
     }
   }
 
@@ -278,8 +282,10 @@ class Exporter {
     w_.open("pci", pci_attrs(n));
     if (n.kind == NodeKind::gpu) {
       const std::vector<const Link*> nv = nvlinks_of(n.id);
-      Attrs g{{"dev", std::to_string(n.index)}, {"sm", std::to_string(n.sm)},
-              {"rank", std::to_string(n.rank >= 0 ? n.rank : n.index)}, {"gdr", "1"}};
+      Attrs g{{"dev", std::to_string(n.index)},
+              {"sm", std::to_string(n.sm)},
+              {"rank", std::to_string(n.rank >= 0 ? n.rank : n.index)},
+              {"gdr", "1"}};
       if (nv.empty()) {
         w_.leaf("gpu", g);
       } else {

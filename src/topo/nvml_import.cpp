@@ -103,7 +103,8 @@ class Merger {
       n.busid = busid;
       n.parent = cpu_from_affinity(h);
       id = t_.add(n);
-      t_.notes.push_back(fmt::format("NVML's GPU {} ({}) is not in the PCI tree: its path is NVML's word alone", index, busid));
+      t_.notes.push_back(
+          fmt::format("NVML's GPU {} ({}) is not in the PCI tree: its path is NVML's word alone", index, busid));
     }
     Node& n = t_.at(id);
     n.kind = NodeKind::gpu;
@@ -198,9 +199,10 @@ bool add_nvml(Topology& t, const std::string& library) {
   Library lib(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
   if (!lib) {
     const char* why = dlerror();
-    t.no_gpu_reason = fmt::format("NVML could not be loaded ({}): no NVIDIA driver is installed here; install it, or "
-                                  "set MCI_NVML_LIBRARY to its libnvidia-ml.so.1",
-                                  why ? why : library);
+    t.no_gpu_reason = fmt::format(
+        "NVML could not be loaded ({}): no NVIDIA driver is installed here; install it, or "
+        "set MCI_NVML_LIBRARY to its libnvidia-ml.so.1",
+        why ? why : library);
     return false;
   }
   Api api;
@@ -219,14 +221,15 @@ bool add_nvml(Topology& t, const std::string& library) {
   bind(lib.get(), "nvmlDeviceGetCpuAffinity", api.cpu_affinity);
   bind(lib.get(), "nvmlDeviceGetP2PStatus", api.p2p);
   if (!complete) {
-    t.no_gpu_reason = fmt::format("{} lacks NVML functions mci-topo needs (driver too old?); update the NVIDIA driver",
-                                  library);
+    t.no_gpu_reason =
+        fmt::format("{} lacks NVML functions mci-topo needs (driver too old?); update the NVIDIA driver", library);
     return false;
   }
   const nvmlReturn_t r = api.init();
   if (r == kDriverNotLoaded) {
-    t.no_gpu_reason = "NVML found no loaded NVIDIA driver (NVML_ERROR_DRIVER_NOT_LOADED): load it (modprobe nvidia) "
-                      "or check `nvidia-smi`";
+    t.no_gpu_reason =
+        "NVML found no loaded NVIDIA driver (NVML_ERROR_DRIVER_NOT_LOADED): load it (modprobe nvidia) "
+        "or check `nvidia-smi`";
     return false;
   }
   if (r != kSuccess) {

@@ -191,8 +191,8 @@ std::vector<Path> all_paths(const Topology& t) {
 }
 
 bool nccl_p2p_by_default(const Path& p) {
-  return p.nccl == NcclPath::loc || p.nccl == NcclPath::nvl || p.nccl == NcclPath::nvb ||
-         p.nccl == NcclPath::pix || p.nccl == NcclPath::pxb;
+  return p.nccl == NcclPath::loc || p.nccl == NcclPath::nvl || p.nccl == NcclPath::nvb || p.nccl == NcclPath::pix ||
+         p.nccl == NcclPath::pxb;
 }
 
 }  // namespace mci::topo

@@ -11,11 +11,11 @@ namespace mci::topo {
 
 struct PciFunction {
   std::string busid;
-  unsigned class_id = 0;     // 16 bits: 0x0604 bridge, 0x0302 3D controller, 0x0200 ethernet
+  unsigned class_id = 0;  // 16 bits: 0x0604 bridge, 0x0302 3D controller, 0x0200 ethernet
   unsigned vendor = 0, device = 0;
   PciLink link;
-  double GBps = 0;           // hwloc knows only the rate, not speed and width
-  std::string net_name;      // the interface or HCA below a NIC
+  double GBps = 0;       // hwloc knows only the rate, not speed and width
+  std::string net_name;  // the interface or HCA below a NIC
 };
 
 class PciTreeBuilder {

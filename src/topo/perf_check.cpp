@@ -13,8 +13,8 @@ namespace mci::topo {
 
 namespace {
 
-constexpr double kNvlinkGuide = 0.8;   // NCCL's rings reach about this on NVLink
-constexpr double kPcieGuide = 0.6;     // and at least this on PCIe
+constexpr double kNvlinkGuide = 0.8;  // NCCL's rings reach about this on NVLink
+constexpr double kPcieGuide = 0.6;    // and at least this on PCIe
 
 double best_busbw(const nlohmann::json& j) {
   double best = j.value("peak_busbw_GBps", 0.0);
@@ -54,9 +54,10 @@ PerfCheck check_perf(const Topology& t, const std::string& json, const std::stri
     throw ConfigError(fmt::format("{} is not JSON ({}): pass the file mci-perf wrote with --json", what, e.what()));
   }
   if (!j.is_object() || j.value("tool", "") != "mci-perf") {
-    throw ConfigError(fmt::format("{} was not written by mci-perf (no \"tool\": \"mci-perf\"): pass the file "
-                                  "mci-perf wrote with --json",
-                                  what));
+    throw ConfigError(
+        fmt::format("{} was not written by mci-perf (no \"tool\": \"mci-perf\"): pass the file "
+                    "mci-perf wrote with --json",
+                    what));
   }
   PerfCheck c;
   c.collective = j.value("collective", "?");
@@ -74,9 +75,10 @@ PerfCheck check_perf(const Topology& t, const std::string& json, const std::stri
       c.ceiling_from = "the memory-copy ceiling given with --ceiling";
       c.guide = kPcieGuide;
     } else {
-      s += fmt::format("The ranks used host memory: their ceiling is the memory-copy rate, which mci-topo cannot "
-                       "know. Run\n{} --benchmark_filter=Memcpy and pass its GB/s with --ceiling.\n",
-                       ceilings_program);
+      s += fmt::format(
+          "The ranks used host memory: their ceiling is the memory-copy rate, which mci-topo cannot "
+          "know. Run\n{} --benchmark_filter=Memcpy and pass its GB/s with --ceiling.\n",
+          ceilings_program);
     }
   } else if (gpus.size() < 2) {
     s += "One GPU: no link is crossed, so there is no line rate to compare with.\n";
@@ -88,9 +90,10 @@ PerfCheck check_perf(const Topology& t, const std::string& json, const std::stri
     for (const Node& n : t.nodes) nvswitch = nvswitch || n.kind == NodeKind::nvswitch;
   }
   if (hosts.size() > 1) {
-    s += fmt::format("The ranks ran on {} hosts: the network between them is likely the real ceiling, and this\n"
-                     "topology shows one host only.\n",
-                     hosts.size());
+    s += fmt::format(
+        "The ranks ran on {} hosts: the network between them is likely the real ceiling, and this\n"
+        "topology shows one host only.\n",
+        hosts.size());
   }
   if (c.line_GBps > 0) {
     c.fraction = c.busbw_GBps / c.line_GBps;

@@ -12,12 +12,12 @@ namespace mci::topo {
 struct PerfCheck {
   std::string collective, backend;
   int ranks = 0;
-  double busbw_GBps = 0;        // the best busbw of the sweep
-  double line_GBps = 0;         // the ceiling it is compared with; 0 when unknown
-  std::string ceiling_from;     // what the ceiling is ("ring GPU0 -> GPU1 (NV18)")
-  double guide = 0;             // the fraction a healthy run reaches
+  double busbw_GBps = 0;     // the best busbw of the sweep
+  double line_GBps = 0;      // the ceiling it is compared with; 0 when unknown
+  std::string ceiling_from;  // what the ceiling is ("ring GPU0 -> GPU1 (NV18)")
+  double guide = 0;          // the fraction a healthy run reaches
   std::optional<double> fraction;
-  std::string text;             // the verdict for the terminal
+  std::string text;  // the verdict for the terminal
 };
 
 // `ceiling_GBps`: for the cpu backend, the memory-copy rate bench_ceilings

@@ -176,7 +176,8 @@ void add_sysfs_link_facts(Topology& t, const std::string& root) {
                 t.links.end());
   if (!hidden.empty()) {
     t.numa_hidden = true;
-    t.notes.push_back(fmt::format("NUMA node -1 (hidden) for {}: shown on the first NUMA node", fmt::join(hidden, ", ")));
+    t.notes.push_back(
+        fmt::format("NUMA node -1 (hidden) for {}: shown on the first NUMA node", fmt::join(hidden, ", ")));
   }
 }
 

@@ -25,11 +25,16 @@ std::string unescape(const std::string& s) {
     }
     const auto semi = s.find(';', i);
     const std::string ent = semi == std::string::npos ? "" : s.substr(i + 1, semi - i - 1);
-    if (ent == "lt") out += '<';
-    else if (ent == "gt") out += '>';
-    else if (ent == "amp") out += '&';
-    else if (ent == "quot") out += '"';
-    else if (ent == "apos") out += '\'';
+    if (ent == "lt")
+      out += '<';
+    else if (ent == "gt")
+      out += '>';
+    else if (ent == "amp")
+      out += '&';
+    else if (ent == "quot")
+      out += '"';
+    else if (ent == "apos")
+      out += '\'';
     else {
       out += s[i];
       continue;
@@ -89,10 +94,14 @@ class Parser {
   void skip_misc() {
     for (;;) {
       skip_ws();
-      if (starts("<?")) skip_until("?>");
-      else if (starts("<!--")) skip_until("-->");
-      else if (starts("<!")) skip_until(">");
-      else return;
+      if (starts("<?"))
+        skip_until("?>");
+      else if (starts("<!--"))
+        skip_until("-->");
+      else if (starts("<!"))
+        skip_until(">");
+      else
+        return;
     }
   }
 

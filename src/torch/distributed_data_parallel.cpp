@@ -37,18 +37,20 @@ DType dtype_of_tensor(const at::Tensor& t, const std::string& name) {
     case at::kInt: return DType::i32;
     case at::kLong: return DType::i64;
     default:
-      throw ConfigError(fmt::format("DistributedDataParallel: '{}' has dtype {}, which mci cannot communicate "
-                                    "(it takes float, double, half, bfloat16 and 8/32/64-bit integers)",
-                                    name, c10::toString(t.scalar_type())));
+      throw ConfigError(
+          fmt::format("DistributedDataParallel: '{}' has dtype {}, which mci cannot communicate "
+                      "(it takes float, double, half, bfloat16 and 8/32/64-bit integers)",
+                      name, c10::toString(t.scalar_type())));
   }
 }
 
 Device device_of_tensor(const at::Tensor& t, const std::string& name) {
   if (t.is_cpu()) return Device::cpu();
   if (t.is_cuda()) return Device::cuda(t.get_device());
-  throw ConfigError(fmt::format("DistributedDataParallel: '{}' lives on {}; mci communicates host (cpu) and "
-                                "CUDA tensors only",
-                                name, t.device().str()));
+  throw ConfigError(
+      fmt::format("DistributedDataParallel: '{}' lives on {}; mci communicates host (cpu) and "
+                  "CUDA tensors only",
+                  name, t.device().str()));
 }
 
 // A contiguous tensor's memory as a BufferView.
@@ -161,12 +163,12 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
     }
     reducer->finish();
     if (!unused.empty() && !opts.find_unused_parameters) {
-      throw ConfigError(fmt::format(
-          "DistributedDataParallel: {} of {} parameters received no gradient in this backward: {}. "
-          "Construct DistributedDataParallel with DdpOptions::find_unused_parameters = true when the "
-          "forward does not use every parameter, or make the loss depend on all of them (the gradients "
-          "were still averaged, with these parameters' current gradients)",
-          unused.size(), params.size(), fmt::join(unused, ", ")));
+      throw ConfigError(
+          fmt::format("DistributedDataParallel: {} of {} parameters received no gradient in this backward: {}. "
+                      "Construct DistributedDataParallel with DdpOptions::find_unused_parameters = true when the "
+                      "forward does not use every parameter, or make the loss depend on all of them (the gradients "
+                      "were still averaged, with these parameters' current gradients)",
+                      unused.size(), params.size(), fmt::join(unused, ", ")));
     }
   }
 };
@@ -194,9 +196,10 @@ Replica::Replica(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<::torch::nn::
   if (!pg) throw ConfigError("DistributedDataParallel needs a process group (got a null pointer)");
   if (!module) throw ConfigError("DistributedDataParallel needs a module (got a null pointer)");
   if (opts.bucket_cap_mb < 0) {
-    throw ConfigError(fmt::format("DistributedDataParallel: bucket_cap_mb is {}; give 0 (one bucket per "
-                                  "parameter) or more",
-                                  opts.bucket_cap_mb));
+    throw ConfigError(
+        fmt::format("DistributedDataParallel: bucket_cap_mb is {}; give 0 (one bucket per "
+                    "parameter) or more",
+                    opts.bucket_cap_mb));
   }
   State& s = *state_;
   s.pg = std::move(pg);

@@ -34,7 +34,8 @@ void encode(const FrameHeader& h, std::span<std::uint8_t, kFrameHeaderSize> out)
   p[6] = static_cast<std::uint8_t>(h.fp.dtype);
   p[7] = static_cast<std::uint8_t>(h.fp.op);
   p[8] = static_cast<std::uint8_t>(h.fp.algo);
-  const auto lr = static_cast<std::uint32_t>(h.latest_rank < 0 || h.latest_rank > kMaxRankInFrame ? 0 : h.latest_rank + 1);
+  const auto lr =
+      static_cast<std::uint32_t>(h.latest_rank < 0 || h.latest_rank > kMaxRankInFrame ? 0 : h.latest_rank + 1);
   p[9] = static_cast<std::uint8_t>(lr);
   p[10] = static_cast<std::uint8_t>(lr >> 8);
   p[11] = static_cast<std::uint8_t>(lr >> 16);

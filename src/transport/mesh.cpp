@@ -12,7 +12,8 @@ namespace mci::transport {
 namespace {
 
 Mesh connect_tcp(Store& store, const MeshOptions& o, const Deadline& dl) {
-  auto t = connect_tcp_mesh(store, o.rank, o.size, o.listen_host, o.session, o.token, dl, TcpWait{o.spin, o.yield}, o.connect);
+  auto t = connect_tcp_mesh(store, o.rank, o.size, o.listen_host, o.session, o.token, dl, TcpWait{o.spin, o.yield},
+                            o.connect);
   ArrivalLog* arrivals = t.get();
   return Mesh{std::move(t), arrivals};
 }

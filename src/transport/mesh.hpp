@@ -22,9 +22,9 @@ namespace mci::transport {
 struct MeshOptions {
   int rank = 0;
   int size = 1;
-  std::string listen_host;  // the address peers reach this rank at
-  std::string session;      // unique name of the group instance, proven on connect
-  std::string token;        // job token, empty if none
+  std::string listen_host;            // the address peers reach this rank at
+  std::string session;                // unique name of the group instance, proven on connect
+  std::string token;                  // job token, empty if none
   std::chrono::nanoseconds spin{0};   // poll without sleeping this long before a wait sleeps
   std::chrono::nanoseconds yield{0};  // then poll and give the core away this long (ranks outnumber cores)
   ConnectMode connect = ConnectMode::lazy;

@@ -7,8 +7,8 @@
 // that sends to one neighbour while receiving from the other cannot deadlock.
 #pragma once
 
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -39,8 +39,7 @@ class Transport {
 
   // The fingerprint rides with the data; the receiver checks it against its
   // own, and the byte count against what it expects.
-  virtual OpHandle post_send(int peer, const Fingerprint& fp, const void* data,
-                             std::size_t bytes) = 0;
+  virtual OpHandle post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) = 0;
   virtual OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) = 0;
   // Progresses everything posted until this one operation is complete (so an
   // algorithm can reduce a chunk while the next ones are still arriving).

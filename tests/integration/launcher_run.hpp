@@ -38,8 +38,7 @@ inline std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // Polls cond every 10 ms until it holds or the limit passes.
-inline bool eventually(const std::function<bool()>& cond,
-                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (!cond()) {
     if (std::chrono::steady_clock::now() >= end) return false;

@@ -188,8 +188,9 @@ TEST(MpiBackend, AGroupThatIsNotTheMpiJobIsRefused) {
   }
   const auto l = launch(argv, {{"MCI_TEST_BACKEND", "mpi"}, {"MCI_TEST_TIMEOUT_MS", "20000"}});
   EXPECT_FALSE(l.status.exited && l.status.code == 0) << l.out;
-  EXPECT_TRUE(has(l.out, "backend 'mpi' needs the group to be the MPI job, rank for rank: MPI says this process is "
-                         "rank 0 of 2, the group says rank 1 of 2"))
+  EXPECT_TRUE(has(l.out,
+                  "backend 'mpi' needs the group to be the MPI job, rank for rank: MPI says this process is "
+                  "rank 0 of 2, the group says rank 1 of 2"))
       << l.out;
 }
 

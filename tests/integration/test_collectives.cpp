@@ -20,8 +20,7 @@ int run_matrix_scenario(bool quick) {
     cfg.dtypes = {DType::f32, DType::bf16, DType::i32};
   }
   int failures = mci::test::run_matrix(*pg, cfg, std::cout);
-  std::cout << fmt::format("rank {} matrix done: {} failures, {} collectives\n", pg->rank(), failures,
-                           pg->last_seq())
+  std::cout << fmt::format("rank {} matrix done: {} failures, {} collectives\n", pg->rank(), failures, pg->last_seq())
             << std::flush;
   return failures == 0 ? 0 : 1;
 }
@@ -121,7 +120,6 @@ MCI_SCENARIO(p2p_exchange) {
   return 0;
 }
 
-
 // The worker's "algorithms:" line: which algorithms each collective ran with.
 std::string algorithms_of(const std::string& kind, const std::string& out) {
   const auto line = out.find("algorithms:");
@@ -163,8 +161,8 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
   job.wait(std::chrono::seconds(240));
   for (int r = 0; r < c.world; ++r) {
     const auto st = job.status(r);
-    EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig
-                                           << "\n" << job.all_output();
+    EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig << "\n"
+                                           << job.all_output();
     EXPECT_NE(job.output(r).find("matrix done: 0 failures"), std::string::npos) << job.output(r);
     // The algorithms that ran are the ones chosen or forced.
     const std::string& out = job.output(r);
@@ -177,8 +175,8 @@ TEST_P(Matrix, EveryCollectiveEveryDtypeMatchesReference) {
       }
     } else if (!c.hosts.empty()) {
       EXPECT_NE(out.find("collectives are hierarchical"), std::string::npos) << out;
-      for (const char* kind : {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
-                               "reduce_scatter", "barrier"}) {
+      for (const char* kind :
+           {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "barrier"}) {
         EXPECT_EQ(algorithms_of(kind, out), "hierarchical") << kind << "\n" << out;
       }
       // Large all-to-all blocks go straight between ranks (select.hpp).
@@ -198,10 +196,9 @@ INSTANTIATE_TEST_SUITE_P(Worlds, Matrix,
                          // Every rank of these jobs is on this host: "auto" is
                          // shared memory; "tcp" and the forced TCP algorithms
                          // (ring, recursive_doubling) cover the TCP suite.
-                         ::testing::Values(Case{1, ""}, Case{2, ""}, Case{3, ""}, Case{4, ""},
-                                           Case{5, "", "shm"}, Case{2, "", "tcp"}, Case{3, "", "tcp"},
-                                           Case{4, "", "tcp"}, Case{2, "ring"}, Case{3, "ring"},
-                                           Case{4, "ring"}, Case{3, "recursive_doubling"},
+                         ::testing::Values(Case{1, ""}, Case{2, ""}, Case{3, ""}, Case{4, ""}, Case{5, "", "shm"},
+                                           Case{2, "", "tcp"}, Case{3, "", "tcp"}, Case{4, "", "tcp"}, Case{2, "ring"},
+                                           Case{3, "ring"}, Case{4, "ring"}, Case{3, "recursive_doubling"},
                                            Case{4, "recursive_doubling"}, Case{3, "direct", "tcp"},
                                            Case{4, "direct", "tcp"}, Case{3, "direct"},
                                            // Hosts of 2+2, 1+2 and 2+3 ranks (interleaved), and

@@ -39,9 +39,9 @@ std::string norm(const std::string& text) {
   for (std::size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (std::isdigit(c)) {
-      while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
-                                 (text[i] == '.' && i + 1 < text.size() &&
-                                  std::isdigit(static_cast<unsigned char>(text[i + 1]))))) {
+      while (i < text.size() &&
+             (std::isdigit(static_cast<unsigned char>(text[i])) ||
+              (text[i] == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1]))))) {
         ++i;
       }
       out += '#';
@@ -78,11 +78,11 @@ std::string line_with(const std::string& text, const std::string& part) {
                      (end == std::string::npos ? text.size() : end) - (start == std::string::npos ? 0 : start + 1));
 }
 
-#define EXPECT_QUOTED(page, name, message)                                                              \
-  do {                                                                                                  \
-    const std::string m_ = (message);                                                                   \
-    EXPECT_FALSE(m_.empty()) << "the run did not print the message " #message;                          \
-    EXPECT_TRUE(quotes(page, m_)) << name << " does not quote what the tool printed:\n" << m_;         \
+#define EXPECT_QUOTED(page, name, message)                                                     \
+  do {                                                                                         \
+    const std::string m_ = (message);                                                          \
+    EXPECT_FALSE(m_.empty()) << "the run did not print the message " #message;                 \
+    EXPECT_TRUE(quotes(page, m_)) << name << " does not quote what the tool printed:\n" << m_; \
   } while (0)
 
 std::vector<std::string> labo(std::vector<std::string> launcher_args) {
@@ -98,10 +98,11 @@ TEST(DocsQuote, TheGroupProjectAsTheLabPrintsIt) {
   ASSERT_EQ(m.code(std::chrono::seconds(60)), 1) << m.all();
   const std::string all = m.all();
   const std::string timeout = between(all, "labo: TimeoutError: Timed out waiting", " Gloo: [");
-  const std::vector<std::string> report = {
-      line_with(all, "mci hang report for all_reduce #1"), line_with(all, "  rank 0: waited"),
-      line_with(all, "  rank 1: never entered"), line_with(all, "Ranks that never entered"),
-      line_with(all, "mcirun: rank 0's hang report is above, in its output")};
+  const std::vector<std::string> report = {line_with(all, "mci hang report for all_reduce #1"),
+                                           line_with(all, "  rank 0: waited"),
+                                           line_with(all, "  rank 1: never entered"),
+                                           line_with(all, "Ranks that never entered"),
+                                           line_with(all, "mcirun: rank 0's hang report is above, in its output")};
   for (const char* page : {"labo.md", "troubleshooting.md"}) {
     EXPECT_QUOTED(doc(page), page, timeout);
     for (const auto& line : report) EXPECT_QUOTED(doc(page), page, line);
@@ -154,7 +155,8 @@ TEST(DocsQuote, AMismatchOnGloo) {
       << rank1;
   const std::string promise = between(rank0.empty() ? rank1 : rank0, "called a different collective", "sooner)");
   EXPECT_QUOTED(readme(), "README.md", promise);
-  EXPECT_QUOTED(doc("troubleshooting.md"), "troubleshooting.md", between(job.all_output(), "A mismatch, not a hang", ":"));
+  EXPECT_QUOTED(doc("troubleshooting.md"), "troubleshooting.md",
+                between(job.all_output(), "A mismatch, not a hang", ":"));
 }
 
 TEST(DocsQuote, MciAlgoSetDifferentlyIsAConfigErrorAtInit) {
@@ -175,8 +177,7 @@ TEST(DocsQuote, ADeadPeerOnOneHost) {
   // The operation it died in varies (the barrier or the all-reduce); the
   // words around it must not.
   EXPECT_QUOTED(doc("troubleshooting.md"), "troubleshooting.md", between(line, "rank", "exited or crashed during"));
-  EXPECT_QUOTED(doc("troubleshooting.md"), "troubleshooting.md",
-                line.substr(line.rfind(" on rank ")));
+  EXPECT_QUOTED(doc("troubleshooting.md"), "troubleshooting.md", line.substr(line.rfind(" on rank ")));
 }
 
 // A process with another job token: it is refused, and the ranks that wait
@@ -244,9 +245,13 @@ TEST(DocsQuote, AMissingTokenIsSaidOnceAndTheReadmeExampleRuns) {
 // exits 1 instead of abort()'s "terminate called after throwing".
 TEST(DocsQuote, TheReadmeExampleSaysWhatWentWrong) {
   Spawner sp;
-  sp.spawn({built("readme_example")}, {{"RANK", "\x01"}, {"WORLD_SIZE", "\x01"}, {"MASTER_ADDR", "\x01"},
-                                       {"MASTER_PORT", "\x01"}, {"SLURM_PROCID", "\x01"},
-                                       {"OMPI_COMM_WORLD_RANK", "\x01"}, {"PMI_RANK", "\x01"},
+  sp.spawn({built("readme_example")}, {{"RANK", "\x01"},
+                                       {"WORLD_SIZE", "\x01"},
+                                       {"MASTER_ADDR", "\x01"},
+                                       {"MASTER_PORT", "\x01"},
+                                       {"SLURM_PROCID", "\x01"},
+                                       {"OMPI_COMM_WORLD_RANK", "\x01"},
+                                       {"PMI_RANK", "\x01"},
                                        {"PMIX_RANK", "\x01"}});
   const auto st = sp.wait(0, std::chrono::seconds(30));
   const std::string out = sp.child(0).output();

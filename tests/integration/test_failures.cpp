@@ -1,8 +1,8 @@
 // Bounded waits and failures: a rank that never arrives, a rank that dies
 // mid-collective, ranks that call different collectives.
 #include <dirent.h>
-#include <csignal>
 #include <gtest/gtest.h>
+#include <csignal>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -94,10 +94,8 @@ MCI_SCENARIO(mismatch) {
   return 1;
 }
 
-
 TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
-  Job job(2, Scenario{"timeout"},
-          {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}});
+  Job job(2, Scenario{"timeout"}, {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}});
   job.wait(std::chrono::seconds(60));
   const std::string out = job.output(0);
   EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
@@ -108,20 +106,21 @@ TEST(Timeout, RankThatNeverArrivesGivesTimeoutErrorNamingIt) {
   // The hang report: who never arrived and what it was doing instead.
   EXPECT_NE(out.find("mci hang report for all_reduce #1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1: never entered all_reduce #1 (f32 x 2, sum); alive, outside mci (in user code)"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("last completed: none"), std::string::npos) << out;
   EXPECT_NE(out.find("Ranks that never entered all_reduce #1 (f32 x 2, sum): 1."), std::string::npos) << out;
 }
 
 TEST(Timeout, StoppedRankIsReportedAsFrozenNotDead) {
-  Job job(3, Scenario{"stopped"},
-          {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_HANG_REPORT_WAIT_MS", "1000"}});
+  Job job(3, Scenario{"stopped"}, {{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_HANG_REPORT_WAIT_MS", "1000"}});
   job.wait_rank(0, std::chrono::seconds(30));
   job.wait_rank(2, std::chrono::seconds(30));
   const std::string out = job.output(0) + job.output(2);
   EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
   EXPECT_NE(out.find("rank 1: did not answer within 1.0 s: process " + std::to_string(job.pid(1)) + " is stopped"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("Ranks that did not answer: 1"), std::string::npos) << out;
 }
 

@@ -13,9 +13,9 @@
 namespace mci::test {
 namespace {
 
-#define MCI_REQUIRE_GLOO()                                                              \
-  if (!mci::backend_available("gloo")) {                                                \
-    GTEST_SKIP() << "this build has no gloo backend (libgloo-dev was not found)";       \
+#define MCI_REQUIRE_GLOO()                                                        \
+  if (!mci::backend_available("gloo")) {                                          \
+    GTEST_SKIP() << "this build has no gloo backend (libgloo-dev was not found)"; \
   }
 
 std::map<std::string, std::string> gloo_env(std::map<std::string, std::string> extra = {}) {
@@ -38,8 +38,8 @@ TEST_P(GlooMatrix, EveryCollectiveEveryDtypeMatchesReference) {
   job.wait(std::chrono::seconds(120));
   for (int r = 0; r < world; ++r) {
     const auto st = job.status(r);
-    EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig
-                                           << "\n" << job.all_output();
+    EXPECT_TRUE(st.exited && st.code == 0) << "rank " << r << " code " << st.code << " sig " << st.sig << "\n"
+                                           << job.all_output();
     EXPECT_NE(job.output(r).find("matrix done: 0 failures"), std::string::npos) << job.output(r);
   }
 }
@@ -73,8 +73,7 @@ TEST(GlooPointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
 
 TEST(GlooTimeout, RankThatNeverArrivesGivesTimeoutError) {
   MCI_REQUIRE_GLOO();
-  Job job(2, Scenario{"timeout"},
-          gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}}));
+  Job job(2, Scenario{"timeout"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}}));
   job.wait(std::chrono::seconds(60));
   const std::string out = job.output(0);
   EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();

@@ -24,8 +24,8 @@ std::vector<std::string> labo(std::vector<std::string> launcher_args) {
 
 void expect_success_lines(const std::string& out, const std::string& backend) {
   for (int r : {0, 1}) {
-    EXPECT_TRUE(has(out, "RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
-                             " WORLD_SIZE=2 backend=" + backend))
+    EXPECT_TRUE(
+        has(out, "RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=2 backend=" + backend))
         << out;
     EXPECT_TRUE(has(out, "entre " + std::to_string(r))) << out;
     EXPECT_TRUE(has(out, "sort " + std::to_string(r))) << out;
@@ -61,8 +61,7 @@ TEST_P(LaboSuccess, TwoRanksPrintTheMeanTheGradientAndOneTiming) {
   // Lines are never glued: every stdout line is one of the lab's.
   for (const auto& l : lines_of(m.out())) {
     const bool known = l.rfind("RANK=", 0) == 0 || l.rfind("entre ", 0) == 0 || l.rfind("sort ", 0) == 0 ||
-                       l.rfind("moyenne ", 0) == 0 || l.rfind("gradient ", 0) == 0 ||
-                       l.rfind("all_reduce_ms ", 0) == 0;
+                       l.rfind("moyenne ", 0) == 0 || l.rfind("gradient ", 0) == 0 || l.rfind("all_reduce_ms ", 0) == 0;
     EXPECT_TRUE(known) << "unexpected stdout line: '" << l << "'";
   }
 }
@@ -76,8 +75,12 @@ TEST(Labo, NcclWithoutAVisibleGpuStopsEveryRankWithTheCourseMessage) {
 
 TEST(Labo, WithoutTheLauncherInitNamesTheMissingVariableAndEnvMethod) {
   Spawner s;
-  s.spawn({built("labo")}, {{"RANK", "\x01"}, {"WORLD_SIZE", "\x01"}, {"MASTER_ADDR", "\x01"},
-                            {"MASTER_PORT", "\x01"}, {"LOCAL_RANK", "\x01"}, {"MCI_BACKEND", "\x01"}});
+  s.spawn({built("labo")}, {{"RANK", "\x01"},
+                            {"WORLD_SIZE", "\x01"},
+                            {"MASTER_ADDR", "\x01"},
+                            {"MASTER_PORT", "\x01"},
+                            {"LOCAL_RANK", "\x01"},
+                            {"MCI_BACKEND", "\x01"}});
   const auto st = s.wait(0, std::chrono::seconds(30));
   const std::string out = s.child(0).output();
   EXPECT_TRUE(st.exited && st.code != 0) << out;

@@ -29,7 +29,6 @@ MCI_SCENARIO(init) {
   return 0;
 }
 
-
 using namespace std::chrono_literals;
 using Strings = std::vector<std::string>;
 
@@ -153,8 +152,7 @@ TEST(Launcher, AFailureStopsTheOthersAtOnceAndIsSummarized) {
 }
 
 TEST(Launcher, ARankKilledByASignalIsNamedSo) {
-  Mcirun m(args({"--standalone", "--nproc_per_node=2"},
-                sh("if [ $RANK = 0 ]; then kill -SEGV $$; fi; exec sleep 30")));
+  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("if [ $RANK = 0 ]; then kill -SEGV $$; fi; exec sleep 30")));
   ASSERT_EQ(m.code(), 1) << m.all();
   EXPECT_TRUE(contains(m.err(), "mcirun: rank 0 (pid")) << m.all();
   EXPECT_TRUE(contains(m.err(), "ended with signal SIGSEGV")) << m.all();
@@ -162,7 +160,8 @@ TEST(Launcher, ARankKilledByASignalIsNamedSo) {
 
 TEST(Launcher, ARankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   const std::string script =
-      "if [ $RANK = 1 ]; then trap '' TERM; echo $$ > $TEST_DIR/.pid.1; mv $TEST_DIR/.pid.1 $TEST_DIR/pid.1; while :; do sleep 0.05; done; fi;"
+      "if [ $RANK = 1 ]; then trap '' TERM; echo $$ > $TEST_DIR/.pid.1; mv $TEST_DIR/.pid.1 $TEST_DIR/pid.1; while :; "
+      "do sleep 0.05; done; fi;"
       "while [ ! -e $TEST_DIR/pid.1 ]; do sleep 0.01; done; exit 1";
   Mcirun m(args({"--standalone", "--nproc_per_node=2", "--grace=0.5"}, sh(script)));
   ASSERT_EQ(m.code(), 1) << m.all();
@@ -216,7 +215,8 @@ char proc_state(pid_t pid) {
 TEST(Launcher, CtrlZPausesTheRanksAndContinueResumesThem) {
   // The ranks lead their own process groups, so a terminal's SIGTSTP reaches
   // only mcirun, which must pass it on.
-  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
+  Mcirun m(args({"--standalone", "--nproc_per_node=2"},
+                sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
   ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 5s)) << m.all();
   const auto pids = recorded_pids(m, "pid.");
   ASSERT_EQ(pids.size(), 2u);
@@ -275,7 +275,8 @@ TEST(Launcher, NoOrphansAfterSuccessEither) {
 }
 
 TEST(Launcher, RanksDieWithMcirunEvenWhenItIsKilled) {
-  Mcirun m(args({"--standalone", "--nproc_per_node=2"}, sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
+  Mcirun m(args({"--standalone", "--nproc_per_node=2"},
+                sh("echo $$ > $TEST_DIR/.pid.$RANK; mv $TEST_DIR/.pid.$RANK $TEST_DIR/pid.$RANK; exec sleep 30")));
   ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 5s)) << m.all();
   const auto pids = recorded_pids(m, "pid.");
   ASSERT_EQ(pids.size(), 2u);
@@ -290,8 +291,8 @@ TEST(Launcher, HeavyOutputFromFourRanksComesOutInWholeLines) {
   // yes | head writes 4 KiB blocks that cut lines anywhere; four ranks do it
   // at once on stdout and stderr. Every relayed line must be one whole line.
   const std::string text = "the quick brown fox jumps over the lazy dog 0123456789 ";
-  const std::string script = "yes \"out $RANK " + text + "\" | head -n 20000 & yes \"err $RANK " + text +
-                             "\" | head -n 20000 >&2; wait";
+  const std::string script =
+      "yes \"out $RANK " + text + "\" | head -n 20000 & yes \"err $RANK " + text + "\" | head -n 20000 >&2; wait";
   Mcirun m(args({"--standalone", "--nproc_per_node=4"}, sh(script)), {{"OMP_NUM_THREADS", "1"}});
   ASSERT_EQ(m.code(60s), 0) << m.err().substr(0, 2000);
   for (const auto& [stream, text_of] : std::map<std::string, std::string>{{"out", m.out()}, {"err", m.err()}}) {
@@ -319,8 +320,7 @@ TEST(Launcher, PartialWritesAreJoinedAndPrefixedAndALastLineGetsItsNewline) {
   ASSERT_EQ(m.code(), 0) << m.all();
   Strings got = lines_of(m.out());
   std::sort(got.begin(), got.end());
-  EXPECT_EQ(got, (Strings{"[rank 0] start-0 end-0", "[rank 0] tail-0", "[rank 1] start-1 end-1",
-                          "[rank 1] tail-1"}))
+  EXPECT_EQ(got, (Strings{"[rank 0] start-0 end-0", "[rank 0] tail-0", "[rank 1] start-1 end-1", "[rank 1] tail-1"}))
       << m.all();
   EXPECT_EQ(m.out().back(), '\n');
 }
@@ -343,8 +343,9 @@ TEST(Launcher, AProgramThatCannotRunIsOneLineAndExitCode1) {
   ASSERT_EQ(script.code(), 0) << script.all();
   Mcirun noexec({"--standalone", script.dir() + "/s"});
   EXPECT_EQ(noexec.code(), 1);
-  EXPECT_EQ(noexec.err(), "mcirun: cannot run '" + script.dir() + "/s': Exec format error (a script needs a first "
-                          "line like #!/bin/sh)\n");
+  EXPECT_EQ(noexec.err(), "mcirun: cannot run '" + script.dir() +
+                              "/s': Exec format error (a script needs a first "
+                              "line like #!/bin/sh)\n");
 
   Mcirun dir({"--standalone", "/tmp"});
   EXPECT_EQ(dir.code(), 1);

@@ -45,7 +45,8 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
   }
   std::set<std::string> expect;
   for (int r = 0; r < 4; ++r) {
-    expect.insert(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=4 GROUP_RANK={} MCI_STORE_PORT={}", r, r % 2, r / 2, port));
+    expect.insert(
+        fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=4 GROUP_RANK={} MCI_STORE_PORT={}", r, r % 2, r / 2, port));
   }
   EXPECT_EQ(lines, expect) << n0.all() << n1.all();
   ASSERT_EQ(master_ports.size(), 1u) << "one MASTER_PORT for the whole job: " << n0.all() << n1.all();
@@ -127,14 +128,18 @@ TEST_P(MultiNodeStop, CtrlCOnOneNodeIsPassedOnByEveryNode) {
   Mcirun n0(node(0, port, program), kEnv);
   Mcirun n1(node(1, port, program), kEnv);
   Mcirun* nodes[2] = {&n0, &n1};
-  ASSERT_TRUE(eventually([&] {
-    return n0.has_file("ready.0") && n0.has_file("ready.1") && n1.has_file("ready.2") && n1.has_file("ready.3");
-  }, 20s)) << n0.all() << n1.all();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return n0.has_file("ready.0") && n0.has_file("ready.1") && n1.has_file("ready.2") && n1.has_file("ready.3");
+      },
+      20s))
+      << n0.all() << n1.all();
   ASSERT_EQ(::kill(nodes[stopped]->pid(), SIGINT), 0);
   EXPECT_EQ(nodes[stopped]->code(), 130) << nodes[stopped]->all();
   EXPECT_EQ(nodes[other]->code(), 130) << nodes[other]->all();
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(nodes[r / 2]->file(fmt::format("got.{}", r)), "got INT\n") << "rank " << r << ": " << n0.all() << n1.all();
+    EXPECT_EQ(nodes[r / 2]->file(fmt::format("got.{}", r)), "got INT\n")
+        << "rank " << r << ": " << n0.all() << n1.all();
   }
   const std::string err = nodes[other]->err();
   EXPECT_TRUE(contains(err, fmt::format("mcirun: node {} (host ", stopped))) << err;

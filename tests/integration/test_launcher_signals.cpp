@@ -89,7 +89,8 @@ TEST_F(LauncherSignals, CtrlCIsAKeyboardInterruptInEveryRankAndExitStatus130) {
   ASSERT_EQ(m.code(), 130) << m.all();
   const std::string err = m.err();
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(m.file(fmt::format("checkpoint.{}", r)), "saved\n") << "rank " << r << "'s except KeyboardInterrupt: " << m.all();
+    EXPECT_EQ(m.file(fmt::format("checkpoint.{}", r)), "saved\n")
+        << "rank " << r << "'s except KeyboardInterrupt: " << m.all();
     EXPECT_EQ(m.file(fmt::format("finally.{}", r)), "done\n") << "rank " << r << "'s finally: " << m.all();
   }
   EXPECT_TRUE(contains(err, "mcirun: received SIGINT: stopping the job")) << err;
@@ -168,8 +169,8 @@ TEST(LauncherPython, AMissingModuleNamesTheInterpreterAndHowToChooseAnother) {
     // The interpreter named before the script.
     Mcirun m({"--standalone", kPython, script.path()});
     ASSERT_EQ(m.code(), 1) << m.all();
-    EXPECT_TRUE(contains(m.err(), fmt::format("ran under the Python interpreter {} (named on the command line)",
-                                              kPython)))
+    EXPECT_TRUE(
+        contains(m.err(), fmt::format("ran under the Python interpreter {} (named on the command line)", kPython)))
         << m.all();
   }
   {
@@ -181,9 +182,10 @@ TEST(LauncherPython, AMissingModuleNamesTheInterpreterAndHowToChooseAnother) {
 }
 
 TEST(LauncherPython, ATracebackOnStdoutIsQuotedWhenStderrIsEmpty) {
-  Script script("prints.py", "import sys, traceback\n"
-                             "try:\n    raise ValueError('bad batch size')\n"
-                             "except ValueError:\n    traceback.print_exc(file=sys.stdout)\n    sys.exit(2)\n");
+  Script script("prints.py",
+                "import sys, traceback\n"
+                "try:\n    raise ValueError('bad batch size')\n"
+                "except ValueError:\n    traceback.print_exc(file=sys.stdout)\n    sys.exit(2)\n");
   Mcirun m({"--standalone", script.path()}, {{"MCI_PYTHON", kPython}});
   ASSERT_EQ(m.code(), 1) << m.all();
   const std::string err = m.err();

@@ -33,7 +33,10 @@ MCI_SCENARIO(misuse) {
     if (c == "count" || c == "algo") {
       pg->all_reduce(mci::view(f));
     } else if (c == "dtype") {
-      if (r == 0) pg->all_reduce(mci::view(f)); else pg->all_reduce(mci::view(i));
+      if (r == 0)
+        pg->all_reduce(mci::view(f));
+      else
+        pg->all_reduce(mci::view(i));
     } else if (c == "op") {
       pg->all_reduce(mci::view(f), r == 0 ? mci::ReduceOp::sum : mci::ReduceOp::max);
     } else if (c == "root") {
@@ -66,7 +69,6 @@ MCI_SCENARIO(misuse) {
   check_untouched();
   return 0;
 }
-
 
 struct Outcome {
   std::vector<int> codes;
@@ -111,7 +113,8 @@ TEST(Misuse, DifferentOpsAreAMismatch) {
 TEST(Misuse, DifferentRootsAreCaughtInSharedMemory) {
   auto o = run_case("root");
   EXPECT_TRUE(has(o, "MismatchError")) << o.out;
-  EXPECT_TRUE(has(o, "called broadcast #1 (f32 x 8, root 0) but rank 1 called broadcast #1 (f32 x 8, root 1)")) << o.out;
+  EXPECT_TRUE(has(o, "called broadcast #1 (f32 x 8, root 0) but rank 1 called broadcast #1 (f32 x 8, root 1)"))
+      << o.out;
 }
 
 TEST(Misuse, DifferentRootsOverTcpAreCaughtByTheNextCollective) {

@@ -162,8 +162,9 @@ TEST_P(PerfAllReduce, SweepChecksEveryElementAndWritesTheSummaryAndJson) {
 
   const auto csv_lines = lines_of(slurp(csv));
   ASSERT_EQ(csv_lines.size(), 1u + 9 * 2);
-  EXPECT_EQ(
-      csv_lines[1].rfind("all_reduce,cpu,auto,auto," + std::to_string(world) + ",8,2,f32,sum,-1,out_of_place,", 0), 0u)
+  EXPECT_EQ(csv_lines[1].rfind("all_reduce,cpu,auto,auto," + std::to_string(world) + ",8,2,f32,sum,-1,out_of_place,",
+                               0),
+            0u)
       << csv_lines[1];
 }
 
@@ -309,7 +310,8 @@ TEST(Perf, AloneItRunsAOneRankJob) {
 TEST(Perf, ANcclTestsParserReadsTheOutputAndTheJsonFile) {
   TempDir dir;
   const std::string json = dir.path + "/nccl.json";
-  const std::string out = run_perf(2, {"all_reduce", "-b", "8", "-e", "64K", "-f", "4", "-n", "2", "-w", "1", "-J", json});
+  const std::string out =
+      run_perf(2, {"all_reduce", "-b", "8", "-e", "64K", "-f", "4", "-n", "2", "-w", "1", "-J", json});
   const auto text = nccl_tests::parse_text(out);
   EXPECT_EQ(text.program, "all_reduce_perf");
   EXPECT_EQ(text.nthread, 1);
@@ -344,7 +346,8 @@ TEST(Perf, ANcclTestsParserReadsTheOutputAndTheJsonFile) {
 
 // nccl-tests' -d all and -o all: every type, and for each every op.
 TEST(Perf, AllTypesAndAllOpsRunInTurnAndAreChecked) {
-  const std::string out = run_perf(2, {"all_reduce", "-b", "8", "-e", "16", "-n", "1", "-w", "0", "-d", "all", "-o", "all"});
+  const std::string out =
+      run_perf(2, {"all_reduce", "-b", "8", "-e", "16", "-n", "1", "-w", "0", "-d", "all", "-o", "all"});
   expect_all_rows_right(out, 8 * 5 * 2, true);
   const auto text = nccl_tests::parse_text(out);
   EXPECT_EQ(text.rows.front().type, "int8");
@@ -357,9 +360,8 @@ TEST(Perf, AllTypesAndAllOpsRunInTurnAndAreChecked) {
 TEST(Perf, CyclesAggregatedIterationsAndCpuTime) {
   TempDir dir;
   const std::string json = dir.path + "/c.json";
-  const std::string out =
-      run_perf(2, {"broadcast", "-b", "8", "-e", "64", "-f", "8", "-n", "2", "-w", "0", "-N", "2", "-m", "3", "-C", "1",
-                   "-J", json});
+  const std::string out = run_perf(2, {"broadcast", "-b", "8", "-e", "64", "-f", "8", "-n", "2", "-w", "0", "-N", "2",
+                                       "-m", "3", "-C", "1", "-J", json});
   expect_all_rows_right(out, 4, true);  // two sizes, twice
   const auto text = nccl_tests::parse_text(out);
   EXPECT_EQ(text.agg_iters, 3);
@@ -384,8 +386,8 @@ TEST(Perf, IgnoredNcclTestsFlagsAreSaidOnce) {
 // -g N -t M starts N x M processes of one rank, through mcirun's launcher.
 TEST(Perf, DashGStartsItsOwnRanks) {
   std::string out;
-  const auto st = run_alone({"all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-g", "2", "-t", "2"},
-                            out);
+  const auto st =
+      run_alone({"all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-g", "2", "-t", "2"}, out);
   EXPECT_EQ(st.code, 0) << out;
   const auto text = nccl_tests::parse_text(out);
   EXPECT_EQ(text.ngpus, 2);

@@ -14,7 +14,6 @@
 
 namespace mci::test {
 
-
 namespace {
 
 double input_value(DType t, int r, int c, std::size_t i, bool narrow) { return perf::input_value(t, r, c, i, narrow); }
@@ -38,16 +37,14 @@ struct Runner {
     if (std::find(seen.begin(), seen.end(), w.algorithm()) == seen.end()) seen.push_back(w.algorithm());
   }
 
-
-
   // Fills `count` elements of dtype t with rank r's input for collective c.
   void fill(DType t, std::vector<std::uint8_t>& buf, std::size_t count, int r, int c, bool narrow,
             std::size_t offset = 0) {
     perf::fill_values(t, buf.data() + offset * dtype_size(t), count,
                       [&](std::size_t i) { return input_value(t, r, c, i, narrow); });
   }
-  void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c,
-                      bool narrow, std::size_t first = 0) {
+  void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c, bool narrow,
+                      std::size_t first = 0) {
     perf::fill_values(t, buf.data(), count,
                       [&](std::size_t i) { return perf::reduced_value(t, op, n, c, first + i, narrow); });
   }
@@ -56,10 +53,10 @@ struct Runner {
     const std::size_t es = dtype_size(t);
     if (count == 0 || std::memcmp(got, want, count * es) == 0) return true;
     for (std::size_t i = 0; i < count; ++i) {
-      if (std::memcmp(static_cast<const std::uint8_t*>(got) + i * es,
-                      static_cast<const std::uint8_t*>(want) + i * es, es) != 0) {
-        err << fmt::format("FAIL rank {} {} {} count {}: element {} is {} but must be {}\n", rank,
-                           what, dtype_name(t), count, i, load_element(t, got, i), load_element(t, want, i));
+      if (std::memcmp(static_cast<const std::uint8_t*>(got) + i * es, static_cast<const std::uint8_t*>(want) + i * es,
+                      es) != 0) {
+        err << fmt::format("FAIL rank {} {} {} count {}: element {} is {} but must be {}\n", rank, what, dtype_name(t),
+                           count, i, load_element(t, got, i), load_element(t, want, i));
         break;
       }
     }
@@ -215,8 +212,8 @@ struct Runner {
     fill_reference(t, want, count, op, c, narrow, count * rank);
     const std::string what = fmt::format("reduce_scatter({}{})", reduce_op_name(op), in_place ? ", in place" : "");
     if (in_place) {
-      ran(pg.reduce_scatter(BufferView{in.data(), count * n, t},
-                        BufferView{in.data() + count * es * rank, count, t}, op));
+      ran(pg.reduce_scatter(BufferView{in.data(), count * n, t}, BufferView{in.data() + count * es * rank, count, t},
+                            op));
       expect(what.c_str(), t, in.data() + count * es * rank, want.data(), count);
     } else {
       ran(pg.reduce_scatter(BufferView{in.data(), count * n, t}, BufferView{out.data(), count, t}, op));

@@ -35,12 +35,12 @@ struct Row {
 };
 
 struct Report {
-  std::string program;           // "# Collective test starting: NAME"
-  std::string concluded;         // "# Collective test concluded: NAME"
+  std::string program;    // "# Collective test starting: NAME"
+  std::string concluded;  // "# Collective test concluded: NAME"
   int nthread = 0, ngpus = 0, warmup = 0, iters = 0, agg_iters = 0, validation = -1, graph = -1;
   long long min_bytes = 0, max_bytes = 0, step = 0;
-  std::string step_kind;         // factor or bytes
-  std::string time_label;        // time or cputime
+  std::string step_kind;   // factor or bytes
+  std::string time_label;  // time or cputime
   std::vector<Device> devices;
   std::vector<Row> rows;
   long long out_of_bounds = -1;

@@ -62,8 +62,6 @@ std::string self_program() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-std::vector<std::string> scenario_command(const std::string& name) {
-  return {self_program(), "--scenario=" + name};
-}
+std::vector<std::string> scenario_command(const std::string& name) { return {self_program(), "--scenario=" + name}; }
 
 }  // namespace mci::test

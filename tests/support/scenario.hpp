@@ -17,14 +17,14 @@ namespace mci::test {
 
 namespace exit_code {
 inline constexpr int ok = 0;
-inline constexpr int failed = 1;            // the scenario's own check failed
+inline constexpr int failed = 1;  // the scenario's own check failed
 inline constexpr int unknown_scenario = 2;
-inline constexpr int buffer_changed = 3;    // a failed call modified a user buffer
-inline constexpr int timeout = 10;          // TimeoutError
-inline constexpr int peer = 11;             // PeerError
-inline constexpr int mismatch = 12;         // MismatchError
-inline constexpr int config = 13;           // ConfigError
-inline constexpr int other_error = 14;      // any other mci::Error
+inline constexpr int buffer_changed = 3;  // a failed call modified a user buffer
+inline constexpr int timeout = 10;        // TimeoutError
+inline constexpr int peer = 11;           // PeerError
+inline constexpr int mismatch = 12;       // MismatchError
+inline constexpr int config = 13;         // ConfigError
+inline constexpr int other_error = 14;    // any other mci::Error
 }  // namespace exit_code
 
 using ScenarioBody = int (*)();
@@ -44,8 +44,8 @@ struct Scenario {
 
 }  // namespace mci::test
 
-#define MCI_SCENARIO(name)                                                                             \
-  static int mci_scenario_##name();                                                                    \
-  [[maybe_unused]] static const bool mci_scenario_added_##name =                                       \
-      ::mci::test::add_scenario(#name, &mci_scenario_##name);                                          \
+#define MCI_SCENARIO(name)                                       \
+  static int mci_scenario_##name();                              \
+  [[maybe_unused]] static const bool mci_scenario_added_##name = \
+      ::mci::test::add_scenario(#name, &mci_scenario_##name);    \
   static int mci_scenario_##name()

@@ -45,8 +45,8 @@ Spawner::~Spawner() {
   ::rmdir(dir_.c_str());
 }
 
-std::size_t Spawner::spawn(const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env, bool new_session) {
+std::size_t Spawner::spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                           bool new_session) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e; ++e) {
     const char* eq = std::strchr(*e, '=');

@@ -14,10 +14,10 @@
 namespace mci::test {
 
 struct ExitStatus {
-  bool exited = false;    // normal exit (code) vs killed by a signal (sig)
+  bool exited = false;  // normal exit (code) vs killed by a signal (sig)
   int code = -1;
   int sig = 0;
-  bool timed_out = false; // the test's own limit ran out and we killed it
+  bool timed_out = false;  // the test's own limit ran out and we killed it
 };
 
 struct Child {

@@ -76,7 +76,9 @@ class Worker {
     const int n = o_.clients;
     return fmt::format("{}/{}/{}", o_.prefix, round, ((client % n) + n) % n);
   }
-  std::string value(int client, int round) const { return fmt::format("v{}.{}", ((client % o_.clients) + o_.clients) % o_.clients, round); }
+  std::string value(int client, int round) const {
+    return fmt::format("v{}.{}", ((client % o_.clients) + o_.clients) % o_.clients, round);
+  }
 
   void fail(Sim& s, const std::string& why) {
     if (s.over) return;
@@ -132,7 +134,8 @@ class Worker {
       return fail(s, r == 0 ? "the store closed the connection" : fmt::format("recv: {}", std::strerror(errno)));
     }
     while (!s.over && s.in.size() >= store::kHeaderSize) {
-      const auto len = store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(s.in.data(), store::kHeaderSize));
+      const auto len =
+          store::body_length(std::span<const std::uint8_t, store::kHeaderSize>(s.in.data(), store::kHeaderSize));
       if (!len) return fail(s, "malformed frame from the store");
       if (s.in.size() < store::kHeaderSize + *len) break;
       auto resp = store::decode_response(std::span<const std::uint8_t>(s.in.data() + store::kHeaderSize, *len));
@@ -183,7 +186,8 @@ class Worker {
         result.waiting_us.push_back(us);
         if (r.status != store::Status::ok) return fail(s, "get/wait timed out");
         if (s.step == kGet && to_string(r.value) != value(s.index + 1, s.round)) {
-          return fail(s, fmt::format("get returned '{}', expected '{}'", to_string(r.value), value(s.index + 1, s.round)));
+          return fail(s,
+                      fmt::format("get returned '{}', expected '{}'", to_string(r.value), value(s.index + 1, s.round)));
         }
         break;
     }
@@ -222,8 +226,7 @@ class Worker {
         q.keys = {key(s.index - 1, s.round), key(s.index + 7, s.round)};
         q.num = std::max<long long>(wait_ms, 1);
         break;
-      case kHello:
-        break;
+      case kHello: break;
     }
     send(s, q);
   }
@@ -239,8 +242,8 @@ class Worker {
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(std::min<double>(std::ceil(q * static_cast<double>(v.size())) - 1,
-                                                           static_cast<double>(v.size() - 1)));
+  const auto i = static_cast<std::size_t>(
+      std::min<double>(std::ceil(q * static_cast<double>(v.size())) - 1, static_cast<double>(v.size() - 1)));
   return v[std::max<std::size_t>(i, 0)];
 }
 

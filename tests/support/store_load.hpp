@@ -27,9 +27,9 @@ struct StoreLoadOptions {
 };
 
 struct StoreLoadResult {
-  int finished = 0;    // clients that completed every round with right answers
-  int failed = 0;      // clients dropped, refused or answered wrongly
-  int unfinished = 0;  // still running at the time limit
+  int finished = 0;                 // clients that completed every round with right answers
+  int failed = 0;                   // clients dropped, refused or answered wrongly
+  int unfinished = 0;               // still running at the time limit
   std::vector<std::string> errors;  // the first few failures
   std::uint64_t requests = 0;
   double seconds = 0;

@@ -49,8 +49,7 @@ inline std::vector<std::string> flatten(const std::vector<std::vector<std::strin
 
 // Runs body(pg) on `world` threads; returns each rank's exception text ("" if
 // none).
-inline std::vector<std::string> run_ranks(int world,
-                                          const std::function<void(std::shared_ptr<ProcessGroup>)>& body,
+inline std::vector<std::string> run_ranks(int world, const std::function<void(std::shared_ptr<ProcessGroup>)>& body,
                                           std::string backend = "cpu",
                                           std::chrono::milliseconds timeout = std::chrono::seconds(20),
                                           const std::function<void(InitOptions&)>& tweak = {}) {

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+// IValue complete first: see examples/train/train_ddp.cpp (clang 14, C++20).
+#include <ATen/core/ivalue.h>
 #include <torch/torch.h>
 
 #include "mci/mci.hpp"
@@ -46,7 +48,6 @@ TORCH_MODULE(Net);
 
 namespace mci::test {
 namespace {
-
 
 // Rank r's batch at `step`, the same on every process that asks.
 std::pair<::torch::Tensor, ::torch::Tensor> batch(int step, int r) {
@@ -85,8 +86,8 @@ bool identical_on_every_rank(ProcessGroup& pg, Net& net) {
   std::vector<float> all(mine.size() * static_cast<std::size_t>(pg.size()));
   pg.all_gather(view(mine), view(all));
   for (int r = 1; r < pg.size(); ++r) {
-    if (std::memcmp(all.data(), all.data() + mine.size() * static_cast<std::size_t>(r),
-                    mine.size() * sizeof(float)) != 0) {
+    if (std::memcmp(all.data(), all.data() + mine.size() * static_cast<std::size_t>(r), mine.size() * sizeof(float)) !=
+        0) {
       return false;
     }
   }
@@ -278,8 +279,7 @@ MCI_SCENARIO(torch_buckets_start_during_backward) {
   // hook on fc1's output, and fc1.weight's (32 x 16 = 512) after it.
   const auto pos = [&](const std::string& e) { return std::find(events.begin(), events.end(), e) - events.begin(); };
   const bool ok = pos("bucket of 128") < pos("fc1 input gradient") &&
-                  pos("fc1 input gradient") < pos("bucket of 512") &&
-                  pos("bucket of 512") < pos("backward returned");
+                  pos("fc1 input gradient") < pos("bucket of 512") && pos("bucket of 512") < pos("backward returned");
   say(ok ? "buckets start during backward" : "buckets did not start during backward");
   return ok ? exit_code::ok : exit_code::failed;
 }
@@ -345,8 +345,7 @@ TEST(TorchDdp, AModelThatDiffersBetweenRanksIsNamed) {
     EXPECT_EQ(job.status(r).code, exit_code::mismatch) << job.all_output();
     EXPECT_NE(job.output(r).find("at parameter 0 'fc1.weight'"), std::string::npos) << job.all_output();
   }
-  EXPECT_NE(job.output(0).find("rank 0 has f32 [32, 16], rank 1 has f32 [33, 16]"), std::string::npos)
-      << job.output(0);
+  EXPECT_NE(job.output(0).find("rank 0 has f32 [32, 16], rank 1 has f32 [33, 16]"), std::string::npos) << job.output(0);
 }
 
 TEST(TorchDdp, ARankDyingMidBackwardGivesPeerErrorNotAHang) {

@@ -59,8 +59,12 @@ TEST(TrainDdp, NcclWithoutCudaLibTorchSaysWhatToDo) {
 TEST(TrainMultinode, TwoNodesOfTwoRanksEachFinish) {
   const int port = free_port();
   auto node = [&](int node_rank) {
-    return Strings{"--nnodes=2", fmt::format("--node_rank={}", node_rank), "--nproc_per_node=2",
-                   "--master_addr=127.0.0.1", fmt::format("--master_port={}", port), built("train_multinode")};
+    return Strings{"--nnodes=2",
+                   fmt::format("--node_rank={}", node_rank),
+                   "--nproc_per_node=2",
+                   "--master_addr=127.0.0.1",
+                   fmt::format("--master_port={}", port),
+                   built("train_multinode")};
   };
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "train-multinode"}, {"OMP_NUM_THREADS", "1"}};
   Mcirun n0(node(0), env);

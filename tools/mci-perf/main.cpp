@@ -21,6 +21,4 @@ int start_ranks(int ranks, std::vector<std::string> argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return mci::perf::perf_main({argv, argv + argc}, std::cout, std::cerr, start_ranks);
-}
+int main(int argc, char** argv) { return mci::perf::perf_main({argv, argv + argc}, std::cout, std::cerr, start_ranks); }

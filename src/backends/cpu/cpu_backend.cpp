@@ -32,20 +32,22 @@ class CpuBackend final : public Backend {
       : store_(ctx.store), forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, s, dl);
-    auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size,
-                                        transport::ShmOptions{s.shm_mode, s.shm_buffer_bytes, s.shm_wait, s.host_id},
-                                        dl);
+    auto setup =
+        transport::connect_shm(*ctx.store, ctx.rank, ctx.size,
+                               transport::ShmOptions{s.shm_mode, s.shm_buffer_bytes, s.shm_wait, s.host_id}, dl);
     // Spin on the sockets before sleeping only while this machine's ranks
     // each have a core (with more ranks than cores a spinner steals the time
     // of the rank it waits for); then poll and yield the core instead.
     const bool core_each = std::max(setup.machine_ranks, 1) <= setup.machine_cpus;
-    auto mesh = transport::connect_mesh(
-        "tcp", *ctx.store,
-        transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
-                               core_each ? std::chrono::nanoseconds(s.tcp_spin) : std::chrono::nanoseconds(0),
-                               core_each ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(s.tcp_yield),
-                               s.connect},
-        dl);
+    auto mesh =
+        transport::connect_mesh("tcp", *ctx.store,
+                                transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
+                                                       core_each ? std::chrono::nanoseconds(s.tcp_spin)
+                                                                 : std::chrono::nanoseconds(0),
+                                                       core_each ? std::chrono::nanoseconds(0)
+                                                                 : std::chrono::nanoseconds(s.tcp_yield),
+                                                       s.connect},
+                                dl);
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;
     shm_ = std::move(setup.world);
@@ -54,8 +56,8 @@ class CpuBackend final : public Backend {
       layout_ = coll::Layout::one_host;
     } else if (!hosts_.empty()) {
       layout_ = coll::Layout::hierarchical;
-      log::info("rank {}: {} hosts, this one with {} rank(s); collectives are hierarchical", ctx.rank,
-                hosts_.hosts(), setup.members.size());
+      log::info("rank {}: {} hosts, this one with {} rank(s); collectives are hierarchical", ctx.rank, hosts_.hosts(),
+                setup.members.size());
     }
   }
 
@@ -109,9 +111,7 @@ class CpuBackend final : public Backend {
     return true;
   }
 
-  void progress_p2p(std::chrono::milliseconds max_wait, const Deadline& dl) override {
-    mesh_->progress(max_wait, dl);
-  }
+  void progress_p2p(std::chrono::milliseconds max_wait, const Deadline& dl) override { mesh_->progress(max_wait, dl); }
 
   void abort(const std::string& reason) noexcept override {
     if (shm_) shm_->abort(reason);
@@ -139,10 +139,11 @@ class CpuBackend final : public Backend {
       const bool mine_first = other < 0 || rank < other;
       const auto a = mine_first ? std::pair{rank, mine} : std::pair{other, theirs};
       const auto b = mine_first ? std::pair{other, theirs} : std::pair{rank, mine};
-      error = fmt::format("the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
-                          "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
-                          "(or leave them unset everywhere).",
-                          a.first, a.second, b.first, b.second);
+      error = fmt::format(
+          "the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
+          "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
+          "(or leave them unset everywhere).",
+          a.first, a.second, b.first, b.second);
     }
     const GroupVerdict v =
         agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
@@ -162,8 +163,7 @@ class CpuBackend final : public Backend {
 
   // Wall clock, comparable between processes (and, with NTP, hosts).
   static std::int64_t wall_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 
@@ -174,7 +174,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<transport::ShmWorld> shm_;
   DeviceStaging staging_;
   coll::Layout layout_ = coll::Layout::flat;
-  coll::HostMap hosts_;  // hierarchical layout: which rank is on which host
+  coll::HostMap hosts_;                    // hierarchical layout: which rank is on which host
   coll::Place place_ = coll::Place::mesh;  // where the last operation ran
   coll::Scratch scratch_;
   coll::Scratch packed_;

@@ -65,9 +65,10 @@ CpuSettings CpuSettings::from_env() {
     if (*c == "eager") {
       s.connect = transport::ConnectMode::eager;
     } else if (*c != "lazy" && !c->empty()) {
-      throw ConfigError(fmt::format("MCI_CONNECT='{}' is not a connection mode: use lazy (connect to a peer when an "
-                                    "algorithm first needs it, the default) or eager (connect every pair at init)",
-                                    *c));
+      throw ConfigError(
+          fmt::format("MCI_CONNECT='{}' is not a connection mode: use lazy (connect to a peer when an "
+                      "algorithm first needs it, the default) or eager (connect every pair at init)",
+                      *c));
     }
   }
   s.host_id = env_str("MCI_HOST_ID").value_or("");

@@ -15,16 +15,16 @@
 namespace mci {
 
 struct CpuSettings {
-  std::optional<Algo> forced_algo;                                   // MCI_ALGO (nullopt: auto)
-  transport::ShmMode shm_mode = transport::ShmMode::automatic;       // MCI_TRANSPORT
+  std::optional<Algo> forced_algo;                              // MCI_ALGO (nullopt: auto)
+  transport::ShmMode shm_mode = transport::ShmMode::automatic;  // MCI_TRANSPORT
   // Per-rank shared-memory staging: 4 buffers of this size (two staging, two
   // result), whatever the message size.
-  std::size_t shm_buffer_bytes = transport::ShmOptions{}.buffer_bytes;  // MCI_SHM_BUFFER_BYTES
+  std::size_t shm_buffer_bytes = transport::ShmOptions{}.buffer_bytes;       // MCI_SHM_BUFFER_BYTES
   coll::SharedCopier::Mode shm_copies = coll::SharedCopier::Mode::adaptive;  // MCI_SHM_STREAMING
-  transport::ShmWait shm_wait;                                       // MCI_SHM_SPIN_US, MCI_SHM_YIELD_US
-  std::chrono::microseconds tcp_spin{50};                            // MCI_TCP_SPIN_US
-  std::chrono::microseconds tcp_yield{200};                          // MCI_TCP_YIELD_US
-  transport::ConnectMode connect = transport::ConnectMode::lazy;  // MCI_CONNECT
+  transport::ShmWait shm_wait;                                               // MCI_SHM_SPIN_US, MCI_SHM_YIELD_US
+  std::chrono::microseconds tcp_spin{50};                                    // MCI_TCP_SPIN_US
+  std::chrono::microseconds tcp_yield{200};                                  // MCI_TCP_YIELD_US
+  transport::ConnectMode connect = transport::ConnectMode::lazy;             // MCI_CONNECT
   std::string host_id;  // MCI_HOST_ID: pretend hosts on one machine (empty: the machine's identity)
 
   // Throws ConfigError naming the variable, its value and what it accepts.

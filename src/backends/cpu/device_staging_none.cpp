@@ -10,8 +10,9 @@ DeviceStaging::DeviceStaging() = default;
 DeviceStaging::~DeviceStaging() = default;
 
 coll::CollectiveDesc DeviceStaging::stage_in(const coll::CollectiveDesc&, int, int) {
-  throw ConfigError("this buffer is on a CUDA device, and this build of mci has no CUDA: pass host memory, or "
-                    "rebuild mci with the CUDA toolkit");
+  throw ConfigError(
+      "this buffer is on a CUDA device, and this build of mci has no CUDA: pass host memory, or "
+      "rebuild mci with the CUDA toolkit");
 }
 
 void DeviceStaging::stage_out(const coll::CollectiveDesc&, int, int) {}

@@ -49,10 +49,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
-#include "backends/registry.hpp"
 #include "backends/gloo/gloo_sends.hpp"
 #include "backends/gloo/gloo_store.hpp"
 #include "backends/gloo/sigpipe_guard.hpp"
+#include "backends/registry.hpp"
 #include "collectives/reduce_kernels.hpp"
 #include "common/byte_ranges.hpp"
 #include "common/env.hpp"
@@ -78,7 +78,6 @@ constexpr std::size_t kMaxPendingSendBytes = std::size_t{256} << 20;
 // reason a rank aborted, which its peers quote in their errors.
 constexpr const char* kRendezvousPrefix = "gloo";
 constexpr const char* kAbortKey = "gloo-abort";
-
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   // splitmix64's finalizer: every input bit moves every output bit.
@@ -108,14 +107,13 @@ std::uint32_t collective_tag(const coll::CollectiveDesc& d) {
 // distinct tags can never meet), the hash of count and dtype below it.
 std::uint64_t p2p_slot(const coll::CollectiveDesc& d) {
   const std::uint64_t h = hash_fingerprint(d.fingerprint());
-  return std::uint64_t{kP2PSlotPrefix} << 56 | std::uint64_t{static_cast<std::uint32_t>(d.tag)} << 24 |
-         (h & 0xffffff);
+  return std::uint64_t{kP2PSlotPrefix} << 56 | std::uint64_t{static_cast<std::uint32_t>(d.tag)} << 24 | (h & 0xffffff);
 }
 
 std::string describe(const coll::CollectiveDesc& d) {
   if (is_p2p(d.kind)) {
-    return fmt::format("{} tag {} ({} x {}) {} rank {}", op_name(d.kind), d.tag, dtype_name(d.dtype),
-                       d.count, d.kind == OpKind::send ? "to" : "from", d.peer);
+    return fmt::format("{} tag {} ({} x {}) {} rank {}", op_name(d.kind), d.tag, dtype_name(d.dtype), d.count,
+                       d.kind == OpKind::send ? "to" : "from", d.peer);
   }
   return d.fingerprint().describe();
 }
@@ -236,7 +234,8 @@ class GlooBackend final : public Backend {
 
   // Rethrows the Gloo exception being handled as TimeoutError, PeerError or
   // Error, naming the operation (`kind`, `what`), this rank and the budget.
-  [[noreturn]] void rethrow_translated(OpKind kind, const std::string& what, std::chrono::milliseconds budget, const Deadline* dl);
+  [[noreturn]] void rethrow_translated(OpKind kind, const std::string& what, std::chrono::milliseconds budget,
+                                       const Deadline* dl);
   void name_peers(const GlooStore& store) noexcept;
   // The rank Gloo's message names by address, or -1.
   int peer_from_message(const std::string& msg) const;
@@ -271,10 +270,10 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
     attr.hostname = ctx.listen_host;
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw ConfigError(fmt::format(
-        "mci gloo backend: rank {} cannot listen on '{}' for its peers: {}. Set MCI_HOST_ADDR to an "
-        "address of this host that the other ranks can reach.",
-        rank_, ctx.listen_host, e.what()));
+    throw ConfigError(
+        fmt::format("mci gloo backend: rank {} cannot listen on '{}' for its peers: {}. Set MCI_HOST_ADDR to an "
+                    "address of this host that the other ranks can reach.",
+                    rank_, ctx.listen_host, e.what()));
   }
   // Nobody leaves init before every rank has connected: a rank that
   // returned and exited at once (the lab does, when the world size is not
@@ -290,8 +289,8 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
       name_peers(store);
     } catch (const TimeoutError& e) {
       // The store's wait for a peer's addresses: that peer never got this far.
-      throw TimeoutError(fmt::format("mci gloo backend: rank {} of {} never met all its peers: {}", rank_,
-                                     size_, e.what()));
+      throw TimeoutError(
+          fmt::format("mci gloo backend: rank {} of {} never met all its peers: {}", rank_, size_, e.what()));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -300,8 +299,8 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
       const std::string text = fmt::format(
           "mci gloo backend: rank {} of {} could not connect to its peers through Gloo "
           "(listening on {}){}: {}",
-          rank_, size_, ctx.listen_host,
-          timed_out ? fmt::format("; Timed out waiting {}ms", ctx.timeout.count()) : "", msg);
+          rank_, size_, ctx.listen_host, timed_out ? fmt::format("; Timed out waiting {}ms", ctx.timeout.count()) : "",
+          msg);
       if (timed_out) throw TimeoutError(text);
       throw PeerError(text, -1);
     }
@@ -320,15 +319,14 @@ void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
   // Gloo writes on this thread too; the reaper thread started here inherits it.
   const gloo_backend::SigpipeGuard no_sigpipe;
   if (!context_) {
-    throw Error(fmt::format("mci gloo backend: {} on rank {}: the group's Gloo context is closed",
-                            describe(d), rank_));
+    throw Error(fmt::format("mci gloo backend: {} on rank {}: the group's Gloo context is closed", describe(d), rank_));
   }
   if (auto f = sends_->failure()) {
     try {
       std::rethrow_exception(f->error);
     } catch (...) {
-      rethrow_translated(OpKind::send, fmt::format("{} (an earlier {} failed first)", describe(d), f->what),
-                         f->budget, nullptr);
+      rethrow_translated(OpKind::send, fmt::format("{} (an earlier {} failed first)", describe(d), f->what), f->budget,
+                         nullptr);
     }
   }
   try {
@@ -571,14 +569,13 @@ void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, std::
   // when one wait times out Gloo closes every pair of the context, so the
   // other waits of this rank see "Application timeout caused pair closure".
   const bool timed_out = msg.find("Timed out waiting") != std::string::npos ||
-                         msg.find("Application timeout") != std::string::npos ||
-                         (dl != nullptr && io && dl->expired());
+                         msg.find("Application timeout") != std::string::npos || (dl != nullptr && io && dl->expired());
   if (timed_out) {
     if (p2p) {
-      throw TimeoutError(fmt::format(
-          "Timed out waiting {}ms for {}: the peer never posted the matching {} (same tag, count and "
-          "dtype) or stopped answering. Check the other rank's output. Gloo: {}",
-          budget.count(), where, kind == OpKind::send ? "recv" : "send", msg));
+      throw TimeoutError(
+          fmt::format("Timed out waiting {}ms for {}: the peer never posted the matching {} (same tag, count and "
+                      "dtype) or stopped answering. Check the other rank's output. Gloo: {}",
+                      budget.count(), where, kind == OpKind::send ? "recv" : "send", msg));
     }
     throw TimeoutError(fmt::format(
         "Timed out waiting {}ms for {}: {} never arrived, stopped answering, or called a different "
@@ -586,8 +583,7 @@ void GlooBackend::rethrow_translated(OpKind kind, const std::string& what, std::
         "root or op wait for the timeout; the hang report then tells a mismatch from a hang). Check that every rank "
         "calls the same collectives in the same order, and look at the other ranks' output. "
         "Gloo: {}",
-        budget.count(), where, rank_list(rank_, size_), size_ > 2 ? " (Gloo does not say which)" : "",
-        msg));
+        budget.count(), where, rank_list(rank_, size_), size_ > 2 ? " (Gloo does not say which)" : "", msg));
   }
   if (io) {
     const auto note = abort_note();
@@ -719,8 +715,6 @@ void GlooBackend::close() noexcept {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx) {
-  return std::make_unique<GlooBackend>(ctx);
-}
+std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx) { return std::make_unique<GlooBackend>(ctx); }
 
 }  // namespace mci

@@ -30,15 +30,14 @@ void PendingSends::post(int peer, std::uint64_t slot, const void* data, std::siz
     std::unique_lock lk(mu_);
     // One send may always be in flight, however large; beyond that the
     // caller waits for receivers instead of holding unbounded copies.
-    const bool room = cv_.wait_until(lk, dl.at(), [&] {
-      return failure_ || queue_.empty() || pending_bytes_ + bytes <= max_bytes_;
-    });
+    const bool room =
+        cv_.wait_until(lk, dl.at(), [&] { return failure_ || queue_.empty() || pending_bytes_ + bytes <= max_bytes_; });
     if (!room) {
-      throw TimeoutError(fmt::format(
-          "Timed out waiting {}ms to post {}: {} earlier sends ({} bytes) are still waiting for "
-          "their receivers to post the matching recv (the gloo backend holds at most {} bytes of "
-          "unreceived sends). Check that every send has a matching recv.",
-          dl.budget().count(), what, queue_.size(), pending_bytes_, max_bytes_));
+      throw TimeoutError(
+          fmt::format("Timed out waiting {}ms to post {}: {} earlier sends ({} bytes) are still waiting for "
+                      "their receivers to post the matching recv (the gloo backend holds at most {} bytes of "
+                      "unreceived sends). Check that every send has a matching recv.",
+                      dl.budget().count(), what, queue_.size(), pending_bytes_, max_bytes_));
     }
   }
 

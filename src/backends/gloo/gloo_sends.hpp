@@ -47,8 +47,8 @@ class PendingSends {
   // Copies `bytes` from `data` and posts the send to `peer` on `slot`. The
   // receiver has until now + `budget` to post its recv. Waits (at most until
   // `dl`) only while too many bytes are unreceived; throws TimeoutError then.
-  void post(int peer, std::uint64_t slot, const void* data, std::size_t bytes,
-            std::chrono::milliseconds budget, const Deadline& dl, std::string what);
+  void post(int peer, std::uint64_t slot, const void* data, std::size_t bytes, std::chrono::milliseconds budget,
+            const Deadline& dl, std::string what);
   // The first send that failed, if any.
   std::optional<Failure> failure() const;
   // Waits until every posted send has been received, at most until `dl`.

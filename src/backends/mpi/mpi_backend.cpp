@@ -52,8 +52,9 @@ void ensure_mpi_initialised() {
     int provided = 0;
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     if (provided < MPI_THREAD_SERIALIZED) {
-      throw ConfigError("backend 'mpi': this MPI library cannot be called from more than one thread (it provides "
-                        "less than MPI_THREAD_SERIALIZED), which async operations need; use backend 'cpu'");
+      throw ConfigError(
+          "backend 'mpi': this MPI library cannot be called from more than one thread (it provides "
+          "less than MPI_THREAD_SERIALIZED), which async operations need; use backend 'cpu'");
     }
     std::atexit([] {
       int finalised = 0;
@@ -118,9 +119,10 @@ MPI_Datatype mpi_type(DType t) {
 
 int checked_count(std::size_t count) {
   if (count > static_cast<std::size_t>(INT32_MAX)) {
-    throw ConfigError(fmt::format("backend 'mpi': {} elements is more than MPI's int counts hold (2^31-1); split the "
-                                  "buffer or use backend 'cpu'",
-                                  count));
+    throw ConfigError(
+        fmt::format("backend 'mpi': {} elements is more than MPI's int counts hold (2^31-1); split the "
+                    "buffer or use backend 'cpu'",
+                    count));
   }
   return static_cast<int>(count);
 }
@@ -156,8 +158,8 @@ class MpiBackend final : public Backend {
   void prepare(coll::CollectiveDesc& d) override {
     require_host_memory("mpi", d);
     if (is_p2p(d.kind) && d.tag > tag_ub()) {
-      throw ConfigError(fmt::format("backend 'mpi': tag {} is above this MPI's largest tag ({}); use smaller tags",
-                                    d.tag, tag_ub()));
+      throw ConfigError(
+          fmt::format("backend 'mpi': tag {} is above this MPI's largest tag ({}); use smaller tags", d.tag, tag_ub()));
     }
     d.algo = Algo::library;
   }
@@ -207,9 +209,8 @@ class MpiBackend final : public Backend {
     for (auto& [t, f] : inflight_) pending = pending || f.req != MPI_REQUEST_NULL;
     if (pending && dl.expired()) {
       const auto& d = inflight_.begin()->second.d;
-      throw TimeoutError(fmt::format("Timed out waiting {}ms for {} {} rank {} on backend mpi",
-                                     dl.budget().count(), d.fingerprint().describe(),
-                                     d.kind == OpKind::send ? "to" : "from", d.peer));
+      throw TimeoutError(fmt::format("Timed out waiting {}ms for {} {} rank {} on backend mpi", dl.budget().count(),
+                                     d.fingerprint().describe(), d.kind == OpKind::send ? "to" : "from", d.peer));
     }
   }
 
@@ -307,15 +308,9 @@ class MpiBackend final : public Backend {
         check(MPI_Ialltoall(src, n, t, out, n, t, comm_, &req), "MPI_Ialltoall");
         break;
       }
-      case OpKind::barrier:
-        check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
-        break;
-      case OpKind::send:
-        check(MPI_Isend(in, n, t, d.peer, d.tag, comm_, &req), "MPI_Isend");
-        break;
-      case OpKind::recv:
-        check(MPI_Irecv(out, n, t, d.peer, d.tag, comm_, &req), "MPI_Irecv");
-        break;
+      case OpKind::barrier: check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier"); break;
+      case OpKind::send: check(MPI_Isend(in, n, t, d.peer, d.tag, comm_, &req), "MPI_Isend"); break;
+      case OpKind::recv: check(MPI_Irecv(out, n, t, d.peer, d.tag, comm_, &req), "MPI_Irecv"); break;
     }
     return req;
   }
@@ -355,7 +350,8 @@ class MpiBackend final : public Backend {
 
   void finish(const coll::CollectiveDesc& d) {
     if (d.op != ReduceOp::avg) return;
-    if (d.kind == OpKind::all_reduce || d.kind == OpKind::reduce_scatter || (d.kind == OpKind::reduce && rank_ == d.root)) {
+    if (d.kind == OpKind::all_reduce || d.kind == OpKind::reduce_scatter ||
+        (d.kind == OpKind::reduce && rank_ == d.root)) {
       coll::finish_avg(d.out, d.count, d.dtype, size_);
     }
   }

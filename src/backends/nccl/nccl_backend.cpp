@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/registry.hpp"
 #include "backends/cuda_util.hpp"
+#include "backends/registry.hpp"
 #include "collectives/desc.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
@@ -44,16 +44,17 @@ ncclDataType_t nccl_type(DType t) {
 int pick_device(const BackendContext& ctx) {
   const int count = cuda::device_count();
   if (count == 0) {
-    throw ConfigError("backend 'nccl' needs a visible GPU, and this process sees none (check "
-                      "CUDA_VISIBLE_DEVICES and the NVIDIA driver); use backend 'cpu' or 'gloo' for "
-                      "host memory");
+    throw ConfigError(
+        "backend 'nccl' needs a visible GPU, and this process sees none (check "
+        "CUDA_VISIBLE_DEVICES and the NVIDIA driver); use backend 'cpu' or 'gloo' for "
+        "host memory");
   }
   const int device = ctx.device >= 0 ? ctx.device : ctx.local_rank;
   if (device < 0 || device >= count) {
-    throw ConfigError(fmt::format("backend 'nccl': rank {} would use GPU {} ({}) but this process sees {} "
-                                  "GPU(s); start one process per GPU (mcirun --nproc_per_node=gpu)",
-                                  ctx.rank, device, ctx.device >= 0 ? "InitOptions::device" : "LOCAL_RANK",
-                                  count));
+    throw ConfigError(
+        fmt::format("backend 'nccl': rank {} would use GPU {} ({}) but this process sees {} "
+                    "GPU(s); start one process per GPU (mcirun --nproc_per_node=gpu)",
+                    ctx.rank, device, ctx.device >= 0 ? "InitOptions::device" : "LOCAL_RANK", count));
   }
   return device;
 }
@@ -100,11 +101,11 @@ class NcclBackend final : public Backend {
     });
     for (int r = 0; r < size_; ++r) {
       if (r != rank_ && gpus[static_cast<std::size_t>(r)] == gpus[static_cast<std::size_t>(rank_)]) {
-        throw ConfigError(fmt::format(
-            "ranks {} and {} both use GPU {} ({}) : NCCL needs one GPU per rank. Start one process per GPU "
-            "(mcirun --nproc_per_node=gpu sets LOCAL_RANK), set InitOptions::device, or use backend 'cpu' "
-            "to share one GPU between ranks",
-            std::min(r, rank_), std::max(r, rank_), device_, gpus[static_cast<std::size_t>(rank_)]));
+        throw ConfigError(
+            fmt::format("ranks {} and {} both use GPU {} ({}) : NCCL needs one GPU per rank. Start one process per GPU "
+                        "(mcirun --nproc_per_node=gpu sets LOCAL_RANK), set InitOptions::device, or use backend 'cpu' "
+                        "to share one GPU between ranks",
+                        std::min(r, rank_), std::max(r, rank_), device_, gpus[static_cast<std::size_t>(rank_)]));
       }
     }
     // A blocking stream: NCCL work is ordered after what the caller queued on
@@ -140,10 +141,11 @@ class NcclBackend final : public Backend {
 
   void prepare(coll::CollectiveDesc& d) override {
     if (!d.device.is_cuda() && d.kind != OpKind::barrier) {
-      throw ConfigError(fmt::format("the nccl backend works on GPU memory, and this {} buffer is on the "
-                                    "host; pass a cuda device buffer, or use backend 'cpu' or 'gloo' for "
-                                    "host memory",
-                                    op_name(d.kind)));
+      throw ConfigError(
+          fmt::format("the nccl backend works on GPU memory, and this {} buffer is on the "
+                      "host; pass a cuda device buffer, or use backend 'cpu' or 'gloo' for "
+                      "host memory",
+                      op_name(d.kind)));
     }
     d.algo = Algo::library;
   }
@@ -225,10 +227,10 @@ class NcclBackend final : public Backend {
   [[noreturn]] void timeout(const Deadline& dl, const char* doing, const coll::CollectiveDesc* d) {
     const std::string what = d ? d->fingerprint().describe() : std::string("NCCL setup");
     abort(fmt::format("timeout while {}", doing));
-    throw TimeoutError(fmt::format(
-        "Timed out waiting {}ms for {} on rank {} (nccl, {}): a peer never entered the operation or is "
-        "stuck; the NCCL communicator was aborted",
-        dl.budget().count(), what, rank_, doing));
+    throw TimeoutError(
+        fmt::format("Timed out waiting {}ms for {} on rank {} (nccl, {}): a peer never entered the operation or is "
+                    "stuck; the NCCL communicator was aborted",
+                    dl.budget().count(), what, rank_, doing));
   }
 
   void enqueue(const coll::CollectiveDesc& d) {
@@ -251,9 +253,7 @@ class NcclBackend final : public Backend {
                       stream_),
            "ncclReduce");
         return;
-      case OpKind::all_gather:
-        ok(ncclAllGather(in, out, d.count, t, comm_, stream_), "ncclAllGather");
-        return;
+      case OpKind::all_gather: ok(ncclAllGather(in, out, d.count, t, comm_, stream_), "ncclAllGather"); return;
       case OpKind::reduce_scatter:
         ok(ncclReduceScatter(in, out, d.count, t, nccl_op(d.op), comm_, stream_), "ncclReduceScatter");
         return;
@@ -262,17 +262,11 @@ class NcclBackend final : public Backend {
         ok(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce (barrier)");
         return;
       }
-      case OpKind::send:
-        ok(ncclSend(in, d.count, t, d.peer, comm_, stream_), "ncclSend");
-        return;
-      case OpKind::recv:
-        ok(ncclRecv(out, d.count, t, d.peer, comm_, stream_), "ncclRecv");
-        return;
+      case OpKind::send: ok(ncclSend(in, d.count, t, d.peer, comm_, stream_), "ncclSend"); return;
+      case OpKind::recv: ok(ncclRecv(out, d.count, t, d.peer, comm_, stream_), "ncclRecv"); return;
       case OpKind::gather:
       case OpKind::scatter:
-      case OpKind::all_to_all:
-        grouped(d, t, in, out, bytes);
-        return;
+      case OpKind::all_to_all: grouped(d, t, in, out, bytes); return;
     }
   }
 

@@ -18,8 +18,8 @@ bool same_slot(const Fingerprint& want, const Fingerprint& got) {
   return is_p2p(want.kind) == is_p2p(got.kind) && want.seq == got.seq;
 }
 
-std::string mismatch_text(int me, int peer, const Fingerprint& mine, std::size_t my_bytes,
-                          const Fingerprint& theirs, std::size_t their_bytes) {
+std::string mismatch_text(int me, int peer, const Fingerprint& mine, std::size_t my_bytes, const Fingerprint& theirs,
+                          std::size_t their_bytes) {
   if (is_p2p(mine.kind)) {
     return fmt::format(
         "point-to-point mismatch between rank {} and rank {}: rank {} posted {} ({} bytes) but "
@@ -38,7 +38,8 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, std::size_t
 }  // namespace
 
 LoopbackHub::LoopbackHub(int size)
-    : size_(size), channels_(static_cast<std::size_t>(size) * static_cast<std::size_t>(size)),
+    : size_(size),
+      channels_(static_cast<std::size_t>(size) * static_cast<std::size_t>(size)),
       ranks_(static_cast<std::size_t>(size)) {}
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank)
@@ -170,8 +171,7 @@ void LoopbackTransport::check_peers() {
 }
 
 bool LoopbackTransport::pending() const {
-  return std::any_of(peers_.begin(), peers_.end(),
-                     [](const Peer& p) { return p.recvs_left > 0 || !p.sends.empty(); });
+  return std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return p.recvs_left > 0 || !p.sends.empty(); });
 }
 
 void LoopbackTransport::sleep(std::uint64_t seen, Clock::time_point until) {
@@ -196,11 +196,11 @@ void LoopbackTransport::timeout(const Deadline& dl) {
       desc += fmt::format("{}sending {} bytes to rank {}", desc.empty() ? "" : "; ", p.sends.front().bytes, i);
     }
   }
-  fail(TimeoutError(fmt::format(
-      "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
-      "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
-      "it is a slow step, not a hang.",
-      dl.budget().count(), fp.describe(), rank_, ranks, desc)));
+  fail(TimeoutError(
+      fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
+                  "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
+                  "it is a slow step, not a hang.",
+                  dl.budget().count(), fp.describe(), rank_, ranks, desc)));
 }
 
 template <class Done>

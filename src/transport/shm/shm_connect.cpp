@@ -17,9 +17,7 @@ namespace mci::transport {
 
 namespace {
 
-std::string host_identity(const std::string& host_id) {
-  return host_id.empty() ? machine_identity() : "id:" + host_id;
-}
+std::string host_identity(const std::string& host_id) { return host_id.empty() ? machine_identity() : "id:" + host_id; }
 
 // Maps a segment for `members` (ranks of one host, ascending): the first
 // creates it, the others open it. Returns the error text instead of throwing,
@@ -32,8 +30,8 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
   try {
     if (me == 0) {
       const auto nonce = auth::random_nonce();
-      const std::string name = fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1],
-                                           nonce[2], nonce[3]);
+      const std::string name =
+          fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1], nonce[2], nonce[3]);
       auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, o.buffer_bytes), me, n, members, o.wait);
       store.set(key, to_bytes(name));
       return world;
@@ -101,9 +99,10 @@ ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, cons
     }
     out.why = fmt::format("ranks {} are on other hosts than rank {}", others, rank);
     if (mode == ShmMode::required) {
-      throw ConfigError(fmt::format("MCI_TRANSPORT=shm needs every rank on one host, but {}; use "
-                                    "MCI_TRANSPORT=auto or tcp",
-                                    out.why));
+      throw ConfigError(
+          fmt::format("MCI_TRANSPORT=shm needs every rank on one host, but {}; use "
+                      "MCI_TRANSPORT=auto or tcp",
+                      out.why));
     }
     if (hosts.size() == static_cast<std::size_t>(size)) {
       out.why += " (one rank per host: nothing to share)";

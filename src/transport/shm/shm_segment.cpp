@@ -32,8 +32,7 @@ std::size_t ShmSegment::total_bytes(int ranks, std::size_t buffer_bytes) {
   return kHeaderBytes + controls_bytes(ranks) + 4 * round_up(buffer_bytes, kAlign) * static_cast<std::size_t>(ranks);
 }
 
-ShmSegment::ShmSegment(std::string name, void* base, std::size_t bytes, int ranks, std::size_t buffer_bytes,
-                       bool owner)
+ShmSegment::ShmSegment(std::string name, void* base, std::size_t bytes, int ranks, std::size_t buffer_bytes, bool owner)
     : name_(std::move(name)),
       base_(base),
       bytes_(bytes),
@@ -77,8 +76,8 @@ ShmSegment ShmSegment::create(const std::string& name, int ranks, std::size_t bu
     const int e = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw Error(fmt::format("mci shm: cannot size {} to {} bytes: {} (is /dev/shm large enough?)", name,
-                            bytes, std::strerror(e)));
+    throw Error(fmt::format("mci shm: cannot size {} to {} bytes: {} (is /dev/shm large enough?)", name, bytes,
+                            std::strerror(e)));
   }
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -100,8 +99,8 @@ ShmSegment ShmSegment::open(const std::string& name, int ranks, std::size_t buff
   const std::size_t bytes = total_bytes(ranks, buffer_bytes);
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
-    throw Error(fmt::format("mci shm: cannot open {}: {} (the ranks do not share /dev/shm?)", name,
-                            std::strerror(errno)));
+    throw Error(
+        fmt::format("mci shm: cannot open {}: {} (the ranks do not share /dev/shm?)", name, std::strerror(errno)));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != bytes) {

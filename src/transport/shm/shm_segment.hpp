@@ -25,11 +25,11 @@ struct alignas(128) ShmBox {
   std::atomic<std::uint64_t> ready{0};  // the last step of this parity posted
   std::atomic<std::uint64_t> fp[kShmFingerprintWords];
   std::atomic<std::int64_t> arrival_ns{0};  // when the poster entered the operation
-  std::uint8_t small[kShmSmallBytes];   // payloads that fit travel here
+  std::uint8_t small[kShmSmallBytes];       // payloads that fit travel here
 };
 
 struct alignas(128) ShmControl {
-  ShmBox box[2];                           // by step parity
+  ShmBox box[2];                                       // by step parity
   alignas(128) std::atomic<std::uint64_t> reduced{0};  // last step whose result buffer is posted
   // Ranks sleeping in the kernel (futex) on box[0].ready, box[1].ready and
   // reduced, so a poster makes the wake-up system call only when someone sleeps.

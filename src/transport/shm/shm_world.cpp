@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -134,8 +134,8 @@ void ShmWorld::sleep_on(int r, Flag f, std::uint64_t seen) {
   sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (word.load(std::memory_order_seq_cst) == seen) {
     timespec ts{0, 10 * 1000 * 1000};  // 10 ms: then deadlines and liveness are checked
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT,
-              static_cast<std::uint32_t>(seen), &ts, nullptr, 0);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, static_cast<std::uint32_t>(seen), &ts,
+              nullptr, 0);
   }
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -166,11 +166,11 @@ void ShmWorld::timeout(Flag f, std::uint64_t target, const Fingerprint& fp, cons
   for (int r = 0; r < size_; ++r) {
     if (flag(r, f) < target) late += fmt::format("{}{}", late.empty() ? "" : ", ", group_rank(r));
   }
-  throw TimeoutError(fmt::format(
-      "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({} in shared memory). The "
-      "peer never entered this operation, is stuck elsewhere, or is much slower: raise the timeout "
-      "only if it is a slow step, not a hang.",
-      dl.budget().count(), fp.describe(), group_rank(rank_), late, what));
+  throw TimeoutError(
+      fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({} in shared memory). The "
+                  "peer never entered this operation, is stuck elsewhere, or is much slower: raise the timeout "
+                  "only if it is a slow step, not a hang.",
+                  dl.budget().count(), fp.describe(), group_rank(rank_), late, what));
 }
 
 void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& fp,
@@ -178,11 +178,13 @@ void ShmWorld::check_fingerprint(int r, std::uint64_t step, const Fingerprint& f
   if (r == rank_) return;
   std::uint64_t theirs[kShmFingerprintWords];
   const int p = parity(step);
-  for (std::size_t i = 0; i < kShmFingerprintWords; ++i) theirs[i] = seg_.control(r).box[p].fp[i].load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kShmFingerprintWords; ++i)
+    theirs[i] = seg_.control(r).box[p].fp[i].load(std::memory_order_relaxed);
   if (theirs[0] != step) {
-    throw MismatchError(fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
-                                    "ranks called different sequences of collectives",
-                                    group_rank(rank_), group_rank(r), fp.describe()));
+    throw MismatchError(
+        fmt::format("rank {} and rank {} are out of step in shared memory during {}: the "
+                    "ranks called different sequences of collectives",
+                    group_rank(rank_), group_rank(r), fp.describe()));
   }
   if (theirs[1] != mine[1] || theirs[2] != mine[2] || theirs[3] != mine[3]) {
     throw MismatchError(collective_mismatch_text(group_rank(rank_), group_rank(r), fp, unpack(theirs)));
@@ -274,7 +276,6 @@ void ShmWorld::post_reduced(std::uint64_t step) { post(Flag::reduced, step); }
 void ShmWorld::wait_reduced(std::uint64_t step, const Fingerprint& fp, const Deadline& dl) {
   wait_all(Flag::reduced, step, fp, dl, "waiting for reduced slices");
 }
-
 
 // The first rank to abort claims the slot (1), writes its reason, then
 // publishes it (2); the others' reasons are dropped.

@@ -6,10 +6,8 @@
 
 namespace mci::transport {
 
-std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
-                                               const std::string& listen_host,
-                                               const std::string& session,
-                                               const std::string& token, const Deadline& dl,
+std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size, const std::string& listen_host,
+                                               const std::string& session, const std::string& token, const Deadline& dl,
                                                TcpWait wait, ConnectMode mode) {
   if (size == 1) return std::make_unique<TcpTransport>(rank, size, std::vector<Fd>(1), wait);
   auto links = std::make_unique<PeerLinks>(store, link_identity(rank, size, session, token), listen_host);

@@ -37,9 +37,7 @@ struct Welcome {
   std::uint8_t proof[32];
 };
 
-constexpr std::size_t size_of(int m) {
-  return m == 0 ? sizeof(Challenge) : m == 1 ? sizeof(Hello) : sizeof(Welcome);
-}
+constexpr std::size_t size_of(int m) { return m == 0 ? sizeof(Challenge) : m == 1 ? sizeof(Hello) : sizeof(Welcome); }
 
 }  // namespace
 
@@ -74,9 +72,10 @@ Handshake Handshake::dial(const LinkIdentity& me, int peer, const std::string& a
   std::string error;
   h.fd_ = connect_start(addr.substr(0, colon), port, error);
   if (!h.fd_.valid()) {
-    h.fail(fmt::format("rank {} could not reach rank {} at {}: {}: the process exited, crashed or left the group. "
-                       "Check that rank's output for the cause.",
-                       me.rank, peer, addr, error));
+    h.fail(
+        fmt::format("rank {} could not reach rank {} at {}: {}: the process exited, crashed or left the group. "
+                    "Check that rank's output for the cause.",
+                    me.rank, peer, addr, error));
     return h;
   }
   h.stage_ = Stage::connecting;
@@ -140,28 +139,29 @@ Handshake::Result Handshake::advance(const std::function<bool(int)>& dial_wins) 
     socklen_t len = sizeof err;
     ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
-      return fail(fmt::format("rank {} could not reach rank {} at {}: {}: the process exited, crashed or left the "
-                              "group. Check that rank's output for the cause.",
-                              me_.rank, peer_, addr_, std::strerror(err)));
+      return fail(
+          fmt::format("rank {} could not reach rank {} at {}: {}: the process exited, crashed or left the "
+                      "group. Check that rank's output for the cause.",
+                      me_.rank, peer_, addr_, std::strerror(err)));
     }
     set_nodelay(fd_.get());
     stage_ = Stage::recv;
   }
   while (stage_ == Stage::send || stage_ == Stage::recv) {
-    ssize_t r = stage_ == Stage::send
-                    ? ::send(fd_.get(), buf_.data() + off_, len_ - off_, MSG_NOSIGNAL | MSG_DONTWAIT)
-                    : ::recv(fd_.get(), buf_.data() + off_, len_ - off_, MSG_DONTWAIT);
+    ssize_t r = stage_ == Stage::send ? ::send(fd_.get(), buf_.data() + off_, len_ - off_, MSG_NOSIGNAL | MSG_DONTWAIT)
+                                      : ::recv(fd_.get(), buf_.data() + off_, len_ - off_, MSG_DONTWAIT);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Result::pending;
     if (r <= 0) {
       if (!dialled_) return Result::refused;
       if (msg_ == Msg::welcome) {
-        return fail(fmt::format("rank {} was refused by rank {} at {}: different job token or group", me_.rank,
-                                peer_, addr_));
+        return fail(
+            fmt::format("rank {} was refused by rank {} at {}: different job token or group", me_.rank, peer_, addr_));
       }
-      return fail(fmt::format("rank {} lost the connection to rank {} at {} during the handshake: the process "
-                              "exited, crashed or left the group. Check that rank's output for the cause.",
-                              me_.rank, peer_, addr_));
+      return fail(
+          fmt::format("rank {} lost the connection to rank {} at {} during the handshake: the process "
+                      "exited, crashed or left the group. Check that rank's output for the cause.",
+                      me_.rank, peer_, addr_));
     }
     off_ += static_cast<std::size_t>(r);
     if (off_ < len_) continue;
@@ -192,9 +192,10 @@ Handshake::Result Handshake::on_received(const std::function<bool(int)>& dial_wi
     Challenge ch{};
     std::memcpy(&ch, buf_.data(), sizeof ch);
     if (ch.magic != kHandshakeMagic) {
-      return fail(fmt::format("rank {} could not greet rank {} at {}: no valid challenge (another program listens "
-                              "there)",
-                              me_.rank, peer_, addr_));
+      return fail(
+          fmt::format("rank {} could not greet rank {} at {}: no valid challenge (another program listens "
+                      "there)",
+                      me_.rank, peer_, addr_));
     }
     std::memcpy(their_nonce_.data(), ch.nonce, their_nonce_.size());
     my_nonce_ = auth::random_nonce();
@@ -214,15 +215,14 @@ Handshake::Result Handshake::on_received(const std::function<bool(int)>& dial_wi
     Welcome w{};
     std::memcpy(&w, buf_.data(), sizeof w);
     if (w.magic != kHandshakeMagic || w.rank != peer_ || (w.verdict != kAccepted && w.verdict != kMineWins)) {
-      return fail(fmt::format("rank {} was refused by rank {} at {}: different job token or group", me_.rank,
-                              peer_, addr_));
+      return fail(
+          fmt::format("rank {} was refused by rank {} at {}: different job token or group", me_.rank, peer_, addr_));
     }
     if (token) {
       auth::Proof got{};
       std::memcpy(got.data(), w.proof, got.size());
       if (!auth::equal(got, auth::prove(me_.token, "mci-data-acceptor", my_nonce_))) {
-        return fail(fmt::format("the process at {} claiming to be rank {} does not hold the job token", addr_,
-                                peer_));
+        return fail(fmt::format("the process at {} claiming to be rank {} does not hold the job token", addr_, peer_));
       }
     }
     stage_ = Stage::done;

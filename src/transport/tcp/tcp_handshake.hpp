@@ -26,7 +26,7 @@ struct LinkIdentity {
   int rank = 0;
   int size = 1;
   std::array<std::uint8_t, 32> session{};  // SHA-256 of the group session
-  std::string token;                        // job token, empty if none
+  std::string token;                       // job token, empty if none
 };
 LinkIdentity link_identity(int rank, int size, const std::string& session, const std::string& token);
 

@@ -26,8 +26,7 @@ bool same_slot(const Fingerprint& want, const FrameHeader& h) {
   return !is_p2p(h.fp.kind) && h.fp.seq == want.seq;
 }
 
-std::string mismatch_text(int me, int peer, const Fingerprint& mine, const FrameHeader& theirs,
-                          std::size_t my_bytes) {
+std::string mismatch_text(int me, int peer, const Fingerprint& mine, const FrameHeader& theirs, std::size_t my_bytes) {
   if (is_p2p(mine.kind)) {
     return fmt::format(
         "point-to-point mismatch between rank {} and rank {}: rank {} posted {} ({} bytes) but "
@@ -50,8 +49,8 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, TcpWait wa
   }
 }
 
-TcpTransport::TcpTransport(int rank, int size, std::vector<std::pair<int, Fd>> peers,
-                           std::unique_ptr<PeerLinks> links, TcpWait wait)
+TcpTransport::TcpTransport(int rank, int size, std::vector<std::pair<int, Fd>> peers, std::unique_ptr<PeerLinks> links,
+                           TcpWait wait)
     : rank_(rank),
       size_(size),
       peers_(static_cast<std::size_t>(size)),
@@ -78,8 +77,8 @@ TcpTransport::Peer& TcpTransport::open(int p) {
   }
   if (!links_) {
     broken_ = true;
-    throw PeerError(fmt::format("rank {} has no connection to rank {} and cannot make one (the group is closed)",
-                                rank_, p),
+    throw PeerError(fmt::format("rank {} has no connection to rank {} and cannot make one (the group is closed)", rank_,
+                                p),
                     p);
   }
   auto& slot = peers_[static_cast<std::size_t>(p)];
@@ -330,8 +329,7 @@ void TcpTransport::peer_gone(int peer, const char* how) {
   std::string what;
   for (const auto& op : p.recvs) {
     if (!op.done) {
-      what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes,
-                         op.fp.describe());
+      what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes, op.fp.describe());
       break;
     }
   }
@@ -342,8 +340,7 @@ void TcpTransport::peer_gone(int peer, const char* how) {
     }
   }
   if (p.bye) {
-    throw PeerError(fmt::format("rank {} {} (it destroyed its process group or exited normally){}",
-                                peer, how, what),
+    throw PeerError(fmt::format("rank {} {} (it destroyed its process group or exited normally){}", peer, how, what),
                     peer);
   }
   throw PeerError(fmt::format("rank {} {} unexpectedly{}: the process exited or crashed. Check "
@@ -386,11 +383,11 @@ void TcpTransport::timeout(const Deadline& dl) {
     }
     if (!p.sends.empty()) fp = p.sends.front().fp;
   }
-  throw TimeoutError(fmt::format(
-      "Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
-      "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
-      "it is a slow step, not a hang.",
-      dl.budget().count(), fp.describe(), rank_, peers, pending_desc()));
+  throw TimeoutError(
+      fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
+                  "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
+                  "it is a slow step, not a hang.",
+                  dl.budget().count(), fp.describe(), rank_, peers, pending_desc()));
 }
 
 bool TcpTransport::pending() const {

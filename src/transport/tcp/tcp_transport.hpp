@@ -113,7 +113,8 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // once connected.
   Peer& peer(int p) {
     Peer* x = peers_[static_cast<std::size_t>(p)].get();
-    if (!x) [[unlikely]] return open(p);
+    if (!x) [[unlikely]]
+      return open(p);
     return *x;
   }
   Peer& open(int p);
@@ -147,7 +148,7 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // By rank, allocated on first use: a job of n ranks costs n pointers
   // here, plus a Peer per rank actually talked to.
   std::vector<std::unique_ptr<Peer>> peers_;
-  std::vector<int> active_;  // ranks with a Peer, in the order they came
+  std::vector<int> active_;           // ranks with a Peer, in the order they came
   std::unique_ptr<PeerLinks> links_;  // lazy mode; null once all are connected
   std::int64_t spin_ns_ = 0;
   std::int64_t yield_ns_ = 0;
@@ -162,10 +163,8 @@ class TcpTransport final : public Transport, public ArrivalLog {
 // ones before returning. Lazy: returns at once and connects on first use
 // (`store` must then outlive the transport). Each connection proves the job
 // token (when set) and the group `session`.
-std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size,
-                                               const std::string& listen_host,
-                                               const std::string& session,
-                                               const std::string& token, const Deadline& dl,
+std::unique_ptr<TcpTransport> connect_tcp_mesh(Store& store, int rank, int size, const std::string& listen_host,
+                                               const std::string& session, const std::string& token, const Deadline& dl,
                                                TcpWait wait = {}, ConnectMode mode = ConnectMode::eager);
 
 }  // namespace mci::transport

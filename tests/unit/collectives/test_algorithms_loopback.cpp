@@ -63,11 +63,8 @@ std::vector<Case> cases_for(int n) {
   for (const AlgoRow& row : algorithm_table()) {
     if (row.place != Place::mesh) continue;
     switch (row.kind) {
-      case OpKind::barrier:
-        add(Case{.row = &row, .dtype = DType::u8});
-        continue;
-      case OpKind::recv:
-        continue;  // runs with its send
+      case OpKind::barrier: add(Case{.row = &row, .dtype = DType::u8}); continue;
+      case OpKind::recv: continue;  // runs with its send
       case OpKind::send:
         if (n == 1 || !find_algorithm(row.algo, OpKind::recv)) continue;
         for (DType t : {DType::f32, DType::i32}) {
@@ -81,8 +78,7 @@ std::vector<Case> cases_for(int n) {
       case OpKind::gather:
       case OpKind::scatter:
       case OpKind::reduce_scatter:
-      case OpKind::all_to_all:
-        break;
+      case OpKind::all_to_all: break;
     }
     const std::vector<int> roots = !has_root(row.kind) ? std::vector<int>{-1}
                                    : n == 1            ? std::vector<int>{0}
@@ -126,7 +122,8 @@ class RankCase {
     run_algorithm(Places{.mesh = &t}, d, Deadline(60s), scratch);
     std::string err = compare("result", result_, want_.data(), want_.size());
     if (err.empty() && input_untouched_) err = compare("input", in_.data(), keep.data(), keep.size());
-    if (err.empty() && !sentinel_.empty()) err = compare("non-root output", out_.data(), sentinel_.data(), sentinel_.size());
+    if (err.empty() && !sentinel_.empty())
+      err = compare("non-root output", out_.data(), sentinel_.data(), sentinel_.size());
     return err;
   }
 
@@ -137,8 +134,9 @@ class RankCase {
                       [&](std::size_t i) { return perf::input_value(c_.dtype, key, c_.round, first + i, false); });
   }
   void fill_reduced(Bytes& b, std::size_t count, std::size_t first) const {
-    perf::fill_values(c_.dtype, b.data(), count,
-                      [&](std::size_t i) { return perf::reduced_value(c_.dtype, c_.op, n_, c_.round, first + i, false); });
+    perf::fill_values(c_.dtype, b.data(), count, [&](std::size_t i) {
+      return perf::reduced_value(c_.dtype, c_.op, n_, c_.round, first + i, false);
+    });
   }
   Bytes elems(std::size_t count) const { return Bytes(count * es_, kSentinel); }
   std::uint8_t* block(Bytes& b, int i) const { return b.data() + static_cast<std::size_t>(i) * c_.count * es_; }
@@ -230,9 +228,7 @@ class RankCase {
         break;
       case OpKind::barrier:
       case OpKind::send:
-      case OpKind::recv:
-        d.count = 0;
-        break;
+      case OpKind::recv: d.count = 0; break;
     }
   }
 

@@ -81,8 +81,8 @@ std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run
   for (int leader : map.leaders()) {
     if (members[leader].size() < 2) continue;
     names[leader] = unique_name(hosts[leader]);
-    created[leader].emplace(transport::ShmSegment::create(names[leader], static_cast<int>(members[leader].size()),
-                                                          kShmBufferBytes));
+    created[leader].emplace(
+        transport::ShmSegment::create(names[leader], static_cast<int>(members[leader].size()), kShmBufferBytes));
   }
 
   std::latch mapped(n);
@@ -105,8 +105,11 @@ std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run
       if (host && local == 0) host->unlink_name();
       SharedCopier copier;
       Scratch packed;
-      const Places places{
-          .mesh = &mesh, .host = host ? &*host : nullptr, .hosts = &map, .packed = &packed, .copier = &copier};
+      const Places places{.mesh = &mesh,
+                          .host = host ? &*host : nullptr,
+                          .hosts = &map,
+                          .packed = &packed,
+                          .copier = &copier};
       for (auto& f : run(places, r, n)) failures[r].push_back(fmt::format("rank {} of {}: {}", r, hosts, f));
     } catch (const std::exception& e) {
       if (!arrived) mapped.count_down();
@@ -232,11 +235,12 @@ std::vector<std::string> every_collective(const Places& places, int r, int n, st
       run(OpKind::gather, count, root, ReduceOp::sum, mine.data(), all.data());
       if (r == root) {
         const std::size_t block = std::max<std::size_t>(count, 1);
-        expect("gather " + at, all, [&](std::size_t i) { return value(static_cast<int>(i / block), 0, i % block, round); });
+        expect("gather " + at, all,
+               [&](std::size_t i) { return value(static_cast<int>(i / block), 0, i % block, round); });
       }
       // scatter
       std::vector<float> rows(count * un);
-          for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = value(r, static_cast<int>(i / count), i % count, round);
+      for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = value(r, static_cast<int>(i / count), i % count, round);
       std::fill(out.begin(), out.end(), -1.0f);
       run(OpKind::scatter, count, root, ReduceOp::sum, rows.data(), out.data());
       expect("scatter " + at, out, [&](std::size_t i) { return value(root, r, i, round); });
@@ -254,7 +258,9 @@ std::vector<std::string> every_collective(const Places& places, int r, int n, st
     };
     expect("all_gather " + at, all, gathered);
     std::vector<float> inplace(count * un, -1.0f);
-    std::copy(rows.begin() + static_cast<std::ptrdiff_t>(r * count), rows.begin() + static_cast<std::ptrdiff_t>((r + 1) * count), inplace.begin() + static_cast<std::ptrdiff_t>(r * count));
+    std::copy(rows.begin() + static_cast<std::ptrdiff_t>(r * count),
+              rows.begin() + static_cast<std::ptrdiff_t>((r + 1) * count),
+              inplace.begin() + static_cast<std::ptrdiff_t>(r * count));
     run(OpKind::all_gather, count, -1, ReduceOp::sum, inplace.data() + r * count, inplace.data());
     expect("all_gather in place " + at, inplace, gathered);
     // reduce_scatter: block r of the sum
@@ -269,14 +275,15 @@ std::vector<std::string> every_collective(const Places& places, int r, int n, st
     }
     // all_to_all: block s of the output is block r of rank s's input
     run(OpKind::all_to_all, count, -1, ReduceOp::sum, rows.data(), all.data());
-    expect("all_to_all " + at, all, [&](std::size_t i) { return value(static_cast<int>(i / block), r, i % block, round); });
+    expect("all_to_all " + at, all,
+           [&](std::size_t i) { return value(static_cast<int>(i / block), r, i % block, round); });
     // barrier: nobody leaves before everyone arrived
     ++barriers;
     arrived.fetch_add(1);
     run(OpKind::barrier, 0, -1, ReduceOp::sum, nullptr, nullptr);
     if (const int seen = arrived.load(); seen < n * barriers) {
-      failures.push_back(fmt::format("barrier {} let rank {} through after {} of {} arrivals", barriers, r, seen,
-                                     n * barriers));
+      failures.push_back(
+          fmt::format("barrier {} let rank {} through after {} of {} arrivals", barriers, r, seen, n * barriers));
     }
   }
   return failures;
@@ -309,4 +316,3 @@ TEST(HierarchicalCollectives, ThreeHosts) { expect_every_collective("abcabc"); }
 
 }  // namespace
 }  // namespace mci::coll
-

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "support/thread_ranks.hpp"
 #include "mci/mci.hpp"
+#include "support/thread_ranks.hpp"
 
 namespace mci {
 namespace {
@@ -34,8 +34,8 @@ void expect_all_to_all_with_overlap(int world, std::size_t block, std::size_t sh
 
 TEST(Overlap, AllToAllInSharedMemoryReadsItsInputBeforeOverwritingIt) {
   for (int world : {2, 3}) {
-    expect_all_to_all_with_overlap(world, 1000, 1000);        // out starts at in's block 1
-    expect_all_to_all_with_overlap(world, 300000, 7);          // several chunks, odd shift
+    expect_all_to_all_with_overlap(world, 1000, 1000);  // out starts at in's block 1
+    expect_all_to_all_with_overlap(world, 300000, 7);   // several chunks, odd shift
   }
 }
 

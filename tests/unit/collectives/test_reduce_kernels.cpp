@@ -108,10 +108,22 @@ TEST(ReduceKernels, VectorAndBaselineBuildsGiveTheSameBits) {
         const float va = std::uniform_real_distribution<float>(-100, 100)(rng);
         const float vb = std::uniform_real_distribution<float>(-100, 100)(rng);
         switch (t) {
-          case DType::f32: reinterpret_cast<float*>(a.data())[i] = va; reinterpret_cast<float*>(b.data())[i] = vb; break;
-          case DType::f64: reinterpret_cast<double*>(a.data())[i] = va; reinterpret_cast<double*>(b.data())[i] = vb; break;
-          case DType::f16: reinterpret_cast<Half*>(a.data())[i] = to_half(va); reinterpret_cast<Half*>(b.data())[i] = to_half(vb); break;
-          case DType::bf16: reinterpret_cast<BFloat16*>(a.data())[i] = to_bfloat16(va); reinterpret_cast<BFloat16*>(b.data())[i] = to_bfloat16(vb); break;
+          case DType::f32:
+            reinterpret_cast<float*>(a.data())[i] = va;
+            reinterpret_cast<float*>(b.data())[i] = vb;
+            break;
+          case DType::f64:
+            reinterpret_cast<double*>(a.data())[i] = va;
+            reinterpret_cast<double*>(b.data())[i] = vb;
+            break;
+          case DType::f16:
+            reinterpret_cast<Half*>(a.data())[i] = to_half(va);
+            reinterpret_cast<Half*>(b.data())[i] = to_half(vb);
+            break;
+          case DType::bf16:
+            reinterpret_cast<BFloat16*>(a.data())[i] = to_bfloat16(va);
+            reinterpret_cast<BFloat16*>(b.data())[i] = to_bfloat16(vb);
+            break;
           default:
             for (std::size_t k = 0; k < es; ++k) {
               a[i * es + k] = static_cast<std::uint8_t>(rng());

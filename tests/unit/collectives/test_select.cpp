@@ -89,8 +89,8 @@ TEST(Select, TableOfChoices) {
 }
 
 TEST(Select, EveryChoiceIsARowOfTheTable) {
-  const OpKind kinds[] = {K_::all_reduce, K_::broadcast, K_::reduce,     K_::all_gather, K_::gather, K_::scatter,
-                          K_::reduce_scatter, K_::all_to_all, K_::barrier, K_::send, K_::recv};
+  const OpKind kinds[] = {K_::all_reduce,     K_::broadcast,  K_::reduce,  K_::all_gather, K_::gather, K_::scatter,
+                          K_::reduce_scatter, K_::all_to_all, K_::barrier, K_::send,       K_::recv};
   for (auto layout : {flat, one_host, hierarchical}) {
     for (auto kind : kinds) {
       for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 100 * K, 64 * M}) {

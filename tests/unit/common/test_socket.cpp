@@ -21,9 +21,7 @@ TEST(Socket, InterfaceTowardLoopbackIsTheLoopbackInterface) {
   EXPECT_EQ(interface_toward("localhost"), lo);
 }
 
-TEST(Socket, InterfaceTowardNowhereIsEmpty) {
-  EXPECT_EQ(interface_toward("no-such-host.invalid"), "");
-}
+TEST(Socket, InterfaceTowardNowhereIsEmpty) { EXPECT_EQ(interface_toward("no-such-host.invalid"), ""); }
 
 }  // namespace
 }  // namespace mci

@@ -48,9 +48,9 @@ TEST(Half, KnownValuesAndRounding) {
   EXPECT_EQ(to_half(1.0f).bits, 0x3c00);
   EXPECT_EQ(to_half(-2.0f).bits, 0xc000);
   EXPECT_EQ(to_half(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(to_half(1e6f).bits, 0x7c00);             // overflow to infinity
+  EXPECT_EQ(to_half(1e6f).bits, 0x7c00);               // overflow to infinity
   EXPECT_EQ(to_half(5.960464477539063e-08f).bits, 1);  // smallest subnormal
-  EXPECT_EQ(to_half(1e-9f).bits, 0);                  // underflow to zero
+  EXPECT_EQ(to_half(1e-9f).bits, 0);                   // underflow to zero
   // 1 + 2^-11 is halfway between 1 and the next half: ties go to even (1).
   EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);
   EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);

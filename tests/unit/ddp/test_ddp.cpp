@@ -19,8 +19,9 @@ TEST(Ddp, ParametersStartFromRankZeroAndGradientsAreAveraged) {
     std::vector<float> w3(1000, 30.0f + r), g3(1000);
     DdpOptions o;
     o.bucket_cap_bytes = 64;  // several buckets
-    DistributedDataParallel ddp(pg, {{"w1", view(w1), view(g1)}, {"w2", view(w2), view(g2)},
-                                     {"w3", view(w3), view(g3)}}, o);
+    DistributedDataParallel ddp(pg,
+                                {{"w1", view(w1), view(g1)}, {"w2", view(w2), view(g2)}, {"w3", view(w3), view(g3)}},
+                                o);
     EXPECT_GE(ddp.num_buckets(), 2u);
     EXPECT_EQ(w1[4], 10.0f);
     EXPECT_EQ(w2[0], 20.0);

@@ -59,7 +59,8 @@ TEST(FlightRecorder, StateSaysWhatTheRankCalledAtTheAskedPosition) {
   auto rec = fr.enqueue(desc(1, 2), now_ns());
   fr.start(rec, now_ns());
   fr.finish(rec, false, now_ns());
-  EXPECT_NE(encode_state(fr, 1).find("at_seq=all_reduce #1 (f32 x 2, sum)\n"), std::string::npos) << encode_state(fr, 1);
+  EXPECT_NE(encode_state(fr, 1).find("at_seq=all_reduce #1 (f32 x 2, sum)\n"), std::string::npos)
+      << encode_state(fr, 1);
   EXPECT_EQ(encode_state(fr, 2).find("at_seq="), std::string::npos);
   EXPECT_EQ(encode_state(fr).find("at_seq="), std::string::npos);
 }

@@ -37,8 +37,8 @@ TEST(Docs, EnvMdListsEveryAlgorithmWithWhatItServesAndWhereItRuns) {
     }
     if (kinds.empty()) kinds = "every collective";
     const std::string alias = n.alias.empty() ? "" : " (`" + std::string(n.alias) + "`)";
-    const std::string line = "| `" + std::string(n.name) + "`" + alias + " | " + kinds + " | " +
-                             std::string(coll::place_name(place)) + " |";
+    const std::string line =
+        "| `" + std::string(n.name) + "`" + alias + " | " + kinds + " | " + std::string(coll::place_name(place)) + " |";
     EXPECT_TRUE(has_line_starting(doc, line)) << "docs/env.md lacks a line starting with\n" << line;
   }
 }
@@ -47,8 +47,8 @@ TEST(Docs, EnvMdListsEveryAlgorithmWithWhatItServesAndWhereItRuns) {
 // examples and init's notices act on).
 std::string caps_cells(const BackendCaps& c) {
   const std::string memory = c.host_memory && c.cuda_memory ? "host and GPU (staged)"
-                             : c.cuda_memory               ? (c.gpu_per_rank ? "GPU, one per rank" : "GPU")
-                                                           : "host";
+                             : c.cuda_memory                ? (c.gpu_per_rank ? "GPU, one per rank" : "GPU")
+                                                            : "host";
   const auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
   return memory + " | " + yes(c.mci_algorithms) + " | " + yes(c.mci_transports) + " | " +
          (c.fingerprints ? "MismatchError" : "timeout") + " | " + yes(c.reports_arrivals) + " | " +
@@ -59,8 +59,8 @@ TEST(Docs, EnvMdListsEveryBackendWithItsCapabilities) {
   const std::string doc = read_doc("env.md");
   for (const auto& b : backend_table()) {
     const std::string needs = b.needs.empty() ? "nothing" : std::string(b.needs);
-    const std::string line = "| `" + std::string(b.name) + "` | " + std::string(b.what) + " | " + caps_cells(b.caps) +
-                             " " + needs + " |";
+    const std::string line =
+        "| `" + std::string(b.name) + "` | " + std::string(b.what) + " | " + caps_cells(b.caps) + " " + needs + " |";
     EXPECT_TRUE(has_line_starting(doc, line)) << "docs/env.md lacks the line\n" << line;
   }
 }

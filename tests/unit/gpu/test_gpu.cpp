@@ -14,10 +14,10 @@
 namespace mci {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                              \
+#define SKIP_WITHOUT_GPU() \
   if (visible_gpu_count() == 0) GTEST_SKIP() << "no GPU visible to this process (CUDA)"
-#define SKIP_WITHOUT_NCCL()                                                             \
-  SKIP_WITHOUT_GPU();                                                                   \
+#define SKIP_WITHOUT_NCCL() \
+  SKIP_WITHOUT_GPU();       \
   if (!backend_available("nccl")) GTEST_SKIP() << "this build has no NCCL"
 
 // Runs body on an NCCL group of one rank (one GPU holds no bigger group).
@@ -117,8 +117,7 @@ std::vector<std::uint8_t> small_integers(DType t, std::size_t n) {
 TEST(Gpu, NcclEveryDtypeAndOpOutOfPlace) {
   SKIP_WITHOUT_NCCL();
   on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
-    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32,
-                    DType::i64}) {
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64}) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
         const std::size_t n = 1001;
         const auto h = small_integers(t, n);
@@ -182,8 +181,7 @@ TEST(Gpu, NcclTwoRanksOnOneGpuAreRefusedWithAClearMessage) {
   SKIP_WITHOUT_NCCL();
   // Both ranks take GPU 0 (InitOptions::device).
   auto errors = test::run_ranks(
-      2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(20),
-      [](InitOptions& o) { o.device = 0; });
+      2, [](std::shared_ptr<ProcessGroup>) {}, "nccl", std::chrono::seconds(20), [](InitOptions& o) { o.device = 0; });
   for (const auto& e : errors) {
     EXPECT_NE(e.find("ranks 0 and 1 both use GPU 0"), std::string::npos) << e;
     EXPECT_NE(e.find("backend 'cpu'"), std::string::npos) << e;

@@ -35,8 +35,8 @@ struct EnvGuard {
 
 std::string init_error(std::map<std::string, std::optional<std::string>> env, InitOptions o = {}) {
   EnvGuard g;
-  for (const char* k : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
-                        "LOCAL_WORLD_SIZE", "MCI_STORE_HOSTED"}) {
+  for (const char* k :
+       {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MCI_STORE_HOSTED"}) {
     g.set(k, std::nullopt);
   }
   for (auto& [k, v] : env) g.set(k, v);
@@ -63,8 +63,10 @@ TEST(InitEnv, EachMissingVariableIsNamedWithEnvMethod) {
 }
 
 TEST(InitEnv, BadValuesGetTheirOwnMessages) {
-  std::map<std::string, std::optional<std::string>> base{
-      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29999"}};
+  std::map<std::string, std::optional<std::string>> base{{"RANK", "0"},
+                                                         {"WORLD_SIZE", "2"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", "29999"}};
   auto with = [&](const char* k, const char* v) {
     auto e = base;
     e[k] = v;
@@ -88,7 +90,9 @@ TEST(InitEnv, UnreachableStoreTimesOutNamingTheAddress) {
   const int port = test::free_port();
   InitOptions o;
   o.timeout = 400ms;
-  std::string m = init_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+  std::string m = init_error({{"RANK", "1"},
+                              {"WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "127.0.0.1"},
                               {"MASTER_PORT", std::to_string(port)}},
                              o);
   EXPECT_NE(m.find("TimeoutError: Timed out waiting 400ms to connect to the store at 127.0.0.1:" +
@@ -111,9 +115,8 @@ TEST(InitOptionsCheck, UnknownOrMissingBackendAndBadMethods) {
   if (!backend_available("nccl")) {
     o.backend = "nccl";
     o.init_method = "env://";
-    const std::string m = init_error({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
-                                      {"MASTER_PORT", "1"}},
-                                     o);
+    const std::string m =
+        init_error({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}}, o);
     EXPECT_NE(m.find("not part of this build"), std::string::npos) << m;
     EXPECT_NE(m.find("'cpu'"), std::string::npos) << m;
   }

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "support/thread_ranks.hpp"
 #include "mci/mci.hpp"
+#include "support/thread_ranks.hpp"
 
 namespace mci {
 namespace {

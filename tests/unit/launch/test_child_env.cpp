@@ -54,8 +54,8 @@ TEST(ChildEnv, PlacesTheProcessInTheJob) {
 }
 
 TEST(ChildEnv, SpeaksTorchrunsContract) {
-  auto m = as_map(child_environment({"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=0"},
-                                    two_nodes(), 2, "tok", false));
+  auto m = as_map(child_environment({"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=0"}, two_nodes(),
+                                    2, "tok", false));
   EXPECT_EQ(m["ROLE_RANK"], "5");
   EXPECT_EQ(m["ROLE_WORLD_SIZE"], "6");
   EXPECT_EQ(m["ROLE_NAME"], "default");

@@ -89,7 +89,9 @@ TEST(Cli, UnknownOptionsAndMissingProgramAreUsageErrors) {
   EXPECT_NE(m.find("no program given"), std::string::npos) << m;
   m = usage_error({});
   EXPECT_NE(m.find("no program given"), std::string::npos) << m;
-  m = usage_error({"--", });
+  m = usage_error({
+      "--",
+  });
   EXPECT_NE(m.find("no program given"), std::string::npos) << m;
   m = usage_error({"p", "--nproc_per_node"});  // the program's own word: no error
   EXPECT_EQ(m, "no error");
@@ -113,10 +115,10 @@ TEST(Cli, HelpIsPrintedNotRun) {
 
 TEST(Cli, HelpSaysWhatEachStopSignalBecomes) {
   const std::string h = usage_text();
-  for (const char* said : {"Ctrl-C (SIGINT) to mcirun is passed on to every process as SIGINT",
-                           "'except KeyboardInterrupt:'", "gets SIGTERM, and SIGKILL after another --grace",
-                           "SIGHUP to mcirun is passed on as that signal, then SIGKILL after --grace",
-                           "128+N after signal N"}) {
+  for (const char* said :
+       {"Ctrl-C (SIGINT) to mcirun is passed on to every process as SIGINT", "'except KeyboardInterrupt:'",
+        "gets SIGTERM, and SIGKILL after another --grace",
+        "SIGHUP to mcirun is passed on as that signal, then SIGKILL after --grace", "128+N after signal N"}) {
     EXPECT_NE(h.find(said), std::string::npos) << said << "\n" << h;
   }
 }

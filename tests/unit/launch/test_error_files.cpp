@@ -27,7 +27,8 @@ TEST(ErrorFiles, ReadsWhatTorchsRecordWrites) {
   const auto good = t.file("a.json", R"({"message": {"message": "ValueError: boom\nsecond line",
       "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1700000000"}}})");
   EXPECT_EQ(recorded_exception(good), "ValueError: boom\nsecond line");
-  EXPECT_EQ(recorded_exception(t.file("b.json", R"({"message": "RuntimeError: old style"})")), "RuntimeError: old style");
+  EXPECT_EQ(recorded_exception(t.file("b.json", R"({"message": "RuntimeError: old style"})")),
+            "RuntimeError: old style");
   EXPECT_EQ(recorded_exception(t.file("c.json", "not json {")), std::nullopt);
   EXPECT_EQ(recorded_exception(t.file("d.json", R"({"other": 1})")), std::nullopt);
   EXPECT_EQ(recorded_exception(t.path() + "/missing.json"), std::nullopt);

@@ -166,9 +166,14 @@ TEST(JobConfig, GraceAndTorchrunLeftovers) {
 }
 
 TEST(JobConfig, SlurmStepPlacesTheNodeWhenFlagsDoNot) {
-  const Env slurm{{"SLURM_STEP_ID", "0"},          {"SLURM_NODEID", "2"},         {"SLURM_STEP_NUM_NODES", "3"},
-                  {"SLURM_STEP_NUM_TASKS", "3"},   {"SLURM_NNODES", "8"},         {"SLURM_NTASKS", "8"},
-                  {"SLURM_STEP_NODELIST", "gpu[07-09]"}, {"SLURM_JOB_NODELIST", "gpu[01-08]"}};
+  const Env slurm{{"SLURM_STEP_ID", "0"},
+                  {"SLURM_NODEID", "2"},
+                  {"SLURM_STEP_NUM_NODES", "3"},
+                  {"SLURM_STEP_NUM_TASKS", "3"},
+                  {"SLURM_NNODES", "8"},
+                  {"SLURM_NTASKS", "8"},
+                  {"SLURM_STEP_NODELIST", "gpu[07-09]"},
+                  {"SLURM_JOB_NODELIST", "gpu[01-08]"}};
   JobConfig c = job({"--nproc_per_node=4"}, slurm);
   EXPECT_EQ(c.nnodes, 3);
   EXPECT_EQ(c.node_rank, 2);
@@ -182,7 +187,10 @@ TEST(JobConfig, SlurmStepPlacesTheNodeWhenFlagsDoNot) {
   EXPECT_EQ(c.master_addr, "x");
   EXPECT_EQ(job({"--master_addr=y"}, slurm).master_addr, "y");
   // Older Slurm: only the job-wide names.
-  c = job({}, {{"SLURM_STEPID", "1"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"}, {"SLURM_NTASKS", "2"},
+  c = job({}, {{"SLURM_STEPID", "1"},
+               {"SLURM_NODEID", "1"},
+               {"SLURM_NNODES", "2"},
+               {"SLURM_NTASKS", "2"},
                {"SLURM_JOB_NODELIST", "a[5-6]"}});
   EXPECT_EQ(c.nnodes, 2);
   EXPECT_EQ(c.node_rank, 1);
@@ -190,8 +198,11 @@ TEST(JobConfig, SlurmStepPlacesTheNodeWhenFlagsDoNot) {
 }
 
 TEST(JobConfig, SlurmWithSeveralTasksPerNodeSaysHowToLaunch) {
-  std::string m = error<ConfigError>({}, {{"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_NUM_NODES", "2"},
-                                          {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_STEP_NODELIST", "n[1-2]"}});
+  std::string m = error<ConfigError>({}, {{"SLURM_STEP_ID", "0"},
+                                          {"SLURM_NODEID", "0"},
+                                          {"SLURM_STEP_NUM_NODES", "2"},
+                                          {"SLURM_STEP_NUM_TASKS", "8"},
+                                          {"SLURM_STEP_NODELIST", "n[1-2]"}});
   expect_has(m, "runs 8 tasks on 2 node(s)");
   expect_has(m, "--ntasks-per-node=1");
 }
@@ -202,8 +213,11 @@ TEST(JobConfig, SlurmOutsideAStepAndOneNodeStepKeepLoopback) {
   EXPECT_EQ(c.nnodes, 1);
   EXPECT_EQ(c.master_addr, "127.0.0.1");
   // A one-node step: the store stays on loopback.
-  c = job({}, {{"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_NUM_NODES", "1"},
-               {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_STEP_NODELIST", "n1"}});
+  c = job({}, {{"SLURM_STEP_ID", "0"},
+               {"SLURM_NODEID", "0"},
+               {"SLURM_STEP_NUM_NODES", "1"},
+               {"SLURM_STEP_NUM_TASKS", "1"},
+               {"SLURM_STEP_NODELIST", "n1"}});
   EXPECT_EQ(c.nnodes, 1);
   EXPECT_EQ(c.master_addr, "127.0.0.1");
 }

@@ -49,7 +49,9 @@ struct PacketSink {
   Fd in, out;
 };
 
-void put(const Fd& fd, std::string_view s) { ASSERT_EQ(::write(fd.get(), s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+void put(const Fd& fd, std::string_view s) {
+  ASSERT_EQ(::write(fd.get(), s.data(), s.size()), static_cast<ssize_t>(s.size()));
+}
 
 TEST(StreamRelay, EachWholeLineIsOneWriteWithItsPrefix) {
   Pipe p;
@@ -117,7 +119,8 @@ TEST(StreamRelay, DrainWithoutClosingKeepsRelayingWhatTheGroupStillWrites) {
 }
 
 TEST(StreamRelay, WriteAllReportsAReaderThatWentAway) {
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ign, &old);
   Pipe p;

@@ -49,12 +49,14 @@ TEST(Summary, NamesTheFirstFailureWhereItRanAndItsLastStderrLines) {
   r.first_failure = 1;
   const std::string s = joined(summary_lines(r));
   EXPECT_NE(s.find("job failed: rank 5 (local rank 1, node 1, host node07, pid 1001) ended with exit code 7"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("rank 4 (pid 1000): signal SIGTERM (sent by mcirun)"), std::string::npos) << s;
   EXPECT_NE(s.find("rank 6 (pid 1002): exit code 1 (after mcirun sent SIGKILL)"), std::string::npos) << s;
   EXPECT_NE(s.find("last 2 line(s) of rank 5's stderr:\nmcirun: | Traceback\nmcirun: | RuntimeError: Timed out "
                    "waiting 8000ms\nmcirun: ===="),
-            std::string::npos) << "trailing blank lines dropped: " << s;
+            std::string::npos)
+      << "trailing blank lines dropped: " << s;
   EXPECT_EQ(s.find("rank 5 (pid"), std::string::npos) << "the failed rank is not listed twice: " << s;
 }
 
@@ -131,7 +133,8 @@ TEST(Summary, AMissingModuleNamesThePythonInterpreterAndTheWayToChooseAnother) {
   std::string s = joined(summary_lines(r));
   EXPECT_NE(s.find("mcirun: rank 0 ran under the Python interpreter /usr/bin/python3 (python3 found on PATH), "
                    "which cannot import 'torch'\n"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("set MCI_PYTHON=/path/to/python"), std::string::npos) << s;
   EXPECT_NE(s.find("mcirun [OPTIONS] /path/to/python script.py"), std::string::npos) << s;
 
@@ -177,7 +180,8 @@ TEST(Summary, AStopPassedOnFromAnotherNodeSaysWhere) {
   r.stop_origin = "node 0 (host a)";
   const std::string s = joined(summary_lines(r));
   EXPECT_NE(s.find("job stopped by SIGINT sent to mcirun on node 0 (host a); node 1 (host b) passed it on"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("rank 0 (pid 7): signal SIGINT (sent by mcirun)"), std::string::npos) << s;
 }
 

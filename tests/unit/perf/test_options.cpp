@@ -145,8 +145,8 @@ TEST(PerfOptions, HelpAndVersionAreNotErrors) {
 }
 
 TEST(PerfOptions, TheRestOfNcclTestsFlags) {
-  Options o = parse({"all_reduce", "-g", "4", "-t", "2", "-m", "3", "-N", "2", "-C", "1", "-S", "1", "-T", "9", "-J",
-                     "/tmp/r.json"});
+  Options o = parse(
+      {"all_reduce", "-g", "4", "-t", "2", "-m", "3", "-N", "2", "-C", "1", "-S", "1", "-T", "9", "-J", "/tmp/r.json"});
   EXPECT_EQ(o.ngpus, 4);
   EXPECT_EQ(o.nthreads, 2);
   EXPECT_EQ(o.ranks_to_start(), 8);
@@ -175,8 +175,7 @@ TEST(PerfOptions, AllTypesAndAllOpsInNcclTestsOrder) {
   Options o = parse({"all_reduce", "-d", "all", "-o", "all"});
   EXPECT_EQ(o.dtypes, every_dtype());
   EXPECT_EQ(o.dtypes.front(), DType::i8);
-  EXPECT_EQ(o.ops, (std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min,
-                                          ReduceOp::avg}));
+  EXPECT_EQ(o.ops, (std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::prod, ReduceOp::max, ReduceOp::min, ReduceOp::avg}));
   EXPECT_EQ(o.dtype, DType::i8);
   EXPECT_EQ(o.op, ReduceOp::sum);
   // A collective without a reduce op runs once per type.
@@ -229,8 +228,9 @@ TEST(PerfOptions, ClearMessagesForWhatCannotRun) {
   e = error_of({"all_reduce", "--backend", "gloo", "--device", "cuda"});
   EXPECT_TRUE(has(e, "--device cuda: the gloo backend works on host memory; use --backend cpu or nccl")) << e;
   e = error_of({"all_reduce", "--backend", "nccl", "--device", "cpu"});
-  EXPECT_TRUE(has(e, "--device cpu: the nccl backend works on GPU memory; use --device cuda, or --backend cpu, "
-                     "gloo or mpi"))
+  EXPECT_TRUE(has(e,
+                  "--device cpu: the nccl backend works on GPU memory; use --device cuda, or --backend cpu, "
+                  "gloo or mpi"))
       << e;
   e = error_of({"all_reduce", "--transport", "ib"});
   EXPECT_TRUE(has(e, "--transport ib: use auto, shm or tcp")) << e;

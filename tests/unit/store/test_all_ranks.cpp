@@ -145,9 +145,8 @@ TEST(AllRanks, AgreeTogetherStopsEveryRankAtOnceWithTheFailingRanksText) {
 
 TEST(AllRanks, AgreeTimesOutNamingTheRanksThatNeverCame) {
   Ranks job;
-  auto errors = job.run(2, [&](Store& s, int r) {
-    agree(s, "a", r == 0 ? 0 : 2, 4, Verdict::value(""), Deadline(300ms));
-  });
+  auto errors =
+      job.run(2, [&](Store& s, int r) { agree(s, "a", r == 0 ? 0 : 2, 4, Verdict::value(""), Deadline(300ms)); });
   for (const auto& e : errors) {
     EXPECT_NE(e.find("Timed out waiting 300ms for rank(s) 1, 3 to publish 'a' (2 of 4 ranks did)"), std::string::npos)
         << e;

@@ -58,7 +58,8 @@ TEST_F(StoreTest, GetAndWaitTimeOutWithTheKeyNamed) {
     s->get("never");
     FAIL();
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("Timed out waiting 200ms for store key 'never'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Timed out waiting 200ms for store key 'never'"), std::string::npos)
+        << e.what();
   }
   try {
     s->wait({"x", "y"}, 100ms);
@@ -115,8 +116,8 @@ TEST_F(StoreTest, WaitReturnsOnceEveryKeyExists) {
 TEST_F(StoreTest, MalformedFramesCloseOnlyThatConnection) {
   auto good = client();
   good->set("keep", to_bytes("v"));
-  for (const std::string& junk : {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(64, '\xff'),
-                                 std::string("MCIS\xff\xff\xff\x7f", 8)}) {
+  for (const std::string& junk :
+       {std::string("GET / HTTP/1.1\r\n\r\n"), std::string(64, '\xff'), std::string("MCIS\xff\xff\xff\x7f", 8)}) {
     Fd fd = connect_tcp("127.0.0.1", server.port(), Deadline(2000ms), "store");
     ASSERT_EQ(send_all(fd.get(), junk.data(), junk.size(), Deadline(2000ms)), Io::ok);
     char buf[256];
@@ -220,7 +221,8 @@ TEST(StoreConnect, UnreachableStoreTimesOutWithAClearMessage) {
   } catch (const TimeoutError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("Timed out waiting 300ms to connect to the store at 127.0.0.1:" + std::to_string(port)),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
   }
 }
 

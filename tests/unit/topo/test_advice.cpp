@@ -50,7 +50,8 @@ TEST(Advice, TwoSocketPcieBox) {
 TEST(Advice, RingOrderFollowsTheTreeNotTheIndices) {
   // GPU indices interleave the sockets; the ring must not cross them 4 times.
   std::string xml = testing::read_file(fixture("nccl/pcie-2socket-4gpu.xml"));
-  for (auto [from, to] : {std::pair{"dev=\"1\"", "dev=\"9\""}, {"dev=\"2\"", "dev=\"1\""}, {"dev=\"9\"", "dev=\"2\""}}) {
+  for (auto [from, to] :
+       {std::pair{"dev=\"1\"", "dev=\"9\""}, {"dev=\"2\"", "dev=\"1\""}, {"dev=\"9\"", "dev=\"2\""}}) {
     xml.replace(xml.find(from), std::string(from).size(), to);
   }
   const Topology t = read_nccl_xml(xml, "interleaved.xml");

@@ -1,17 +1,17 @@
 // mci-topo's command line, and `check --perf` on mci-perf's real JSON.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
-#include <sched.h>
-#include <unistd.h>
 
 #include <cstdio>
 
+#include "mci/errors.hpp"
 #include "topo/app.hpp"
 #include "topo/nccl_xml.hpp"
-#include "mci/errors.hpp"
 #include "topo/perf_check.hpp"
 #include "unit/topo/topo_fixtures.hpp"
 
@@ -33,7 +33,8 @@ Outcome topo(std::vector<std::string> args) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("mci-topo-test-" + std::to_string(::getpid()) + "-" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("mci-topo-test-" + std::to_string(::getpid()) + "-" + name))
+      .string();
 }
 
 TEST(App, MatrixFromNcclXml) {
@@ -100,8 +101,8 @@ TEST(CheckPerf, ReadsMciPerfJson) {
     const std::string named = without.out.substr(line, at - line);
     EXPECT_TRUE(named == "bench_ceilings" || (named.front() == '/' && std::filesystem::exists(named))) << named;
   }
-  const Outcome with = topo({"check", "--perf", json, "--ceiling", "10", "--nccl-xml",
-                         fixture("nccl/pcie-2socket-4gpu.xml")});
+  const Outcome with =
+      topo({"check", "--perf", json, "--ceiling", "10", "--nccl-xml", fixture("nccl/pcie-2socket-4gpu.xml")});
   EXPECT_NE(with.out.find("Line rate: 10.00 GB/s"), std::string::npos) << with.out;
   std::filesystem::remove(json);
 }
@@ -147,9 +148,10 @@ TEST(McirunBind, CoreGivesEachRankItsOwnCpus) {
   cpu_set_t mine;
   ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
   if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs 2 CPUs";
-  const std::string cmd = std::string(MCI_TEST_BIN_DIR) +
-                          "/mcirun --bind core --nproc_per_node=2 --prefix /bin/grep Cpus_allowed_list /proc/self/status "
-                          "2>&1";
+  const std::string cmd =
+      std::string(MCI_TEST_BIN_DIR) +
+      "/mcirun --bind core --nproc_per_node=2 --prefix /bin/grep Cpus_allowed_list /proc/self/status "
+      "2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

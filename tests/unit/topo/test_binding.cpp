@@ -53,9 +53,9 @@ TEST(Binding, OnlyAllowedCpus) {
 }
 
 TEST(Binding, WithoutGpus) {
-  const Topology t =
-      read_nccl_xml("<system version=\"1\"><cpu numaid=\"0\" affinity=\"0f\"/><cpu numaid=\"1\" affinity=\"f0\"/></system>",
-                    "cpus.xml");
+  const Topology t = read_nccl_xml(
+      "<system version=\"1\"><cpu numaid=\"0\" affinity=\"0f\"/><cpu numaid=\"1\" affinity=\"f0\"/></system>",
+      "cpus.xml");
   EXPECT_EQ(lists(plan_binding(t, BindMode::numa, 3, {})), (std::vector<std::string>{"0,1,2,3", "4,5,6,7", "0,1,2,3"}));
   EXPECT_EQ(lists(plan_binding(t, BindMode::core, 3, {})), (std::vector<std::string>{"0,1", "2,3", "4,5"}));
   EXPECT_EQ(lists(plan_binding(t, BindMode::core, 16, {})).at(9), "1");  // more ranks than CPUs: they wrap

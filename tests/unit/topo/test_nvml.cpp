@@ -63,7 +63,7 @@ TEST(Nvml, GpuOutsideThePciTreeIsKeptAndNoted) {
   ASSERT_EQ(t.gpus().size(), 4u);
   const int stray = t.gpus()[3];
   EXPECT_EQ(t.at(stray).busid, "0000:c1:00.0");
-  EXPECT_EQ(t.at(t.at(stray).parent).numa, 1);  // from its CPU affinity
+  EXPECT_EQ(t.at(t.at(stray).parent).numa, 1);            // from its CPU affinity
   EXPECT_EQ(classify(t, t.gpus()[0], stray).smi, "SYS");  // NVML's level
   ASSERT_FALSE(t.notes.empty());
   EXPECT_NE(t.notes.back().find("not in the PCI tree"), std::string::npos);

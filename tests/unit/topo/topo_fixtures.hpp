@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "topo/paths.hpp"
 #include "test_paths.hpp"
+#include "topo/paths.hpp"
 
 namespace mci::topo::testing {
 

@@ -274,8 +274,7 @@ TEST(LoopbackTransport, AbortReasonReachesAPeerWaitingForTheAbortingRank) {
       ADD_FAILURE() << "no error";
     } catch (const PeerError& e) {
       EXPECT_EQ(e.peer(), 2);
-      EXPECT_NE(std::string(e.what()).find("rank 2 aborted the group: rank 2 gave up: testing"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("rank 2 aborted the group: rank 2 gave up: testing"), std::string::npos)
           << e.what();
     }
     EXPECT_LT(Clock::now() - start, 5000ms) << "the abort must wake the waiter, not its deadline";

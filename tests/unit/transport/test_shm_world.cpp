@@ -124,28 +124,27 @@ TEST(ShmWorld, TimeoutNamesTheRankThatNeverPosted) {
 
 TEST(ShmWorld, AbortIsSeenByAWaitingPeerUnderItsGroupRank) {
   // World ranks 0 and 1 are group ranks 4 and 6 (a host of a larger group).
-  with_world(
-      2,
-      [](ShmWorld& w) {
-        if (w.rank() == 1) {
-          w.abort("rank 6 gave up: testing");
-          return;
-        }
-        const std::uint64_t s = w.next_step();
-        w.post_ready(s, coll(1, 1));
-        const auto start = Clock::now();
-        try {
-          w.wait_ready(s, coll(1, 1), Deadline(10000ms));
-          ADD_FAILURE() << "no error";
-        } catch (const PeerError& e) {
-          EXPECT_EQ(e.peer(), 6);
-          EXPECT_NE(std::string(e.what()).find("rank 6 aborted the group: rank 6 gave up: testing"),
-                    std::string::npos)
-              << e.what();
-        }
-        EXPECT_LT(Clock::now() - start, 5000ms) << "the abort must end the wait, not its deadline";
-      },
-      {4, 6});
+  with_world(2,
+             [](ShmWorld& w) {
+               if (w.rank() == 1) {
+                 w.abort("rank 6 gave up: testing");
+                 return;
+               }
+               const std::uint64_t s = w.next_step();
+               w.post_ready(s, coll(1, 1));
+               const auto start = Clock::now();
+               try {
+                 w.wait_ready(s, coll(1, 1), Deadline(10000ms));
+                 ADD_FAILURE() << "no error";
+               } catch (const PeerError& e) {
+                 EXPECT_EQ(e.peer(), 6);
+                 EXPECT_NE(std::string(e.what()).find("rank 6 aborted the group: rank 6 gave up: testing"),
+                           std::string::npos)
+                     << e.what();
+               }
+               EXPECT_LT(Clock::now() - start, 5000ms) << "the abort must end the wait, not its deadline";
+             },
+             {4, 6});
 }
 
 }  // namespace

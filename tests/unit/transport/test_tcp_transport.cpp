@@ -285,32 +285,35 @@ TEST(TcpLazy, ARingConnectsOnlyItsNeighbours) {
 // Every rank dials every other at the same moment, both ways: each pair
 // still ends with one connection, and the data arrives in order over it.
 TEST(TcpLazy, SimultaneousFirstUseBothWaysMakesOneConnectionPerPair) {
-  with_lazy_mesh(6, [](TcpTransport& t) {
-    const int n = t.size(), r = t.rank();
-    for (std::uint64_t round = 1; round <= 3; ++round) {
-      std::vector<int> in(n, -1), out(n);
-      for (int p = 0; p < n; ++p) {
-        if (p == r) continue;
-        out[p] = static_cast<int>(round) * 100 + r;
-        t.post_send(p, coll(round, 1), &out[p], 4);
-        t.post_recv(p, coll(round, 1), &in[p], 4);
-      }
-      t.wait_all(Deadline(10000ms));
-      for (int p = 0; p < n; ++p) {
-        if (p != r) {
-          ASSERT_EQ(in[p], static_cast<int>(round) * 100 + p) << "round " << round;
+  with_lazy_mesh(
+      6,
+      [](TcpTransport& t) {
+        const int n = t.size(), r = t.rank();
+        for (std::uint64_t round = 1; round <= 3; ++round) {
+          std::vector<int> in(n, -1), out(n);
+          for (int p = 0; p < n; ++p) {
+            if (p == r) continue;
+            out[p] = static_cast<int>(round) * 100 + r;
+            t.post_send(p, coll(round, 1), &out[p], 4);
+            t.post_recv(p, coll(round, 1), &in[p], 4);
+          }
+          t.wait_all(Deadline(10000ms));
+          for (int p = 0; p < n; ++p) {
+            if (p != r) {
+              ASSERT_EQ(in[p], static_cast<int>(round) * 100 + p) << "round " << round;
+            }
+          }
         }
-      }
-    }
-    EXPECT_EQ(t.connections(), static_cast<std::size_t>(n - 1));
-  }, "tok");
+        EXPECT_EQ(t.connections(), static_cast<std::size_t>(n - 1));
+      },
+      "tok");
 }
 
 TEST(TcpLazy, APeerThatNeverAnswersIsNamedAtTheDeadline) {
   std::atomic<bool> published{false}, done{false};
   with_lazy_mesh(2, [&](TcpTransport& t) {
     if (t.rank() == 1) {
-      published = true;  // its address is in the store
+      published = true;         // its address is in the store
       return stay_until(done);  // alive, listening, but never inside mci
     }
     stay_until(published);
