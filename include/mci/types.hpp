@@ -57,38 +57,17 @@ struct BFloat16 {
 
 template <class T>
 struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::f64;
-};
-template <>
-struct dtype_of<Half> {
-  static constexpr DType value = DType::f16;
-};
-template <>
-struct dtype_of<BFloat16> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct dtype_of<std::int8_t> {
-  static constexpr DType value = DType::i8;
-};
-template <>
-struct dtype_of<std::uint8_t> {
-  static constexpr DType value = DType::u8;
-};
-template <>
-struct dtype_of<std::int32_t> {
-  static constexpr DType value = DType::i32;
-};
-template <>
-struct dtype_of<std::int64_t> {
-  static constexpr DType value = DType::i64;
-};
+// One line a type (kept as written):
+// clang-format off
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<Half> { static constexpr DType value = DType::f16; };
+template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::bf16; };
+template <> struct dtype_of<std::int8_t> { static constexpr DType value = DType::i8; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+// clang-format on
 
 // Pointer + element count + type + device. The caller owns the memory and
 // keeps it alive until the collective's Work has completed.

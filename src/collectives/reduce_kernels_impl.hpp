@@ -112,30 +112,22 @@ inline void reduce_typed(T* out, const T* a, const T* b, std::size_t n, ReduceOp
   }
 }
 
+// The untyped buffers as T.
+template <class T>
+inline void reduce_as(void* out, const void* a, const void* b, std::size_t n, ReduceOp op) {
+  reduce_typed(static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n, op);
+}
+
 inline void reduce_to(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op) {
   switch (t) {
-    case DType::f32:
-      return reduce_typed(static_cast<float*>(out), static_cast<const float*>(a), static_cast<const float*>(b), n, op);
-    case DType::f64:
-      return reduce_typed(static_cast<double*>(out), static_cast<const double*>(a), static_cast<const double*>(b), n,
-                          op);
-    case DType::f16:
-      return reduce_typed(static_cast<Half*>(out), static_cast<const Half*>(a), static_cast<const Half*>(b), n, op);
-    case DType::bf16:
-      return reduce_typed(static_cast<BFloat16*>(out), static_cast<const BFloat16*>(a), static_cast<const BFloat16*>(b),
-                          n, op);
-    case DType::i8:
-      return reduce_typed(static_cast<std::int8_t*>(out), static_cast<const std::int8_t*>(a),
-                          static_cast<const std::int8_t*>(b), n, op);
-    case DType::u8:
-      return reduce_typed(static_cast<std::uint8_t*>(out), static_cast<const std::uint8_t*>(a),
-                          static_cast<const std::uint8_t*>(b), n, op);
-    case DType::i32:
-      return reduce_typed(static_cast<std::int32_t*>(out), static_cast<const std::int32_t*>(a),
-                          static_cast<const std::int32_t*>(b), n, op);
-    case DType::i64:
-      return reduce_typed(static_cast<std::int64_t*>(out), static_cast<const std::int64_t*>(a),
-                          static_cast<const std::int64_t*>(b), n, op);
+    case DType::f32: return reduce_as<float>(out, a, b, n, op);
+    case DType::f64: return reduce_as<double>(out, a, b, n, op);
+    case DType::f16: return reduce_as<Half>(out, a, b, n, op);
+    case DType::bf16: return reduce_as<BFloat16>(out, a, b, n, op);
+    case DType::i8: return reduce_as<std::int8_t>(out, a, b, n, op);
+    case DType::u8: return reduce_as<std::uint8_t>(out, a, b, n, op);
+    case DType::i32: return reduce_as<std::int32_t>(out, a, b, n, op);
+    case DType::i64: return reduce_as<std::int64_t>(out, a, b, n, op);
   }
 }
 

@@ -10,19 +10,13 @@
 
 namespace mci {
 
+// The kinds as a table on two lines:
+// clang-format off
 enum class OpKind : std::uint8_t {
-  all_reduce = 0,
-  broadcast,
-  reduce,
-  all_gather,
-  gather,
-  scatter,
-  reduce_scatter,
-  all_to_all,
-  barrier,
-  send,
-  recv
+  all_reduce = 0, broadcast, reduce, all_gather, gather, scatter,
+  reduce_scatter, all_to_all, barrier, send, recv
 };
+// clang-format on
 std::string_view op_name(OpKind k) noexcept;
 bool is_p2p(OpKind k) noexcept;
 bool has_root(OpKind k) noexcept;
