@@ -14,7 +14,8 @@
 namespace mci {
 
 struct InitOptions {
-  // "cpu" (mci's engine), "gloo" (the Gloo library), "nccl" (NVIDIA NCCL).
+  // "cpu" (mci's engine), "gloo" (the Gloo library), "nccl" (NVIDIA NCCL),
+  // "mpi" (the job's MPI library); list_backends() says which are built.
   std::string backend = "cpu";
   // "env://" reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK and
   // LOCAL_WORLD_SIZE when set); "tcp://host:port" takes rank and world_size
@@ -45,7 +46,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
 // (mci-perf, as nccl-tests do) make a one-rank job when it is false.
 bool launched_as_a_job();
 
-// Backends this build contains ("cpu" always; "gloo", "nccl" when found).
+// Backends this build contains ("cpu" always; "gloo", "nccl", "mpi" when
+// their libraries were found at configure).
 bool backend_available(const std::string& name);
 
 // What a backend does, from its row of the backend table: code that must

@@ -46,7 +46,7 @@ class Work {
   // "all_reduce", "broadcast", ..., "send", "recv".
   std::string op() const;
   // The algorithm that ran it: "ring", "shm_direct", "hierarchical", "p2p",
-  // ... ("library" when the backend's library chose: gloo, nccl). The names
+  // ... ("library" when the backend's library chose: gloo, nccl, mpi). The names
   // MCI_ALGO takes; docs/env.md lists them.
   std::string algorithm() const;
 
