@@ -118,22 +118,30 @@ bool backend_available(const std::string& name) {
 
 bool launched_as_a_job() { return has_job_variables(process_env()); }
 
+namespace {
+
+// A row of the table as the public API shows it.
+BackendInfo info_of(const BackendEntry& b) {
+  return BackendInfo{std::string(b.name), std::string(b.what), b.built, std::string(b.needs), b.caps};
+}
+
+}  // namespace
+
 std::vector<BackendInfo> list_backends() {
   std::vector<BackendInfo> out;
-  for (const auto& b : backend_table()) {
-    out.push_back(BackendInfo{std::string(b.name), std::string(b.what), b.built, std::string(b.needs), b.caps});
-  }
+  for (const auto& b : backend_table()) out.push_back(info_of(b));
   return out;
 }
 
 std::optional<BackendInfo> find_backend_info(const std::string& name) {
   const BackendEntry* b = find_backend(name);
   if (!b) return std::nullopt;
-  return BackendInfo{std::string(b->name), std::string(b->what), b->built, std::string(b->needs), b->caps};
+  return info_of(*b);
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
-  require_backend(opts.backend);
+  // Before anything connects: an unknown or unbuilt backend fails here.
+  const BackendEntry& entry = require_backend(opts.backend);
   if (opts.timeout.count() <= 0) {
     throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
   }
@@ -210,7 +218,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.listen_host = listen_host;
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
-  const BackendEntry& entry = require_backend(opts.backend);
   auto backend = entry.make(ctx);
   // A setting the backend does not honour is said once, by rank 0, rather
   // than ignored in silence.
