@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,11 @@ struct InitOptions {
   std::shared_ptr<Store> store;
   // Authenticates the group's data connections; empty: MCI_JOB_TOKEN.
   std::string token;
+  // mci's settings by their variable's name (docs/env.md, "Tuning and
+  // diagnostics"), e.g. {{"MCI_ALGO", "ring"}}: a value given here wins over
+  // the environment, which is the fallback. A name that is not a setting is
+  // a ConfigError; list_settings() names them.
+  std::map<std::string, std::string> settings;
 };
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
@@ -75,5 +81,15 @@ struct BackendInfo {
 std::vector<BackendInfo> list_backends();
 // One backend's row, built or not; nullopt for a name mci does not know.
 std::optional<BackendInfo> find_backend_info(const std::string& name);
+
+// One of mci's settings, from the settings table (docs/env.md lists them).
+struct SettingInfo {
+  std::string name;           // the variable, e.g. "MCI_ALGO"
+  std::string default_value;  // as the variable would spell it ("" when unset)
+  std::string accepts;        // "auto, shm or tcp", "0 .. 1000000 (microseconds)", "text", "set or unset"
+  bool ranks_agree = false;   // init refuses ranks whose values differ
+  bool settable = false;      // InitOptions::settings takes it (the others are read from the environment)
+};
+std::vector<SettingInfo> list_settings();
 
 }  // namespace mci

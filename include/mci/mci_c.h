@@ -66,9 +66,11 @@ int mci_store_server_start(const char* bind_host, const char* token, mci_store_s
 void mci_store_server_free(mci_store_server* s);
 
 /* Joins a group through the store at host:port. backend: "cpu", "gloo"...;
- * name keeps groups sharing a store apart. */
+ * name keeps groups sharing a store apart. settings: NULL, or a
+ * NULL-terminated array of "NAME=VALUE" strings, mci's settings
+ * (docs/env.md) given to this group; they win over the environment. */
 int mci_group_new(const char* host, int port, const char* token, int rank, int size, int64_t timeout_ms,
-                  const char* backend, const char* name, mci_group** out);
+                  const char* backend, const char* name, const char* const* settings, mci_group** out);
 /* Drains queued work and closes the group. */
 void mci_group_free(mci_group* g);
 /* Fails queued work and breaks the connections (peers notice at once). */

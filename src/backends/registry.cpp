@@ -89,6 +89,29 @@ std::string backends_with(bool BackendCaps::*cap) {
   return out;
 }
 
+std::optional<std::string> ignored_setting(const BackendEntry& b, const SettingRow& setting, const std::string& value) {
+  // The capability each backend-bound use of a setting needs, and how the
+  // notice words its absence and its presence.
+  struct Needs {
+    SettingUse use;
+    bool BackendCaps::*cap;
+    const char* lacking;
+    const char* having;
+  };
+  static constexpr Needs kNeeds[] = {
+      {SettingUse::mci_algorithms, &BackendCaps::mci_algorithms, "which picks its own algorithms",
+       "run mci's algorithms"},
+      {SettingUse::mci_transports, &BackendCaps::mci_transports, "which has its own transport",
+       "run on mci's transports"},
+  };
+  for (const auto& n : kNeeds) {
+    if (n.use != setting.use || b.caps.*n.cap) continue;
+    return fmt::format("{}={} is ignored on the {} backend, {}: {} applies to the backends that {}: {}", setting.name,
+                       value, b.name, n.lacking, setting.name, n.having, backends_with(n.cap));
+  }
+  return std::nullopt;
+}
+
 void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
   if (!d.device.is_cuda()) return;
   throw ConfigError(

@@ -10,11 +10,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "backends/backend.hpp"
+#include "common/settings_table.hpp"
 #include "mci/init.hpp"
 
 namespace mci {
@@ -35,6 +37,11 @@ std::string backend_names();
 // The backends whose row has the capability, for messages that suggest one:
 // "cpu (MCI_BACKEND=cpu) or nccl (MCI_BACKEND=nccl)".
 std::string backends_with(bool BackendCaps::*cap);
+
+// A setting that this backend does not honour, as rank 0 says it once
+// ("MCI_ALGO=ring is ignored on the gloo backend, ..."); nullopt when the
+// backend honours it or the setting is not a backend's.
+std::optional<std::string> ignored_setting(const BackendEntry& b, const SettingRow& setting, const std::string& value);
 
 // The backend's entry; ConfigError for an unknown backend or one this build
 // lacks (before anything connects).

@@ -5,6 +5,9 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
@@ -108,15 +111,23 @@ int mci_store_server_start(const char* bind_host, const char* token, mci_store_s
 void mci_store_server_free(mci_store_server* s) { std::unique_ptr<mci_store_server> owned(s); }
 
 int mci_group_new(const char* host, int port, const char* token, int rank, int size, int64_t timeout_ms,
-                  const char* backend, const char* name, mci_group** out) {
+                  const char* backend, const char* name, const char* const* settings, mci_group** out) {
   return guarded([&] {
+    mci::InitOptions o;
+    for (const char* const* s = settings; s && *s; ++s) {
+      const std::string_view entry(*s);
+      const auto eq = entry.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        throw mci::ConfigError(fmt::format("setting '{}' is not NAME=VALUE (e.g. MCI_ALGO=ring)", entry));
+      }
+      o.settings[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+    }
     mci::TcpStoreOptions so;
     so.host = host;
     so.port = port;
     so.token = token ? token : "";
     so.timeout = std::chrono::milliseconds(timeout_ms);
     so.connect_timeout = so.timeout;
-    mci::InitOptions o;
     o.backend = backend;
     o.rank = rank;
     o.world_size = size;

@@ -61,8 +61,9 @@ constexpr std::array kTable{
 };
 
 // Dispatch runs on every call: an index by (algorithm, collective) instead
-// of a search of the table.
-constexpr std::size_t kAlgos = static_cast<std::size_t>(Algo::library) + 1;
+// of a search of the table, sized by the algorithm list itself (so no value
+// of Algo falls outside it).
+constexpr std::size_t kAlgos = kAlgoCount;
 constexpr std::size_t kKinds = static_cast<std::size_t>(OpKind::recv) + 1;
 struct Index {
   std::array<std::array<const AlgoRow*, kKinds>, kAlgos> row{};

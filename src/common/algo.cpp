@@ -5,30 +5,22 @@
 namespace mci {
 
 namespace {
+
 constexpr std::array kNames{
-    AlgoName{Algo::direct, "direct", ""},
-    AlgoName{Algo::ring, "ring", ""},
-    AlgoName{Algo::recursive_doubling, "recursive_doubling", "rd"},
-    AlgoName{Algo::tree, "tree", ""},
-    AlgoName{Algo::pairwise, "pairwise", ""},
-    AlgoName{Algo::dissemination, "dissemination", ""},
-    AlgoName{Algo::p2p, "p2p", ""},
-    AlgoName{Algo::shm_direct, "shm_direct", ""},
-    AlgoName{Algo::shm_sliced, "shm_sliced", ""},
-    AlgoName{Algo::shm_staged, "shm_staged", ""},
-    AlgoName{Algo::shm_flags, "shm_flags", ""},
-    AlgoName{Algo::hierarchical, "hierarchical", "hier"},
-    AlgoName{Algo::library, "library", ""},
+#define MCI_ALGO_NAME(id, alias, what) AlgoName{Algo::id, #id, alias},
+    MCI_ALGORITHMS(MCI_ALGO_NAME)
+#undef MCI_ALGO_NAME
 };
+static_assert(kNames.size() + 1 == kAlgoCount);
+
 }  // namespace
 
 std::span<const AlgoName> algo_names() noexcept { return kNames; }
 
 std::string_view algo_name(Algo a) noexcept {
-  for (const auto& n : kNames) {
-    if (n.algo == a) return n.name;
-  }
-  return "unset";
+  // Made from one list, the table is in enum order: index, not search.
+  const auto i = static_cast<std::size_t>(a);
+  return i >= 1 && i < kAlgoCount ? kNames[i - 1].name : "unset";
 }
 
 std::optional<Algo> algo_from_name(std::string_view s) noexcept {

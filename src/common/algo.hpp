@@ -5,6 +5,7 @@
 // function that runs it are the table in src/collectives/algorithm_table.cpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -12,22 +13,43 @@
 
 namespace mci {
 
+// The one list of algorithms: the enum, its count, the names and the parser
+// below are all made from it, so an algorithm is added here once (and its
+// rows in the algorithm table). X(identifier, alias, what): the identifier
+// is also the name; the alias is a short spelling MCI_ALGO also accepts;
+// `what` says it in a line (docs/env.md's table says more).
+// An entry's position is its number in fingerprints: ranks of one job run
+// one build, so appending or inserting is equally safe.
+// clang-format off
+#define MCI_ALGORITHMS(X)                                                                                   \
+  X(direct, "", "every rank talks to every other rank once")                                               \
+  X(ring, "", "bandwidth-optimal ring (reduce-scatter + all-gather)")                                      \
+  X(recursive_doubling, "rd", "log2(n) exchange rounds, latency-optimal")                                  \
+  X(tree, "", "binomial tree")                                                                             \
+  X(pairwise, "", "n-1 rounds, each rank swaps blocks with one peer per round")                            \
+  X(dissemination, "", "log2(n) rounds of notifications")                                                  \
+  X(p2p, "", "one send matched by one receive")                                                            \
+  X(shm_direct, "", "shared memory: every rank reduces every staged input itself")                         \
+  X(shm_sliced, "", "shared memory: rank r reduces slice r of each chunk, the others copy it")             \
+  X(shm_staged, "", "shared memory: each rank stages its data, the others read what they need")            \
+  X(shm_flags, "", "shared memory: one step of flags, nothing staged (barrier)")                           \
+  X(hierarchical, "hier", "several hosts: shared memory inside each, TCP between their leaders")           \
+  X(library, "", "the backend's library (NCCL, Gloo, MPI) chooses for itself")
+// clang-format on
+
 enum class Algo : std::uint8_t {
-  unset = 0,           // not chosen yet (a descriptor before Backend::prepare)
-  direct,              // every rank talks to every other rank once
-  ring,                // bandwidth-optimal ring (reduce-scatter + all-gather)
-  recursive_doubling,  // log2(n) exchange rounds, latency-optimal
-  tree,                // binomial tree
-  pairwise,            // n-1 rounds, each rank swaps blocks with one peer per round
-  dissemination,       // log2(n) rounds of notifications
-  p2p,                 // one send matched by one receive
-  shm_direct,          // shared memory: every rank reduces every staged input itself
-  shm_sliced,          // shared memory: rank r reduces slice r of each chunk, the others copy it
-  shm_staged,          // shared memory: each rank stages its data, the others read what they need
-  shm_flags,           // shared memory: one step of flags, nothing staged (barrier)
-  hierarchical,        // several hosts: shared memory inside each, TCP between their leaders
-  library,             // the backend's library (NCCL, Gloo) chooses for itself
+  unset = 0,  // not chosen yet (a descriptor before Backend::prepare)
+#define MCI_ALGO_ENUMERATOR(id, alias, what) id,
+  MCI_ALGORITHMS(MCI_ALGO_ENUMERATOR)
+#undef MCI_ALGO_ENUMERATOR
 };
+
+// Every value of Algo, unset included: the size of a table indexed by it.
+inline constexpr std::size_t kAlgoCount = 1
+#define MCI_ALGO_COUNT(id, alias, what) +1
+    MCI_ALGORITHMS(MCI_ALGO_COUNT)
+#undef MCI_ALGO_COUNT
+    ;
 
 struct AlgoName {
   Algo algo;

@@ -43,9 +43,4 @@ std::string new_token() {
   return s;
 }
 
-std::string token_from_env() {
-  const char* t = std::getenv("MCI_JOB_TOKEN");
-  return t ? std::string(t) : std::string();
-}
-
 }  // namespace mci::auth

@@ -20,7 +20,5 @@ Proof prove(std::string_view token, std::string_view role, const Nonce& nonce);
 bool equal(const Proof& a, const Proof& b);  // constant time
 // A fresh random token (hex), as mcirun hands its children.
 std::string new_token();
-// MCI_JOB_TOKEN, or empty (init then warns, once per job: see init.cpp).
-std::string token_from_env();
 
 }  // namespace mci::auth

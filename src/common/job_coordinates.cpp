@@ -7,6 +7,7 @@
 
 #include "common/env.hpp"
 #include "common/hostlist.hpp"
+#include "common/scheduler_env.hpp"
 #include "mci/errors.hpp"
 
 namespace mci {
@@ -85,36 +86,29 @@ struct SlurmStep {
 // A Slurm job step (srun); nullopt outside Slurm and in an sbatch script's
 // batch shell, which is not a rank (`batch_shell` says so).
 std::optional<SlurmStep> slurm_step(const EnvLookup& env, bool& batch_shell) {
-  const auto procid = lookup_int(env, "SLURM_PROCID");
-  auto step_id = lookup_int(env, "SLURM_STEP_ID");
-  if (!step_id) step_id = lookup_int(env, "SLURM_STEPID");
-  if (!procid && !step_id) return std::nullopt;
-  if (!step_id) {
+  const auto vars = slurm_vars(env, [&](const char* name) { return lookup_int(env, name); });
+  if (!vars) return std::nullopt;
+  if (vars->batch_shell()) {
     batch_shell = true;
     return std::nullopt;
   }
   SlurmStep s;
   s.source.name = "Slurm";
   s.source.rank_var = "SLURM_PROCID";
-  s.source.world_var = env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-  s.source.rank = procid;
-  s.source.world = lookup_int(env, s.source.world_var);
+  s.source.world_var = vars->ntasks_var;
+  s.source.rank = vars->procid;
+  s.source.world = vars->ntasks;
   if (!s.source.rank) require_pair(s.source, "SLURM_STEP_ID", "SLURM_PROCID");
   if (!s.source.world) require_pair(s.source, "SLURM_PROCID", "SLURM_NTASKS");
-  s.source.local_rank = lookup_int(env, "SLURM_LOCALID");
-  if (const auto spec = env("SLURM_STEP_TASKS_PER_NODE")) {
-    const auto per_node = tasks_per_node(*spec);
-    const auto node = lookup_int(env, "SLURM_NODEID").value_or(0);
+  s.source.local_rank = vars->local_id;
+  if (vars->tasks_per_node) {
+    const auto per_node = tasks_per_node(*vars->tasks_per_node);
+    const auto node = vars->node_id.value_or(0);
     if (node >= 0 && static_cast<std::size_t>(node) < per_node.size()) s.source.local_world = per_node[node];
   }
-  s.job_id = lookup_int(env, "SLURM_JOB_ID").value_or(lookup_int(env, "SLURM_JOBID").value_or(0));
-  s.step_id = *step_id;
-  for (const char* v : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-    if (auto l = env(v); l && !l->empty()) {
-      s.nodelist = *l;
-      break;
-    }
-  }
+  s.job_id = vars->job_id.value_or(0);
+  s.step_id = *vars->step_id;
+  s.nodelist = vars->nodelist;
   return s;
 }
 
@@ -165,8 +159,7 @@ JobCoordinates job_coordinates(const EnvLookup& env) {
   bool batch_shell = false;
   auto slurm = slurm_step(env, batch_shell);
   std::vector<Source> mpi;
-  for (auto s : {mpi_source(env, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                            "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+  for (auto s : {mpi_source(env, "Open MPI", kOpenMpiRank, kOpenMpiSize, kOpenMpiLocalRank, kOpenMpiLocalSize),
                  mpi_source(env, "MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")}) {
     if (s) mpi.push_back(*s);
   }

@@ -14,14 +14,11 @@ namespace mci::log {
 
 namespace {
 
-// Read once: the environment of a process does not change under mci.
+// Read once: the environment of a process does not change under mci. The
+// logger cannot throw, so a bad value logs at warn; init says so.
 Level level_from_env() {
   const char* v = std::getenv("MCI_LOG_LEVEL");
-  if (!v) return Level::warn;
-  if (!std::strcmp(v, "error")) return Level::error;
-  if (!std::strcmp(v, "info") || !std::strcmp(v, "INFO")) return Level::info;
-  if (!std::strcmp(v, "debug") || !std::strcmp(v, "DEBUG") || !std::strcmp(v, "trace")) return Level::debug;
-  return Level::warn;
+  return v ? level_named(v).value_or(Level::warn) : Level::warn;
 }
 
 const char* name(Level l) {
@@ -35,6 +32,14 @@ const char* name(Level l) {
 }
 
 }  // namespace
+
+std::optional<Level> level_named(std::string_view v) {
+  if (v == "error") return Level::error;
+  if (v == "warn") return Level::warn;
+  if (v == "info" || v == "INFO") return Level::info;
+  if (v == "debug" || v == "DEBUG" || v == "trace") return Level::debug;
+  return std::nullopt;
+}
 
 bool enabled(Level l) {
   static const Level threshold = level_from_env();

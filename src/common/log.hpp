@@ -3,6 +3,7 @@
 // one write so lines from threads and processes never interleave.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -12,6 +13,9 @@ namespace mci::log {
 enum class Level { error = 0, warn = 1, info = 2, debug = 3 };
 
 bool enabled(Level l);
+// The level a value of MCI_LOG_LEVEL names (also INFO, DEBUG and trace, as
+// other tools spell them); nullopt for anything else, which logs at warn.
+std::optional<Level> level_named(std::string_view v);
 void write(Level l, std::string_view msg);
 
 template <class... A>

@@ -127,6 +127,21 @@ BackendInfo info_of(const BackendEntry& b) {
 
 }  // namespace
 
+std::vector<SettingInfo> list_settings() {
+  std::vector<SettingInfo> out;
+  for (const auto& r : setting_rows()) {
+    std::string accepts;
+    switch (r.kind) {
+      case SettingKind::integer: accepts = fmt::format("{} .. {} ({})", r.min, r.max, r.unit); break;
+      case SettingKind::choice: accepts = choices_text(r, false); break;
+      case SettingKind::text: accepts = "text"; break;
+      case SettingKind::flag: accepts = "set or unset"; break;
+    }
+    out.push_back(SettingInfo{std::string(r.name), std::string(r.fallback), accepts, r.ranks_agree, settable(r)});
+  }
+  return out;
+}
+
 std::vector<BackendInfo> list_backends() {
   std::vector<BackendInfo> out;
   for (const auto& b : backend_table()) out.push_back(info_of(b));
@@ -162,7 +177,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
         fmt::format("init_method '{}' is not supported: use env:// or tcp://HOST:PORT", opts.init_method));
   }
 
-  const GroupSettings settings = GroupSettings::from(opts);
+  const SettingSource source(opts.settings, process_env());
+  const GroupSettings settings = GroupSettings::from(opts, source);
+  if (const auto level = source.raw("MCI_LOG_LEVEL"); level && !level->empty() && !log::level_named(*level)) {
+    log::warn("MCI_LOG_LEVEL='{}' is not a log level: use {}; logging at warn", *level,
+              choices_text(setting("MCI_LOG_LEVEL"), false));
+  }
   // Made first: it measures the counter's rate while the ranks meet, so the
   // first collectives already read the counter.
   auto clock = std::make_unique<TickClock>(settings.counter_clock && TickClock::counter_usable());
@@ -218,25 +238,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   ctx.listen_host = listen_host;
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
+  ctx.settings = source;
   auto backend = entry.make(ctx);
   // A setting the backend does not honour is said once, by rank 0, rather
   // than ignored in silence.
   if (c.rank == 0) {
-    const auto set = [](const char* name) {
-      const auto v = process_env()(name);
-      return v && !v->empty() && *v != "auto" ? v : std::nullopt;
-    };
-    if (const auto algo = set("MCI_ALGO"); algo && !entry.caps.mci_algorithms) {
-      log::warn(
-          "MCI_ALGO={} is ignored on the {} backend, which picks its own algorithms: MCI_ALGO applies to "
-          "the backends that run mci's algorithms: {}",
-          *algo, opts.backend, backends_with(&BackendCaps::mci_algorithms));
-    }
-    if (const auto tr = set("MCI_TRANSPORT"); tr && !entry.caps.mci_transports) {
-      log::warn(
-          "MCI_TRANSPORT={} is ignored on the {} backend, which has its own transport: MCI_TRANSPORT applies "
-          "to the backends that run on mci's transports: {}",
-          *tr, opts.backend, backends_with(&BackendCaps::mci_transports));
+    for (const auto& row : setting_rows()) {
+      if (!source.chosen(row.name)) continue;
+      if (auto notice = ignored_setting(entry, row, *source.raw(row.name))) log::warn("{}", *notice);
     }
   }
   auto impl = std::make_unique<ProcessGroup::Impl>(GroupIdentity{c.rank, c.world, c.local_rank, c.local_world,

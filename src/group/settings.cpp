@@ -2,37 +2,27 @@
 
 #include <fmt/format.h>
 
-#include "common/auth.hpp"
-#include "common/env.hpp"
 #include "mci/errors.hpp"
 
 namespace mci {
 
-GroupSettings GroupSettings::from(const InitOptions& o) {
+GroupSettings GroupSettings::from(const InitOptions& o, const SettingSource& source) {
   GroupSettings s;
-  const long long entries =
-      env_int("MCI_FLIGHT_RECORDER_ENTRIES").value_or(static_cast<long long>(o.flight_recorder_entries));
-  if (entries < 0 || entries > (1ll << 24)) {
-    throw ConfigError(fmt::format("MCI_FLIGHT_RECORDER_ENTRIES={} is out of range: use 0 (off) .. 16777216", entries));
+  // InitOptions' own field is the fallback of the variable (set or given).
+  s.flight_recorder_entries = source.raw("MCI_FLIGHT_RECORDER_ENTRIES")
+                                  ? static_cast<std::size_t>(source.integer("MCI_FLIGHT_RECORDER_ENTRIES"))
+                                  : o.flight_recorder_entries;
+  if (const auto& row = setting("MCI_FLIGHT_RECORDER_ENTRIES");
+      s.flight_recorder_entries > static_cast<std::size_t>(row.max)) {
+    throw ConfigError(fmt::format("InitOptions::flight_recorder_entries={} is out of range: use {} .. {} ({})",
+                                  s.flight_recorder_entries, row.min, row.max, row.unit));
   }
-  s.flight_recorder_entries = static_cast<std::size_t>(entries);
-  const long long wait = env_int("MCI_HANG_REPORT_WAIT_MS").value_or(3000);
-  if (wait < 0)
-    throw ConfigError(fmt::format("MCI_HANG_REPORT_WAIT_MS={} is negative: use 0 (no report) or more", wait));
-  s.hang_report_wait = std::chrono::milliseconds(wait);
-  if (auto dbg = env_str("MCI_DEBUG")) s.debug_timing = dbg->find("timing") != std::string::npos;
-  s.launcher_hosts_store = env_str("MCI_STORE_HOSTED").has_value();
-  s.host_addr = env_str("MCI_HOST_ADDR").value_or("");
-  if (auto clock = env_str("MCI_CLOCK")) {
-    if (*clock != "auto" && *clock != "steady") {
-      throw ConfigError(
-          fmt::format("MCI_CLOCK={} is not a clock mci knows: use auto (the CPU's time-stamp counter "
-                      "where it is invariant, else the steady clock) or steady",
-                      *clock));
-    }
-    s.counter_clock = *clock == "auto";
-  }
-  s.token = o.token.empty() ? auth::token_from_env() : o.token;
+  s.hang_report_wait = std::chrono::milliseconds(source.integer("MCI_HANG_REPORT_WAIT_MS"));
+  s.debug_timing = source.text("MCI_DEBUG").find("timing") != std::string::npos;
+  s.launcher_hosts_store = source.flag("MCI_STORE_HOSTED");
+  s.host_addr = source.text("MCI_HOST_ADDR");
+  s.counter_clock = source.choice("MCI_CLOCK") == "auto";
+  s.token = o.token.empty() ? source.text("MCI_JOB_TOKEN") : o.token;
   return s;
 }
 

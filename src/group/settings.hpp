@@ -1,11 +1,13 @@
-// The group's settings, read once from InitOptions and the environment at
-// init and passed down; nothing below the group reads these variables.
+// The group's settings, read once at init from InitOptions and the setting
+// source (the program's values, then the environment) and passed down;
+// nothing below the group reads these variables.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <string>
 
+#include "common/setting_source.hpp"
 #include "mci/init.hpp"
 
 namespace mci {
@@ -16,11 +18,11 @@ struct GroupSettings {
   bool debug_timing = false;                         // MCI_DEBUG contains "timing"
   bool launcher_hosts_store = false;                 // MCI_STORE_HOSTED: mcirun hosts the store, rank 0 must not
   std::string host_addr;                             // MCI_HOST_ADDR: the address peers reach this rank at
-  std::string token;                                 // MCI_JOB_TOKEN
+  std::string token;                                 // InitOptions::token, else MCI_JOB_TOKEN
   bool counter_clock = true;                         // MCI_CLOCK: auto (the CPU's counter where usable) or steady
 
   // Throws ConfigError naming a malformed variable.
-  static GroupSettings from(const InitOptions& o);
+  static GroupSettings from(const InitOptions& o, const SettingSource& source);
 };
 
 }  // namespace mci

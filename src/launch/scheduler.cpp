@@ -4,6 +4,7 @@
 
 #include "common/env.hpp"
 #include "common/hostlist.hpp"
+#include "common/scheduler_env.hpp"
 #include "mci/errors.hpp"
 
 namespace mci::launch {
@@ -14,35 +15,43 @@ std::optional<long long> number(const EnvLookup& env, const std::string& name) {
   auto v = env(name);
   if (!v) return std::nullopt;
   auto n = parse_int(*v);
-  if (!n || *n < 0 || *n > (1 << 20)) {
+  if (!n || *n < 0) {
     throw ConfigError(
-        fmt::format("{} is '{}', not a count mcirun can use: is this really a "
+        fmt::format("{} is '{}', not a number mcirun can use: is this really a "
                     "Slurm or Open MPI environment?",
                     name, *v));
   }
   return n;
 }
 
-std::optional<long long> first_number(const EnvLookup& env, const char* a, const char* b) {
-  auto v = number(env, a);
-  return v ? v : number(env, b);
+// A count of nodes or tasks: job and step ids are larger, counts are not.
+long long count(const char* name, long long n) {
+  if (n < 1 || n > (1 << 20)) {
+    throw ConfigError(
+        fmt::format("{}={} is not a count mcirun can use: is this really a Slurm or Open MPI "
+                    "environment?",
+                    name, n));
+  }
+  return n;
+}
+
+NumberReader numbers(const EnvLookup& env) {
+  return [&env](const char* name) { return number(env, name); };
 }
 
 std::optional<SchedulerPlacement> from_slurm(const EnvLookup& env) {
-  if (!env("SLURM_STEP_ID") && !env("SLURM_STEPID")) return std::nullopt;
-  auto node_id = number(env, "SLURM_NODEID");
-  auto nodes = first_number(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES");
-  if (!node_id || !nodes) return std::nullopt;
+  const auto vars = slurm_vars(env, numbers(env));
+  if (!vars || !vars->in_step() || !vars->node_id || !vars->nnodes) return std::nullopt;
   SchedulerPlacement p;
   p.source = "srun";
-  p.nnodes = static_cast<int>(*nodes);
-  p.node_rank = static_cast<int>(*node_id);
-  if (auto tasks = first_number(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"); tasks && *tasks != *nodes) {
+  p.nnodes = static_cast<int>(count("SLURM_STEP_NUM_NODES", *vars->nnodes));
+  p.node_rank = static_cast<int>(*vars->node_id);
+  if (vars->ntasks && *vars->ntasks != *vars->nnodes) {
     throw ConfigError(
         fmt::format("this srun step runs {} tasks on {} node(s), but mcirun must run once per node (it starts "
                     "the processes of its node itself): use 'srun --nodes={} --ntasks-per-node=1 mcirun "
                     "--nproc_per_node=N ...', or pass --nnodes and --node_rank yourself",
-                    *tasks, *nodes, *nodes));
+                    *vars->ntasks, *vars->nnodes, *vars->nnodes));
   }
   if (p.node_rank >= p.nnodes) {
     throw ConfigError(
@@ -50,33 +59,27 @@ std::optional<SchedulerPlacement> from_slurm(const EnvLookup& env) {
                     "--nnodes and --node_rank yourself",
                     p.node_rank, p.nnodes));
   }
-  for (const char* list : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-    if (auto v = env(list); v && !v->empty()) {
-      p.master_addr = first_host(*v);
-      break;
-    }
-  }
+  if (!vars->nodelist.empty()) p.master_addr = first_host(vars->nodelist);
   return p;
 }
 
 std::optional<SchedulerPlacement> from_open_mpi(const EnvLookup& env) {
-  auto size = number(env, "OMPI_COMM_WORLD_SIZE");
-  auto rank = number(env, "OMPI_COMM_WORLD_RANK");
-  if (!size || !rank) return std::nullopt;
-  if (auto local = number(env, "OMPI_COMM_WORLD_LOCAL_SIZE"); local && *local != 1) {
+  const OpenMpiVars vars = open_mpi_vars(numbers(env));
+  if (!vars.size || !vars.rank) return std::nullopt;
+  if (vars.local_size && *vars.local_size != 1) {
     throw ConfigError(
         fmt::format("mpirun started {} copies of mcirun on this node, but mcirun must run once per node (it "
                     "starts the processes of its node itself): use 'mpirun --map-by ppr:1:node mcirun "
                     "--nproc_per_node=N ...', or pass --nnodes and --node_rank yourself",
-                    *local));
+                    *vars.local_size));
   }
-  if (*rank >= *size) {
-    throw ConfigError(fmt::format("OMPI_COMM_WORLD_RANK={} is not below OMPI_COMM_WORLD_SIZE={}", *rank, *size));
+  if (*vars.rank >= *vars.size) {
+    throw ConfigError(fmt::format("{}={} is not below {}={}", kOpenMpiRank, *vars.rank, kOpenMpiSize, *vars.size));
   }
   SchedulerPlacement p;
   p.source = "mpirun";
-  p.nnodes = static_cast<int>(*size);
-  p.node_rank = static_cast<int>(*rank);
+  p.nnodes = static_cast<int>(count(kOpenMpiSize, *vars.size));
+  p.node_rank = static_cast<int>(*vars.rank);
   return p;
 }
 

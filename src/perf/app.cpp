@@ -120,21 +120,19 @@ Outputs open_outputs(ProcessGroup& pg, const Options& o) {
 }
 
 int run(const Options& o, std::ostream& out, std::ostream& err) {
-  // mci reads these when the group is created; the flags are a shorter way
-  // to set them for this one process.
-  if (o.transport) ::setenv("MCI_TRANSPORT", o.transport->c_str(), 1);
-  if (o.algo) ::setenv("MCI_ALGO", o.algo->c_str(), 1);
-
   RunInfo info;
   info.options = o;
-  info.transport = env_or("MCI_TRANSPORT", "auto");
-  info.algo = env_or("MCI_ALGO", "auto");
+  info.transport = o.transport.value_or(env_or("MCI_TRANSPORT", "auto"));
+  info.algo = o.algo.value_or(env_or("MCI_ALGO", "auto"));
   info.version = MCI_PERF_VERSION;
   info.start_time = now_text();
 
   InitOptions init;
   init.backend = o.backend;
   init.timeout = o.timeout;
+  // The flags are the group's settings; the environment stays the fallback.
+  if (o.transport) init.settings["MCI_TRANSPORT"] = *o.transport;
+  if (o.algo) init.settings["MCI_ALGO"] = *o.algo;
   // Started alone, as nccl-tests can be: a job of one rank on a store of
   // its own.
   std::unique_ptr<StoreServer> own_store;
@@ -150,9 +148,6 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
   auto pg = init_process_group(init);
   const bool printer = pg->rank() == 0;
   info.ranks = pg->size();
-  if (printer && o.transport && !o.caps.mci_transports) {
-    err << "mci-perf: note: --transport applies to the cpu backend; " << o.backend << " uses its own transport\n";
-  }
 
   // The options are checked against the group on every rank with the same
   // outcome, so all ranks stop together. Rank 0 prints first, then a

@@ -24,6 +24,8 @@ constexpr std::array kKinds{MeshKind{"tcp", &connect_tcp}};
 
 std::span<const MeshKind> mesh_kinds() noexcept { return kKinds; }
 
+std::string_view default_mesh_kind() noexcept { return kKinds.front().name; }
+
 Mesh connect_mesh(std::string_view kind, Store& store, const MeshOptions& o, const Deadline& dl) {
   for (const auto& k : kKinds) {
     if (k.name == kind) return k.connect(store, o, dl);

@@ -41,7 +41,10 @@ struct MeshKind {
 };
 // `store` must outlive the mesh: a lazy mesh reads peers' addresses from it.
 
+// The mesh kinds in order of preference: a backend that has no reason to
+// choose takes the first (default_mesh_kind()).
 std::span<const MeshKind> mesh_kinds() noexcept;
+std::string_view default_mesh_kind() noexcept;
 // Throws ConfigError for an unknown kind; the kind's own errors otherwise.
 Mesh connect_mesh(std::string_view kind, Store& store, const MeshOptions& o, const Deadline& dl);
 

@@ -149,7 +149,7 @@ TEST(Misuse, WaitSettingsOutOfRangeAreAConfigError) {
 TEST(Misuse, UnknownClockIsAConfigError) {
   auto o = run_case("clock-setting", 1, {{"MCI_CLOCK", "tsc"}});
   EXPECT_EQ(o.codes[0], exit_code::config) << o.out;
-  EXPECT_TRUE(has(o, "MCI_CLOCK=tsc is not a clock mci knows: use auto")) << o.out;
+  EXPECT_TRUE(has(o, "MCI_CLOCK='tsc' is not a clock mci knows: use auto")) << o.out;
 }
 
 TEST(Misuse, RootOutOfRangeFailsThereAndPeersHearWhy) {

@@ -71,6 +71,8 @@ def ctype_of(c_type, lib_module):
         return ctypes.c_void_p  # an opaque handle
     if base == "int*":
         return ctypes.POINTER(ctypes.c_int)
+    if base == "char**":
+        return ctypes.POINTER(ctypes.c_char_p)  # a NULL-terminated array of strings
     raise AssertionError(f"test_c_abi.py does not know the C type '{c_type}': teach ctype_of")
 
 

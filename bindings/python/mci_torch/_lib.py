@@ -50,7 +50,7 @@ def _load():
     lib.mci_store_server_start.argtypes = [cp, cp, ctypes.POINTER(vp), ctypes.POINTER(ci)]
     lib.mci_store_server_free.argtypes = [vp]
     lib.mci_store_server_free.restype = None
-    lib.mci_group_new.argtypes = [cp, ci, cp, ci, ci, ctypes.c_int64, cp, cp, ctypes.POINTER(vp)]
+    lib.mci_group_new.argtypes = [cp, ci, cp, ci, ci, ctypes.c_int64, cp, cp, ctypes.POINTER(cp), ctypes.POINTER(vp)]
     lib.mci_group_free.argtypes = [vp]
     lib.mci_group_free.restype = None
     lib.mci_group_abort.argtypes = [vp, cp]

@@ -229,7 +229,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
         check(
             lib.mci_group_new(
                 host.encode(), int(port_text), token.encode(), rank, size, self._timeout_ms, backend, b"torch",
-                ctypes.byref(self._group),
+                None, ctypes.byref(self._group),
             )
         )
         self._completer = Completer()

@@ -40,7 +40,7 @@ class CpuBackend final : public Backend {
     // of the rank it waits for); then poll and yield the core instead.
     const bool core_each = std::max(setup.machine_ranks, 1) <= setup.machine_cpus;
     auto mesh =
-        transport::connect_mesh("tcp", *ctx.store,
+        transport::connect_mesh(transport::default_mesh_kind(), *ctx.store,
                                 transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
                                                        core_each ? std::chrono::nanoseconds(s.tcp_spin)
                                                                  : std::chrono::nanoseconds(0),
@@ -125,7 +125,7 @@ class CpuBackend final : public Backend {
   // The first rank to arrive sets the reference; each compares its own to
   // it (O(1) per rank: nobody reads everyone's).
   static void check_same_settings(Store& store, int rank, int size, const CpuSettings& s, const Deadline& dl) {
-    const std::string mine = s.shared_part();
+    const std::string& mine = s.agreed;
     const std::string claim = fmt::format("{}\n{}", rank, mine);
     std::string error;
     const std::string first = to_string(store.compare_set("cpu/settings/reference", {}, to_bytes(claim)));
@@ -140,10 +140,9 @@ class CpuBackend final : public Backend {
       const auto a = mine_first ? std::pair{rank, mine} : std::pair{other, theirs};
       const auto b = mine_first ? std::pair{other, theirs} : std::pair{rank, mine};
       error = fmt::format(
-          "the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set "
-          "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same on every rank "
-          "(or leave them unset everywhere).",
-          a.first, a.second, b.first, b.second);
+          "the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set {} the same on every "
+          "rank (or leave them unset everywhere).",
+          a.first, a.second, b.first, b.second, SettingSource::agreed_names(true, true));
     }
     const GroupVerdict v =
         agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
@@ -188,7 +187,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx) {
-  return std::make_unique<CpuBackend>(ctx, CpuSettings::from_env());
+  return std::make_unique<CpuBackend>(ctx, CpuSettings::from(ctx.settings));
 }
 
 }  // namespace mci

@@ -1,5 +1,7 @@
-// The cpu backend's settings, read from the environment once, checked, and
-// passed down: the transports and algorithms below never read a variable.
+// The cpu backend's settings, read once through the group's setting source
+// (the program's values, then the environment), checked by their rows of
+// the settings table, and passed down: the transports and algorithms below
+// never read a variable.
 #pragma once
 
 #include <chrono>
@@ -9,6 +11,7 @@
 
 #include "collectives/copy_kernels.hpp"
 #include "common/algo.hpp"
+#include "common/setting_source.hpp"
 #include "transport/connect_mode.hpp"
 #include "transport/shm/shm_connect.hpp"
 
@@ -27,10 +30,12 @@ struct CpuSettings {
   transport::ConnectMode connect = transport::ConnectMode::lazy;             // MCI_CONNECT
   std::string host_id;  // MCI_HOST_ID: pretend hosts on one machine (empty: the machine's identity)
 
+  // The settings every rank must share (they decide algorithms and
+  // layouts), as "NAME=value ..." to compare.
+  std::string agreed;
+
   // Throws ConfigError naming the variable, its value and what it accepts.
-  static CpuSettings from_env();
-  // The settings every rank must share (they decide algorithms and layouts).
-  std::string shared_part() const;
+  static CpuSettings from(const SettingSource& source);
 };
 
 }  // namespace mci

@@ -1,13 +1,17 @@
-// docs/env.md lists the algorithms and backends as the tables hold them:
-// a row added to a table without its line in the docs fails here.
+// docs/env.md lists the algorithms, backends and settings as the tables hold
+// them: a row added to a table without its line in the docs fails here.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include "backends/registry.hpp"
 #include "collectives/algorithm_table.hpp"
+#include "common/settings_table.hpp"
 #include "test_paths.hpp"
 
 namespace mci {
@@ -63,6 +67,57 @@ TEST(Docs, EnvMdListsEveryBackendWithItsCapabilities) {
         "| `" + std::string(b.name) + "` | " + std::string(b.what) + " | " + caps_cells(b.caps) + " " + needs + " |";
     EXPECT_TRUE(has_line_starting(doc, line)) << "docs/env.md lacks the line\n" << line;
   }
+}
+
+// The tuning table is the settings table's rendering, whole: its lines are
+// written once, in common/settings_table.cpp.
+TEST(Docs, EnvMdTuningTableIsTheSettingsTable) {
+  const std::string doc = read_doc("env.md");
+  const auto at = doc.find("## Tuning and diagnostics\n");
+  ASSERT_NE(at, std::string::npos) << "docs/env.md lacks its '## Tuning and diagnostics' section";
+  const auto begin = doc.find("\n| variable", at) + 1;
+  ASSERT_NE(begin, 0u) << "docs/env.md's tuning section has no table";
+  auto end = doc.find("\n\n", begin);
+  if (end == std::string::npos) end = doc.size();
+  const std::string table = doc.substr(begin, end - begin + 1);
+  const std::string expected = settings_markdown(SettingSection::tuning);
+  EXPECT_EQ(table, expected) << "docs/env.md's tuning table differs from common/settings_table.cpp: replace it "
+                                "with\n"
+                             << expected;
+}
+
+TEST(Docs, EnvMdNamesEveryOtherSetting) {
+  const std::string doc = read_doc("env.md");
+  for (const auto& r : setting_rows()) {
+    if (r.section == SettingSection::tuning) continue;
+    EXPECT_NE(doc.find("`" + std::string(r.name) + "`"), std::string::npos) << "docs/env.md does not name " << r.name;
+  }
+}
+
+// A variable read anywhere in mci's code is a row of the table: no reader
+// of its own that the docs and InitOptions::settings would not know.
+TEST(Docs, EveryMciVariableTheCodeNamesIsASetting) {
+  namespace fs = std::filesystem;
+  const std::regex literal("\"(MCI_[A-Z0-9_]+)\"");
+  std::set<std::string> unknown;
+  int files = 0;
+  for (const char* folder : {"src", "tools"}) {
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(MCI_SOURCE_DIR) / folder)) {
+      const auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
+      ++files;
+      std::ifstream f(e.path());
+      std::stringstream text;
+      text << f.rdbuf();
+      const std::string s = text.str();
+      for (std::sregex_iterator m(s.begin(), s.end(), literal), stop; m != stop; ++m) {
+        if (!find_setting((*m)[1].str())) unknown.insert((*m)[1].str() + " (" + e.path().filename().string() + ")");
+      }
+    }
+  }
+  EXPECT_GT(files, 100);
+  for (const auto& u : unknown)
+    ADD_FAILURE() << u << " is read by the code but is not a row of common/settings_table.cpp";
 }
 
 }  // namespace

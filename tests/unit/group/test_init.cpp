@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "../../support/ports.hpp"
@@ -162,6 +164,92 @@ TEST(InitTcp, ThreadsAsRanksAndTwoGenerationsOfTheSameGroup) {
   }
   for (auto& t : ts) t.join();
   for (float x : results) EXPECT_EQ(x, 3.0f + 6.0f);
+}
+
+// InitOptions::settings steer the backend as the variables do, and win
+// over them; ranks given different ones are refused at init.
+std::vector<std::string> threads_as_ranks(int n, const std::function<InitOptions(int)>& options_of,
+                                          const std::function<std::string(ProcessGroup&)>& body) {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});
+  std::vector<std::string> out(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      TcpStoreOptions so;
+      so.port = server.port();
+      InitOptions o = options_of(r);
+      o.store = std::make_shared<TcpStore>(so);
+      o.rank = r;
+      o.world_size = n;
+      o.timeout = 10000ms;
+      try {
+        auto pg = init_process_group(o);
+        out[r] = body(*pg);
+      } catch (const ConfigError& e) {
+        out[r] = std::string("ConfigError: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+TEST(InitSettings, GivenSettingsChooseTheAlgorithmOverTheEnvironment) {
+  EnvGuard g;
+  g.set("MCI_ALGO", "direct");
+  const auto algos = threads_as_ranks(
+      2,
+      [](int) {
+        InitOptions o;
+        o.settings = {{"MCI_ALGO", "ring"}, {"MCI_TRANSPORT", "tcp"}};
+        return o;
+      },
+      [](ProcessGroup& pg) {
+        std::vector<float> v{1, 2, 3, 4};
+        auto w = pg.all_reduce(view(v), ReduceOp::sum, Exec::async);
+        w.wait();
+        return w.algorithm() + " " + std::to_string(v[3]);
+      });
+  EXPECT_EQ(algos, (std::vector<std::string>{"ring 8.000000", "ring 8.000000"}));
+}
+
+TEST(InitSettings, RanksGivenDifferentSettingsAreRefused) {
+  const auto errors = threads_as_ranks(
+      2,
+      [](int r) {
+        InitOptions o;
+        if (r == 1) o.settings = {{"MCI_CONNECT", "eager"}};
+        return o;
+      },
+      [](ProcessGroup&) { return std::string("joined"); });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("the ranks disagree on mci's settings: rank 0 has MCI_ALGO=auto MCI_TRANSPORT=auto "
+                     "MCI_SHM_BUFFER_BYTES=524288 MCI_CONNECT=lazy, rank 1 has"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("MCI_CONNECT=eager. Set MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(InitSettings, AnUnknownOrMalformedSettingStopsInitBeforeConnecting) {
+  InitOptions o;
+  o.init_method = "tcp://127.0.0.1:1";  // nothing listens: init must fail before trying
+  o.rank = 0;
+  o.world_size = 2;
+  o.settings = {{"MCI_TRANSPROT", "tcp"}};
+  std::string m = init_error({}, o);
+  EXPECT_NE(m.find("'MCI_TRANSPROT' is not one of mci's settings"), std::string::npos) << m;
+  o.settings = {{"MCI_HANG_REPORT_WAIT_MS", "soon"}};
+  m = init_error({}, o);
+  EXPECT_NE(m.find("MCI_HANG_REPORT_WAIT_MS='soon' is not an integer"), std::string::npos) << m;
+  const auto listed = list_settings();
+  const auto algo =
+      std::find_if(listed.begin(), listed.end(), [](const SettingInfo& i) { return i.name == "MCI_ALGO"; });
+  ASSERT_NE(algo, listed.end());
+  EXPECT_TRUE(algo->ranks_agree);
+  EXPECT_TRUE(algo->settable);
 }
 
 TEST(InitTcp, DuplicateRankIsCaught) {

@@ -1,0 +1,110 @@
+// The settings table and the source every reader takes its values from.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/env.hpp"
+#include "common/setting_source.hpp"
+#include "common/settings_table.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no ConfigError)";
+}
+
+SettingSource env_only(std::map<std::string, std::string> vars) { return SettingSource({}, fixed_env(std::move(vars))); }
+
+TEST(SettingsTable, EveryDefaultPassesItsOwnRow) {
+  const SettingSource unset = env_only({});
+  for (const auto& r : setting_rows()) {
+    SCOPED_TRACE(std::string(r.name));
+    EXPECT_TRUE(r.name.starts_with("MCI_"));
+    EXPECT_EQ(find_setting(r.name), &r);
+    switch (r.kind) {
+      case SettingKind::integer:
+        EXPECT_LE(r.min, r.max);
+        EXPECT_FALSE(r.unit.empty());
+        if (r.section == SettingSection::tuning) {
+          EXPECT_EQ(std::to_string(unset.integer(r.name)), r.fallback);
+        }
+        break;
+      case SettingKind::choice:
+        EXPECT_FALSE(r.choices.empty());
+        EXPECT_FALSE(r.noun.empty());
+        EXPECT_EQ(unset.choice(r.name), r.fallback);
+        break;
+      case SettingKind::text: EXPECT_EQ(unset.text(r.name), r.fallback); break;
+      case SettingKind::flag: EXPECT_FALSE(unset.flag(r.name)); break;
+    }
+    if (r.section == SettingSection::tuning) {
+      EXPECT_FALSE(r.doc.empty());
+    }
+    if (r.ranks_agree) {
+      EXPECT_EQ(r.scope, SettingScope::job);
+    }
+  }
+  EXPECT_EQ(find_setting("MCI_NOT_A_SETTING"), nullptr);
+}
+
+TEST(SettingSource, GivenValuesWinOverTheEnvironmentWhichWinsOverTheDefault) {
+  const SettingSource s({{"MCI_TRANSPORT", "tcp"}}, fixed_env({{"MCI_TRANSPORT", "shm"}, {"MCI_CONNECT", "eager"}}));
+  EXPECT_EQ(s.choice("MCI_TRANSPORT"), "tcp");
+  EXPECT_EQ(s.choice("MCI_CONNECT"), "eager");
+  EXPECT_EQ(s.integer("MCI_SHM_BUFFER_BYTES"), 524288);
+  EXPECT_TRUE(s.chosen("MCI_TRANSPORT"));
+  EXPECT_FALSE(s.chosen("MCI_ALGO"));
+  // An empty value is the default, as an unset one.
+  EXPECT_EQ(env_only({{"MCI_TRANSPORT", ""}}).choice("MCI_TRANSPORT"), "auto");
+  EXPECT_FALSE(env_only({{"MCI_TRANSPORT", "auto"}}).chosen("MCI_TRANSPORT"));
+}
+
+TEST(SettingSource, BadValuesNameTheVariableTheValueAndWhatItAccepts) {
+  EXPECT_EQ(error_of([] { env_only({{"MCI_SHM_YIELD_US", "-5"}}).integer("MCI_SHM_YIELD_US"); }),
+            "MCI_SHM_YIELD_US=-5 is out of range: use 0 .. 1000000 (microseconds)");
+  EXPECT_EQ(error_of([] { env_only({{"MCI_SHM_BUFFER_BYTES", "4k"}}).integer("MCI_SHM_BUFFER_BYTES"); }),
+            "MCI_SHM_BUFFER_BYTES='4k' is not an integer: set it to a whole number, or unset it");
+  EXPECT_EQ(error_of([] { env_only({{"MCI_CONNECT", "sometimes"}}).choice("MCI_CONNECT"); }),
+            "MCI_CONNECT='sometimes' is not a connection mode: use lazy (connect to a peer when an algorithm first "
+            "needs it, the default) or eager (connect every pair at init)");
+  EXPECT_EQ(error_of([] { env_only({{"MCI_HOST_ID", "a\nb"}}).text("MCI_HOST_ID"); }),
+            "MCI_HOST_ID holds a line break: use a value on one line");
+}
+
+TEST(SettingSource, RefusesNamesThatAreNotSettingsAndThoseReadOnlyFromTheEnvironment) {
+  const std::string unknown = error_of([] { SettingSource({{"MCI_ALOG", "ring"}}, fixed_env({})); });
+  EXPECT_NE(unknown.find("'MCI_ALOG' is not one of mci's settings"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("MCI_ALGO"), std::string::npos) << unknown;
+  EXPECT_EQ(unknown.find("MCI_LOG_LEVEL"), std::string::npos) << unknown;
+  const std::string log = error_of([] { SettingSource({{"MCI_LOG_LEVEL", "debug"}}, fixed_env({})); });
+  EXPECT_NE(log.find("MCI_LOG_LEVEL is read from the environment"), std::string::npos) << log;
+}
+
+TEST(SettingSource, TheAgreedPartHoldsWhatTheBackendHonoursReadAsItsKind) {
+  const SettingSource s({}, fixed_env({{"MCI_SHM_BUFFER_BYTES", " 8192"}, {"MCI_ALGO", "ring"}}));
+  EXPECT_EQ(s.agreed_part(true, true), "MCI_ALGO=ring MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
+  EXPECT_EQ(s.agreed_part(false, true), "MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
+  EXPECT_EQ(s.agreed_part(false, false), "");
+  EXPECT_EQ(SettingSource::agreed_names(true, true), "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT");
+}
+
+TEST(SettingsTable, MarkdownHasOneLinePerRowOfTheSection) {
+  const std::string md = settings_markdown(SettingSection::tuning);
+  std::size_t rows = 0;
+  for (const auto& r : setting_rows()) {
+    if (r.section != SettingSection::tuning) continue;
+    ++rows;
+    EXPECT_NE(md.find("| `" + std::string(r.name) + "` |"), std::string::npos) << r.name;
+  }
+  EXPECT_EQ(static_cast<std::size_t>(std::count(md.begin(), md.end(), '\n')), rows + 2);
+}
+
+}  // namespace
+}  // namespace mci
