@@ -33,8 +33,7 @@ std::optional<SlurmVars> slurm_vars(const EnvLookup& env, const NumberReader& nu
 }
 
 OpenMpiVars open_mpi_vars(const NumberReader& number) {
-  return OpenMpiVars{number(kOpenMpiRank), number(kOpenMpiSize), number(kOpenMpiLocalRank),
-                     number(kOpenMpiLocalSize)};
+  return OpenMpiVars{number(kOpenMpiRank), number(kOpenMpiSize), number(kOpenMpiLocalRank), number(kOpenMpiLocalSize)};
 }
 
 }  // namespace mci

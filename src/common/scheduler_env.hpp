@@ -24,10 +24,10 @@ struct SlurmVars {
   std::optional<long long> procid;   // SLURM_PROCID: this task's rank in the step
   std::optional<long long> ntasks;   // SLURM_STEP_NUM_TASKS, else SLURM_NTASKS
   const char* ntasks_var = "SLURM_NTASKS";
-  std::optional<long long> nnodes;   // SLURM_STEP_NUM_NODES, else SLURM_NNODES
-  std::optional<long long> node_id;  // SLURM_NODEID
-  std::optional<long long> local_id;  // SLURM_LOCALID
-  std::optional<long long> job_id;    // SLURM_JOB_ID, else SLURM_JOBID
+  std::optional<long long> nnodes;            // SLURM_STEP_NUM_NODES, else SLURM_NNODES
+  std::optional<long long> node_id;           // SLURM_NODEID
+  std::optional<long long> local_id;          // SLURM_LOCALID
+  std::optional<long long> job_id;            // SLURM_JOB_ID, else SLURM_JOBID
   std::optional<std::string> tasks_per_node;  // SLURM_STEP_TASKS_PER_NODE, e.g. "2(x3),1"
   std::string nodelist;  // SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else SLURM_NODELIST ("" when none)
 
@@ -39,10 +39,10 @@ struct SlurmVars {
 std::optional<SlurmVars> slurm_vars(const EnvLookup& env, const NumberReader& number);
 
 struct OpenMpiVars {
-  std::optional<long long> rank;         // OMPI_COMM_WORLD_RANK
-  std::optional<long long> size;         // OMPI_COMM_WORLD_SIZE
-  std::optional<long long> local_rank;   // OMPI_COMM_WORLD_LOCAL_RANK
-  std::optional<long long> local_size;   // OMPI_COMM_WORLD_LOCAL_SIZE
+  std::optional<long long> rank;        // OMPI_COMM_WORLD_RANK
+  std::optional<long long> size;        // OMPI_COMM_WORLD_SIZE
+  std::optional<long long> local_rank;  // OMPI_COMM_WORLD_LOCAL_RANK
+  std::optional<long long> local_size;  // OMPI_COMM_WORLD_LOCAL_SIZE
 };
 inline constexpr const char* kOpenMpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOpenMpiSize = "OMPI_COMM_WORLD_SIZE";

@@ -20,14 +20,15 @@ SettingSource::SettingSource(std::map<std::string, std::string> given, EnvLookup
           known += fmt::format("{}{}", known.empty() ? "" : ", ", row.name);
         }
       }
-      throw ConfigError(fmt::format("'{}' is not one of mci's settings: the settings a program can give are {}",
-                                    name, known));
+      throw ConfigError(
+          fmt::format("'{}' is not one of mci's settings: the settings a program can give are {}", name, known));
     }
     if (!settable(*r)) {
-      throw ConfigError(fmt::format(
-          "{} is read from the environment by {}, not by a group: set it in the environment instead of the "
-          "group's settings",
-          name, r->use == SettingUse::process ? "the process when it first logs" : "the tool that uses it"));
+      throw ConfigError(
+          fmt::format("{} is read from the environment by {}, not by a group: set it in the environment instead of the "
+                      "group's settings",
+                      name,
+                      r->use == SettingUse::process ? "the process when it first logs" : "the tool that uses it"));
     }
     given_.emplace(name, std::move(value));
   }

@@ -59,7 +59,7 @@ struct SettingRow {
   SettingUse use;
   SettingSection section;
   std::string_view shown_default{};  // docs/env.md's default column when it is not `fallback` as is
-  std::string_view doc{};          // docs/env.md's meaning column
+  std::string_view doc{};            // docs/env.md's meaning column
 };
 
 std::span<const SettingRow> setting_rows() noexcept;

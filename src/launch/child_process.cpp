@@ -1,12 +1,17 @@
 #include "launch/child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <system_error>
 
 namespace mci::launch {
@@ -101,6 +106,37 @@ StartedChild start_child(const ExecSpec& program, const std::vector<std::string>
   c.out = std::move(out.read);
   c.err = std::move(err.read);
   return c;
+}
+
+bool process_exiting(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // "pid (comm) S ppid pgrp session tty tpgid flags ...": comm may hold
+  // spaces and parentheses, so fields are counted after the last ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(text.substr(close + 1));
+  char state = 0;
+  long skip = 0;
+  unsigned long flags = 0;
+  fields >> state >> skip >> skip >> skip >> skip >> skip >> flags;
+  constexpr unsigned long kPfExiting = 0x4;
+  return state == 'Z' || state == 'X' || (fields && (flags & kPfExiting));
+}
+
+std::optional<int> wait_for_exit(pid_t pid, std::chrono::milliseconds limit) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, static_cast<int>(limit.count())) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+  }
+  int st = 0;
+  pid_t r;
+  while ((r = ::waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR) {
+  }
+  return r == pid ? std::optional<int>(st) : std::nullopt;
 }
 
 }  // namespace mci::launch

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,5 +29,13 @@ struct StartedChild {
 // before exec, so every thread it starts inherits it).
 StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env, const SignalFd& signals,
                          const std::vector<int>& cpus = {});
+
+// Whether the kernel has begun ending this process: it is a zombie, or its
+// main thread carries PF_EXITING, which the kernel sets before it closes the
+// process's files and sockets (what its peers notice first).
+bool process_exiting(pid_t pid);
+// Waits up to `limit` for a child that is already exiting and reaps it: its
+// wait status, or nullopt when it did not end in time.
+std::optional<int> wait_for_exit(pid_t pid, std::chrono::milliseconds limit);
 
 }  // namespace mci::launch

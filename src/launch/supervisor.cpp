@@ -124,8 +124,25 @@ void Supervisor::reap() {
   for (Proc* p : exited) on_exit(*p);
 }
 
-void Supervisor::on_exit(Proc& p) {
-  if (phase_ != Phase::running || exited_ok(*p.status)) return;
+// Under load, a rank that dies can lose the race to its own victims: its
+// peers see its sockets close as it exits, fail, and are reaped first. The
+// rank that was already exiting when the first failure came is the cause.
+Supervisor::Proc* Supervisor::exiting_before(const Proc& failed) {
+  for (auto& q : procs_) {
+    if (&q == &failed || q.status || !process_exiting(q.pid)) continue;
+    q.status = wait_for_exit(q.pid, std::chrono::seconds(2));
+    if (!q.status) continue;
+    q.out.drain(buf_);
+    q.err.drain(buf_);
+    if (!exited_ok(*q.status)) return &q;
+  }
+  return nullptr;
+}
+
+void Supervisor::on_exit(Proc& failed) {
+  if (phase_ != Phase::running || exited_ok(*failed.status)) return;
+  Proc* cause = exiting_before(failed);
+  Proc& p = cause ? *cause : failed;
   first_failure_ = static_cast<std::size_t>(&p - procs_.data());
   const std::string what = describe_exit(*p.status);
   say(fmt::format("mcirun: rank {} (pid {}) failed: {}", p.rank, p.pid, what));

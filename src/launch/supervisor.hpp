@@ -73,6 +73,9 @@ class Supervisor {
   bool any_group_alive() const;
   void reap();
   void on_exit(Proc& p);
+  // A rank that was already exiting when `failed` failed, once it has
+  // exited itself with a failure; nullptr when there is none.
+  Proc* exiting_before(const Proc& failed);
   void signal_groups(int sig);
   // first now, then each of `then` one grace period after the one before.
   void begin_stop(int first = SIGTERM);

@@ -11,9 +11,11 @@ namespace mci {
 namespace {
 
 TEST(CpuSettings, ReadsEveryValueFromTheSource) {
-  const SettingSource s({{"MCI_ALGO", "rd"}, {"MCI_TCP_SPIN_US", "0"}},
-                        fixed_env({{"MCI_TRANSPORT", "tcp"}, {"MCI_SHM_STREAMING", "never"}, {"MCI_CONNECT", "eager"},
-                                   {"MCI_SHM_BUFFER_BYTES", "65536"}, {"MCI_HOST_ID", "node7"}}));
+  const SettingSource s({{"MCI_ALGO", "rd"}, {"MCI_TCP_SPIN_US", "0"}}, fixed_env({{"MCI_TRANSPORT", "tcp"},
+                                                                                   {"MCI_SHM_STREAMING", "never"},
+                                                                                   {"MCI_CONNECT", "eager"},
+                                                                                   {"MCI_SHM_BUFFER_BYTES", "65536"},
+                                                                                   {"MCI_HOST_ID", "node7"}}));
   const CpuSettings c = CpuSettings::from(s);
   ASSERT_TRUE(c.forced_algo);
   EXPECT_EQ(*c.forced_algo, Algo::recursive_doubling);

@@ -20,7 +20,9 @@ std::string error_of(const std::function<void()>& f) {
   return "(no ConfigError)";
 }
 
-SettingSource env_only(std::map<std::string, std::string> vars) { return SettingSource({}, fixed_env(std::move(vars))); }
+SettingSource env_only(std::map<std::string, std::string> vars) {
+  return SettingSource({}, fixed_env(std::move(vars)));
+}
 
 TEST(SettingsTable, EveryDefaultPassesItsOwnRow) {
   const SettingSource unset = env_only({});
@@ -67,14 +69,22 @@ TEST(SettingSource, GivenValuesWinOverTheEnvironmentWhichWinsOverTheDefault) {
 }
 
 TEST(SettingSource, BadValuesNameTheVariableTheValueAndWhatItAccepts) {
-  EXPECT_EQ(error_of([] { env_only({{"MCI_SHM_YIELD_US", "-5"}}).integer("MCI_SHM_YIELD_US"); }),
+  EXPECT_EQ(error_of([] {
+              env_only({{"MCI_SHM_YIELD_US", "-5"}}).integer("MCI_SHM_YIELD_US");
+            }),
             "MCI_SHM_YIELD_US=-5 is out of range: use 0 .. 1000000 (microseconds)");
-  EXPECT_EQ(error_of([] { env_only({{"MCI_SHM_BUFFER_BYTES", "4k"}}).integer("MCI_SHM_BUFFER_BYTES"); }),
+  EXPECT_EQ(error_of([] {
+              env_only({{"MCI_SHM_BUFFER_BYTES", "4k"}}).integer("MCI_SHM_BUFFER_BYTES");
+            }),
             "MCI_SHM_BUFFER_BYTES='4k' is not an integer: set it to a whole number, or unset it");
-  EXPECT_EQ(error_of([] { env_only({{"MCI_CONNECT", "sometimes"}}).choice("MCI_CONNECT"); }),
+  EXPECT_EQ(error_of([] {
+              env_only({{"MCI_CONNECT", "sometimes"}}).choice("MCI_CONNECT");
+            }),
             "MCI_CONNECT='sometimes' is not a connection mode: use lazy (connect to a peer when an algorithm first "
             "needs it, the default) or eager (connect every pair at init)");
-  EXPECT_EQ(error_of([] { env_only({{"MCI_HOST_ID", "a\nb"}}).text("MCI_HOST_ID"); }),
+  EXPECT_EQ(error_of([] {
+              env_only({{"MCI_HOST_ID", "a\nb"}}).text("MCI_HOST_ID");
+            }),
             "MCI_HOST_ID holds a line break: use a value on one line");
 }
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,45 @@ TEST(ChildProcess, ExecFailureIsAnErrorNotAProcess) {
     EXPECT_EQ(std::string(e.what()), "cannot run '" + plain + "': Permission denied");
   }
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1) << "the failed children were reaped";
+}
+
+// mcirun names the rank that was already dying when the first failure came
+// (its victims can be reaped before it): that rests on these two.
+TEST(ChildProcess, AnExitingChildIsToldFromARunningOneAndReapedWithin) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t running = ::fork();
+  if (running == 0) {
+    ::close(ready[0]);
+    (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);  // it runs: no race with its start
+  ::close(ready[0]);
+  EXPECT_FALSE(process_exiting(running));
+  EXPECT_FALSE(wait_for_exit(running, std::chrono::milliseconds(0)));  // nothing to reap yet
+
+  ::kill(running, SIGKILL);
+  // Killed, not yet reaped: a zombie, and the kernel says so at once.
+  const auto st = wait_for_exit(running, std::chrono::seconds(10));
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(WIFSIGNALED(*st));
+  EXPECT_EQ(WTERMSIG(*st), SIGKILL);
+
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(3);
+  // Until it is reaped the child stays a zombie: exiting, whatever the load
+  // (WNOWAIT waits for its end and leaves it unreaped).
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_TRUE(process_exiting(zombie));
+  const auto z = wait_for_exit(zombie, std::chrono::seconds(10));
+  ASSERT_TRUE(z);
+  EXPECT_EQ(WEXITSTATUS(*z), 3);
+  EXPECT_FALSE(process_exiting(zombie));  // gone: no such process
 }
 
 TEST(SignalFd, DeliversSignalsAsDataAndRestoresTheMask) {
