@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config ccache
-  libfmt-dev libssl-dev libcli11-dev nlohmann-json3-dev
+  libfmt-dev libssl-dev libcli11-dev nlohmann-json3-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
   libtorch-dev

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
+#include <pugixml.hpp>
 
 #include "mci/errors.hpp"
 
@@ -15,34 +15,6 @@ std::string XmlElement::attr(const std::string& key, const std::string& fallback
 }
 
 namespace {
-
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out += s[i];
-      continue;
-    }
-    const auto semi = s.find(';', i);
-    const std::string ent = semi == std::string::npos ? "" : s.substr(i + 1, semi - i - 1);
-    if (ent == "lt")
-      out += '<';
-    else if (ent == "gt")
-      out += '>';
-    else if (ent == "amp")
-      out += '&';
-    else if (ent == "quot")
-      out += '"';
-    else if (ent == "apos")
-      out += '\'';
-    else {
-      out += s[i];
-      continue;
-    }
-    i = semi;
-  }
-  return out;
-}
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -58,119 +30,47 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-class Parser {
- public:
-  Parser(const std::string& text, const std::string& what) : s_(text), what_(what) {}
-
-  XmlElement document() {
-    skip_misc();
-    if (pos_ >= s_.size()) fail("no element found");
-    XmlElement root = element();
-    skip_misc();
-    if (pos_ < s_.size()) fail("text after the root element");
-    return root;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) const {
-    const auto line = 1 + std::count(s_.begin(), s_.begin() + static_cast<long>(std::min(pos_, s_.size())), '\n');
-    throw ConfigError(fmt::format("{}: line {}: {}; is it a topology XML file (NCCL_TOPO_DUMP_FILE, lstopo --of xml)?",
-                                  what_, line, why));
-  }
-
-  bool starts(const char* p) const { return s_.compare(pos_, std::char_traits<char>::length(p), p) == 0; }
-
-  void skip_ws() {
-    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-  }
-
-  void skip_until(const char* end) {
-    const auto e = s_.find(end, pos_);
-    if (e == std::string::npos) fail(fmt::format("'{}' never closed", end));
-    pos_ = e + std::char_traits<char>::length(end);
-  }
-
-  // Declarations, comments and doctypes between elements.
-  void skip_misc() {
-    for (;;) {
-      skip_ws();
-      if (starts("<?"))
-        skip_until("?>");
-      else if (starts("<!--"))
-        skip_until("-->");
-      else if (starts("<!"))
-        skip_until(">");
-      else
-        return;
+XmlElement convert(const pugi::xml_node& n) {
+  XmlElement e;
+  e.name = n.name();
+  for (const auto& a : n.attributes()) e.attrs[a.name()] = a.value();
+  for (const auto& c : n.children()) {
+    if (c.type() == pugi::node_element) {
+      e.children.push_back(convert(c));
+    } else if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
+      e.text += c.value();
     }
   }
+  return e;
+}
 
-  std::string name() {
-    const std::size_t b = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' ||
-                                s_[pos_] == '-' || s_[pos_] == ':' || s_[pos_] == '.')) {
-      ++pos_;
-    }
-    if (b == pos_) fail("a name was expected");
-    return s_.substr(b, pos_ - b);
-  }
-
-  XmlElement element() {
-    if (!starts("<")) fail("'<' was expected");
-    ++pos_;
-    XmlElement e;
-    e.name = name();
-    for (;;) {
-      skip_ws();
-      if (starts("/>")) {
-        pos_ += 2;
-        return e;
-      }
-      if (starts(">")) {
-        ++pos_;
-        break;
-      }
-      const std::string key = name();
-      skip_ws();
-      if (!starts("=")) fail(fmt::format("attribute '{}' has no value", key));
-      ++pos_;
-      skip_ws();
-      if (pos_ >= s_.size() || (s_[pos_] != '"' && s_[pos_] != '\'')) fail("a quoted value was expected");
-      const char q = s_[pos_++];
-      const auto end = s_.find(q, pos_);
-      if (end == std::string::npos) fail("a value is never closed");
-      e.attrs[key] = unescape(s_.substr(pos_, end - pos_));
-      pos_ = end + 1;
-    }
-    for (;;) {
-      const std::size_t b = pos_;
-      while (pos_ < s_.size() && s_[pos_] != '<') ++pos_;
-      e.text += unescape(s_.substr(b, pos_ - b));
-      if (pos_ >= s_.size()) fail(fmt::format("<{}> is never closed", e.name));
-      if (starts("<!--")) {
-        skip_until("-->");
-      } else if (starts("</")) {
-        pos_ += 2;
-        const std::string closing = name();
-        if (closing != e.name) fail(fmt::format("</{}> closes <{}>", closing, e.name));
-        skip_ws();
-        if (!starts(">")) fail("'>' was expected");
-        ++pos_;
-        return e;
-      } else {
-        e.children.push_back(element());
-      }
-    }
-  }
-
-  const std::string& s_;
-  std::string what_;
-  std::size_t pos_ = 0;
-};
+[[noreturn]] void fail(const std::string& text, std::ptrdiff_t offset, const std::string& what,
+                       const std::string& why) {
+  const auto end = text.begin() + std::clamp<std::ptrdiff_t>(offset, 0, static_cast<std::ptrdiff_t>(text.size()));
+  const auto line = 1 + std::count(text.begin(), end, '\n');
+  throw ConfigError(fmt::format("{}: line {}: {}; is it a topology XML file (NCCL_TOPO_DUMP_FILE, lstopo --of xml)?",
+                                what, line, why));
+}
 
 }  // namespace
 
-XmlElement parse_xml(const std::string& text, const std::string& what) { return Parser(text, what).document(); }
+// pugixml reads it (Debian's libpugixml-dev); the model's importers walk
+// the plain tree below, which outlives pugixml's document.
+XmlElement parse_xml(const std::string& text, const std::string& what) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result r = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!r) fail(text, r.offset, what, r.description());
+  const auto elements = [&] {
+    std::vector<pugi::xml_node> out;
+    for (const auto& c : doc.children()) {
+      if (c.type() == pugi::node_element) out.push_back(c);
+    }
+    return out;
+  }();
+  if (elements.empty()) fail(text, 0, what, "no element found");
+  if (elements.size() > 1) fail(text, elements[1].offset_debug(), what, "text after the root element");
+  return convert(elements.front());
+}
 
 void XmlWriter::start(const std::string& name, const std::vector<std::pair<std::string, std::string>>& attrs) {
   out_ += std::string(static_cast<std::size_t>(depth_) * 2, ' ') + "<" + name;

@@ -1,6 +1,6 @@
-// Just enough XML for topology files (NCCL's and hwloc's): elements and
-// attributes, comments and declarations skipped, text kept. Not a general
-// parser: no DTDs, no namespaces, no CDATA.
+// XML for topology files (NCCL's and hwloc's), read by pugixml: elements,
+// attributes and text as a plain tree (comments and declarations skipped),
+// and NCCL's layout written back.
 #pragma once
 
 #include <map>
