@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -124,9 +125,14 @@ int run_job(JobConfig job, const EnvLookup& env) {
   if (set_omp) say(omp_banner());
 
   const ProgramPortOptions ports{job.master_addr, job.master_port, token};
+  // Node 0 holds the program's port until the job ends, so that no other
+  // job can be handed it before rank 0 binds it (program_port.hpp).
+  std::optional<PortReservation> program_port;
   try {
     if (job.hosts_store()) {
-      job.program_port = publish_program_port(ports);
+      program_port.emplace();
+      publish_program_port(ports, program_port->port());
+      job.program_port = program_port->port();
     } else {
       int stop_signal = 0;
       const auto port = fetch_program_port(ports, signals, &stop_signal);

@@ -1,7 +1,11 @@
 #include "launch/program_port.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -30,17 +34,25 @@ TcpStoreOptions client_options(const ProgramPortOptions& o, std::chrono::millise
 
 }  // namespace
 
-int publish_program_port(const ProgramPortOptions& o) {
-  // Free on every address, as torch's TCPStore listens on all of them; the
-  // socket closes before the program binds it (torchrun's own race).
-  int port = 0;
-  {
-    Fd probe = listen_tcp("0.0.0.0", 0);
-    port = local_port(probe.get());
+PortReservation::PortReservation() {
+  // On every address, as torch's TCPStore listens on all of them.
+  fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd_.valid()) throw Error(fmt::format("cannot reserve a port for the program: socket: {}", std::strerror(errno)));
+  int one = 1;
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  any.sin_port = 0;
+  if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) != 0) {
+    throw Error(fmt::format("cannot reserve a port for the program: bind: {}", std::strerror(errno)));
   }
+  port_ = local_port(fd_.get());
+}
+
+void publish_program_port(const ProgramPortOptions& o, int port) {
   TcpStore store(client_options(o, std::chrono::seconds(10)));
   store.set(kProgramPortKey, to_bytes(std::to_string(port)));
-  return port;
 }
 
 std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& signals, int* stop_signal) {
