@@ -80,8 +80,12 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       {"TORCHELASTIC_ERROR_FILE",
        job.error_dir.empty() ? std::nullopt : std::optional<std::string>(error_file(job, local_rank))},
   };
-  for (const char* v : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
-    if (!inherited(v)) set.emplace(v, std::string("1"));
+  // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING (torchrun 2.x
+  // sets it) and warn on every rank when the old NCCL_ASYNC_ERROR_HANDLING
+  // is set; older torch reads only the old name (torchrun 1.13 sets that).
+  if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
+  if (job.torch && job.torch->reads_old_nccl_names() && !inherited("NCCL_ASYNC_ERROR_HANDLING")) {
+    set.emplace("NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
   }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
   if (!job.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", job.gloo_ifname);

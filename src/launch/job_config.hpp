@@ -4,12 +4,14 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "common/env_lookup.hpp"
 #include "launch/cli.hpp"
 #include "launch/program.hpp"
+#include "launch/torch_version.hpp"
 #include "topo/binding.hpp"
 
 namespace mci::launch {
@@ -30,10 +32,12 @@ struct JobConfig {
   std::string placement_source;  // "srun" or "mpirun" when they placed this node
   std::string run_id = "none";   // TORCHELASTIC_RUN_ID: --rdzv_id, as torchrun
   // Set by run_job before the ranks start: MASTER_PORT for the program (a
-  // free port node 0 picks, not the store's: torch's TCPStore binds it), and
-  // the folder of the ranks' TORCHELASTIC_ERROR_FILEs.
+  // free port node 0 reserves, not the store's: torch's TCPStore binds it),
+  // the folder of the ranks' TORCHELASTIC_ERROR_FILEs, and the program's
+  // torch (a Python program's, when its interpreter says).
   int program_port = 0;
   std::string error_dir;
+  std::optional<TorchVersion> torch;
   // GLOO_SOCKET_IFNAME for the program when it has none: in a multi-node
   // job, the interface toward node 0 (gloo otherwise binds to whatever the
   // host name resolves to, often a loopback address).

@@ -21,6 +21,7 @@
 #include "launch/signals.hpp"
 #include "launch/stream_relay.hpp"
 #include "launch/supervisor.hpp"
+#include "launch/torch_version.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 #include "topo/binding.hpp"
@@ -155,6 +156,18 @@ int run_job(JobConfig job, const EnvLookup& env) {
   const ErrorFiles error_files(job.rank_of(0), job.nproc_per_node);
   job.error_dir = error_files.dir();
   const std::string python_path = mci_python_path();
+  const std::vector<std::string> base = current_environment();
+  if (!job.program.python.empty() && !env("NCCL_ASYNC_ERROR_HANDLING")) {
+    const TorchProbe probe = probe_torch(job.program.python, base, signals);
+    job.torch = probe.version;
+    if (probe.timed_out) {
+      say(
+          fmt::format("mcirun: {} did not say within 10 s which torch it has: the processes get "
+                      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (torch 2.2 and later); for an older torch, export "
+                      "NCCL_ASYNC_ERROR_HANDLING=1",
+                      job.program.python));
+    }
+  }
 
   std::unique_ptr<NodeLink> link;
   if (job.nnodes > 1) {
@@ -167,7 +180,6 @@ int run_job(JobConfig job, const EnvLookup& env) {
     link = std::make_unique<NodeLink>(o);
   }
 
-  const std::vector<std::string> base = current_environment();
   const std::vector<std::vector<int>> cpus = place_ranks(job);
   std::vector<RankSpec> ranks;
   for (int local = 0; local < job.nproc_per_node; ++local) {

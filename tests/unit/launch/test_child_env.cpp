@@ -68,6 +68,24 @@ TEST(ChildEnv, SpeaksTorchrunsContract) {
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
 }
 
+TEST(ChildEnv, AsyncErrorHandlingUnderTheNameTheProgramsTorchReads) {
+  // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING and warn about
+  // the old name on every rank; torch 1.13 reads only the old name.
+  JobConfig j = two_nodes();
+  auto m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u) << "not a Python program, or torch unknown: torch 2.x's name";
+  j.torch = parse_torch_version("2.15.0+cu132");
+  m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  j.torch = parse_torch_version("1.13.0a0");
+  m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  m = as_map(child_environment({"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, j, 0, "", false));
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+}
+
 TEST(ChildEnv, GlooInterfaceOnlyWhenTheUserChoseNone) {
   JobConfig j = two_nodes();
   j.gloo_ifname = "veth0";
