@@ -12,7 +12,6 @@
 
 #include "common/deadline.hpp"
 #include "common/env.hpp"
-#include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 
@@ -50,12 +49,14 @@ PortReservation::PortReservation() {
   port_ = local_port(fd_.get());
 }
 
-void publish_program_port(const ProgramPortOptions& o, int port) {
+void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
   TcpStore store(client_options(o, std::chrono::seconds(10)));
-  store.set(kProgramPortKey, to_bytes(std::to_string(port)));
+  store.set(kProgramAddrKey, to_bytes(e.addr));
+  store.set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
 }
 
-std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& signals, int* stop_signal) {
+std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& o, SignalFd& signals,
+                                                      int* stop_signal) {
   const Deadline dl(o.wait_limit);
   std::unique_ptr<TcpStore> store;  // kept between slices once connected
   while (true) {
@@ -69,14 +70,14 @@ std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& sig
                         "must run the same mcirun version",
                         v));
       }
-      return static_cast<int>(*port);
+      return ProgramEndpoint{to_string(store->get(kProgramAddrKey, kSlice)), static_cast<int>(*port)};
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet
     }
     pollfd p{signals.fd(), POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
       for (int sig : signals.take()) {
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (is_stop_signal(sig)) {
           *stop_signal = sig;
           return std::nullopt;
         }
@@ -85,7 +86,8 @@ std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& sig
     if (dl.expired()) {
       throw TimeoutError(fmt::format(
           "node 0's launcher at {}:{} did not answer within {} s: start mcirun with --node_rank=0 there, with the "
-          "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node",
+          "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node (--rdzv_conf join_timeout=SECONDS "
+          "waits longer)",
           o.store_host, o.store_port, std::chrono::duration_cast<std::chrono::seconds>(o.wait_limit).count()));
     }
   }
