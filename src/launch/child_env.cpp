@@ -5,6 +5,7 @@
 
 #include "common/auth.hpp"
 #include "launch/error_files.hpp"
+#include "launch/worker_logs.hpp"
 
 extern char** environ;
 
@@ -46,8 +47,26 @@ EnvLookup environment_of(const std::vector<std::string>& base) {
 }  // namespace
 
 std::string error_file(const JobConfig& job, int local_rank) {
+  if (!job.log_attempt_dir.empty()) return log_error_file(job.log_attempt_dir, local_rank);
   return error_file_path(job.error_dir, job.rank_of(local_rank));
 }
+
+namespace {
+
+// --virtual-local-rank: the GPU a process sees as its only one (torchrun's
+// rule: its entry of the visible list, else its local rank).
+std::string own_gpu(const EnvLookup& inherited, const char* var, int local_rank) {
+  const auto list = inherited(var);
+  if (!list) return std::to_string(local_rank);
+  const std::vector<std::string> gpus = split_list(*list);
+  if (local_rank >= static_cast<int>(gpus.size())) return std::to_string(local_rank);  // resolve_job refused this
+  std::string gpu = gpus[static_cast<std::size_t>(local_rank)];
+  while (!gpu.empty() && gpu.front() == ' ') gpu.erase(gpu.begin());
+  while (!gpu.empty() && gpu.back() == ' ') gpu.pop_back();
+  return gpu;
+}
+
+}  // namespace
 
 std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, int local_rank,
                                            const std::string& token, bool set_omp, const std::string& python_path) {
@@ -57,15 +76,15 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
   // nullopt removes the variable.
   std::map<std::string, std::optional<std::string>> set{
       {"RANK", rank},
-      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_RANK", job.virtual_local_rank ? "0" : std::to_string(local_rank)},
       {"WORLD_SIZE", world},
       {"LOCAL_WORLD_SIZE", std::to_string(job.nproc_per_node)},
       {"GROUP_RANK", std::to_string(job.node_rank)},
       {"GROUP_WORLD_SIZE", std::to_string(job.nnodes)},
       {"ROLE_RANK", rank},
       {"ROLE_WORLD_SIZE", world},
-      {"ROLE_NAME", "default"},
-      {"MASTER_ADDR", job.master_addr},
+      {"ROLE_NAME", job.role},
+      {"MASTER_ADDR", job.program_addr.empty() ? job.master_addr : job.program_addr},
       {"MASTER_PORT", std::to_string(job.program_port)},
       {"MCI_STORE_ADDR", job.master_addr},
       {"MCI_STORE_PORT", std::to_string(job.master_port)},
@@ -77,11 +96,23 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       // Rank 0 of the program hosts torch's store on MASTER_PORT, as under
       // torchrun's standalone rendezvous; an inherited True must not leak in.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
-      {"TORCHELASTIC_ERROR_FILE",
-       job.error_dir.empty() ? std::nullopt : std::optional<std::string>(error_file(job, local_rank))},
+      {"TORCHELASTIC_ERROR_FILE", job.error_dir.empty() && job.log_attempt_dir.empty()
+                                      ? std::nullopt
+                                      : std::optional<std::string>(error_file(job, local_rank))},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", job.stop_signals_text},
   };
-  for (const char* v : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
-    if (!inherited(v)) set.emplace(v, std::string("1"));
+  // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING (torchrun 2.x
+  // sets it) and warn on every rank when the old NCCL_ASYNC_ERROR_HANDLING
+  // is set; older torch reads only the old name (torchrun 1.13 sets that).
+  if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
+  if (job.torch && job.torch->reads_old_nccl_names() && !inherited("NCCL_ASYNC_ERROR_HANDLING")) {
+    set.emplace("NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
+  }
+  if (job.virtual_local_rank) {
+    const bool hip = inherited("HIP_VISIBLE_DEVICES") && !inherited("HIP_VISIBLE_DEVICES")->empty();
+    const std::string gpu = own_gpu(inherited, hip ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES", local_rank);
+    set.emplace("CUDA_VISIBLE_DEVICES", gpu);
+    if (hip) set.emplace("HIP_VISIBLE_DEVICES", gpu);
   }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
   if (!job.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", job.gloo_ifname);

@@ -25,13 +25,17 @@ std::string omp_banner();
 // mcirun's environment as "NAME=value" strings.
 std::vector<std::string> current_environment();
 
-// Where rank `local_rank`'s TORCHELASTIC_ERROR_FILE is (under job.error_dir).
+// Where rank `local_rank`'s TORCHELASTIC_ERROR_FILE is (in its log folder
+// with --log-dir, else under job.error_dir).
 std::string error_file(const JobConfig& job, int local_rank);
 
-// base ("NAME=value" strings) with what torchrun gives its workers (RANK,
-// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_*, ROLE_*, MASTER_ADDR,
-// MASTER_PORT = job.program_port, TORCHELASTIC_*, NCCL_ASYNC_ERROR_HANDLING
-// unless inherited), mcirun's store (MCI_STORE_ADDR/MCI_STORE_PORT,
+// base ("NAME=value" strings) with what torch 2.15's agent gives its
+// workers (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_*, ROLE_*,
+// MASTER_ADDR = job.program_addr (else master_addr), MASTER_PORT =
+// job.program_port, TORCHELASTIC_*, TORCH_NCCL_ASYNC_ERROR_HANDLING unless
+// inherited, and NCCL_ASYNC_ERROR_HANDLING too for a torch older than 2.2,
+// which reads only that name; with --virtual-local-rank, LOCAL_RANK=0 and
+// CUDA_VISIBLE_DEVICES = the process's own GPU), mcirun's store (MCI_STORE_ADDR/MCI_STORE_PORT,
 // MCI_STORE_HOSTED=1 so rank 0 does not host another), MCI_JOB_TOKEN
 // (removed when token is empty), OMP_NUM_THREADS=1 when set_omp,
 // GLOO_SOCKET_IFNAME = job.gloo_ifname unless inherited, and

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "common/auth.hpp"
 #include "common/env.hpp"
 #include "launch/devices.hpp"
 #include "launch/scheduler.hpp"
@@ -15,64 +17,299 @@ namespace {
 
 constexpr int kMaxProcesses = 1 << 20;
 
-int parse_count(const std::string& flag, const std::string& value, int min, const std::string& what) {
+// named: how the message names the option ("--nnodes", "PET_NNODES").
+int parse_count(const std::string& named, const std::string& value, int min, const std::string& what) {
   auto n = parse_int(value);
   if (!n || *n < min || *n > kMaxProcesses) {
-    throw UsageError(fmt::format("--{}='{}' is not valid: use {}", flag, value, what));
+    throw UsageError(fmt::format("{}='{}' is not valid: use {}", named, value, what));
   }
   return static_cast<int>(*n);
 }
 
-int parse_port(const std::string& flag, const std::string& value) {
+int parse_port(const std::string& named, const std::string& value) {
   auto n = parse_int(value);
   if (!n || *n < 1 || *n > 65535) {
     throw UsageError(
-        fmt::format("--{}='{}' is not a TCP port: use a number from 1 to 65535 (or "
+        fmt::format("{}='{}' is not a TCP port: use a number from 1 to 65535 (or "
                     "--standalone to let mcirun pick a free one)",
-                    flag, value));
+                    named, value));
   }
   return static_cast<int>(*n);
 }
 
 // --nnodes=N, or torchrun's elastic MIN:MAX when both are the same.
-int parse_nnodes(const std::string& value) {
+int parse_nnodes(const std::string& named, const std::string& value) {
   const auto colon = value.find(':');
-  if (colon == std::string::npos) return parse_count("nnodes", value, 1, "a number of nodes, 1 or more");
+  if (colon == std::string::npos) return parse_count(named, value, 1, "a number of nodes, 1 or more");
   auto lo = parse_int(value.substr(0, colon));
   auto hi = parse_int(value.substr(colon + 1));
-  if (lo && hi && *lo == *hi) return parse_count("nnodes", value.substr(0, colon), 1, "1 or more nodes");
+  if (lo && hi && *lo == *hi) return parse_count(named, value.substr(0, colon), 1, "1 or more nodes");
   throw UsageError(
-      fmt::format("--nnodes='{}': mcirun runs a fixed number of nodes, not an elastic "
+      fmt::format("{}='{}': mcirun runs a fixed number of nodes, not an elastic "
                   "range; give one number (e.g. --nnodes=2)",
-                  value));
+                  named, value));
 }
 
-std::chrono::milliseconds parse_grace(const std::string& value) {
+// Seconds, as a fraction or not; `what` says what they are.
+std::chrono::milliseconds parse_seconds(const std::string& named, const std::string& value, const std::string& what) {
   char* end = nullptr;
   const double s = std::strtod(value.c_str(), &end);
   if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(s) || s < 0 || s > 86400) {
     throw UsageError(
-        fmt::format("--grace='{}' is not valid: give the seconds between SIGTERM and "
-                    "SIGKILL, e.g. --grace=3 or --grace=0.5",
-                    value));
+        fmt::format("{}='{}' is not valid: give {}, e.g. {}=3 or {}=0.5", named, value, what, named, named));
   }
   return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
 }
 
+constexpr const char* kGraceWhat = "the seconds between SIGTERM and SIGKILL";
+
+// --grace, or torchrun's --shutdown-timeout, or its
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT; 3 s otherwise.
+std::chrono::milliseconds resolve_grace(const CliArgs& a, const EnvLookup& env) {
+  std::optional<std::chrono::milliseconds> grace, shutdown;
+  if (a.grace) grace = parse_seconds(a.named("grace"), *a.grace, kGraceWhat);
+  if (a.shutdown_timeout) shutdown = parse_seconds(a.named("shutdown_timeout"), *a.shutdown_timeout, kGraceWhat);
+  if (grace && shutdown && *grace != *shutdown) {
+    throw UsageError(fmt::format("{}={} and {}={} both say how long processes get to stop: give one of them",
+                                 a.named("grace"), *a.grace, a.named("shutdown_timeout"), *a.shutdown_timeout));
+  }
+  if (grace) return *grace;
+  if (shutdown) return *shutdown;
+  if (const auto t = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); t && !t->empty()) {
+    return parse_seconds("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", *t, kGraceWhat);
+  }
+  return std::chrono::milliseconds(3000);
+}
+
+// --bind, or torchrun's --numa-binding: node and socket are the CPUs of the
+// GPU's NUMA node, exclusive and core-complex cores of the rank's own.
+topo::BindMode resolve_bind(const CliArgs& a, std::vector<std::string>& notices) {
+  std::optional<topo::BindMode> bind;
+  if (a.bind) {
+    bind = topo::parse_bind_mode(*a.bind);
+    if (!bind) {
+      throw UsageError(
+          fmt::format("--bind={}: use none, numa (the CPUs of each process's GPU's NUMA node) or core "
+                      "(cores of its own)",
+                      *a.bind));
+    }
+  }
+  if (!a.numa_binding) return bind.value_or(topo::BindMode::none);
+  const std::string& n = *a.numa_binding;
+  topo::BindMode mapped = topo::BindMode::none;
+  if (n == "node" || n == "socket") {
+    mapped = topo::BindMode::numa;
+  } else if (n == "exclusive" || n == "core-complex") {
+    mapped = topo::BindMode::core;
+  } else {
+    throw UsageError(
+        fmt::format("--numa-binding={}: use node, socket, exclusive or core-complex (torchrun's modes)", n));
+  }
+  if (bind && *bind != mapped) {
+    throw UsageError(
+        fmt::format("--bind={} and --numa-binding={} pin the processes differently: give one of them", *a.bind, n));
+  }
+  if (n == "socket") {
+    notices.push_back(
+        "mcirun: --numa-binding=socket pins each process to its GPU's NUMA node (--bind numa), not to every NUMA "
+        "node of its socket: the same where a socket has one NUMA node");
+  } else if (n == "core-complex") {
+    notices.push_back(
+        "mcirun: --numa-binding=core-complex gives each process cores of its own on its GPU's NUMA node (--bind "
+        "core), not one L3 core complex");
+  }
+  return mapped;
+}
+
+// --rdzv_conf KEY=VALUE,...: torchrun's rendezvous settings. The join
+// timeout (c10d's join_timeout, static's timeout) bounds how long a node
+// waits for node 0; the others have no counterpart here.
+void apply_rdzv_conf(const CliArgs& a, JobConfig& c) {
+  const std::string named = a.named("rdzv_conf");
+  const std::string& text = *a.rdzv_conf;
+  if (text.empty()) return;
+  std::vector<std::string> ignored;
+  for (const std::string& item : split_list(text)) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      throw UsageError(
+          fmt::format("{}='{}': write KEY=VALUE pairs separated by commas, e.g. join_timeout=900", named, text));
+    }
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    if (key == "join_timeout" || key == "timeout") {
+      const auto s = parse_int(value);
+      if (!s || *s < 1 || *s > 7 * 24 * 3600) {
+        throw UsageError(fmt::format("{}: {}={} is not valid: give whole seconds, 1 or more", named, key, value));
+      }
+      c.join_timeout = std::chrono::seconds(*s);
+    } else {
+      ignored.push_back(key);
+    }
+  }
+  if (!ignored.empty()) {
+    std::string keys;
+    for (const auto& k : ignored) keys += (keys.empty() ? "" : ", ") + k;
+    c.notices.push_back(
+        fmt::format("mcirun: {}: {} ignored (torchrun's rendezvous settings; mcirun's store uses only "
+                    "join_timeout, or timeout)",
+                    named, keys));
+  }
+}
+
+// --signals-to-handle: the signals that stop the job. SIGINT, SIGTERM and
+// SIGHUP always do (mcirun's contract: a stop never leaves processes behind).
+void apply_stop_signals(const CliArgs& a, JobConfig& c) {
+  const std::string text = a.signals_to_handle.value_or(kDefaultStopSignals);
+  const std::string named = a.named("signals_to_handle");
+  std::vector<int> sigs;
+  for (std::string name : split_list(text)) {
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    const auto sig = signal_by_name(name);
+    if (!sig) {
+      throw UsageError(
+          fmt::format("{}='{}': '{}' is not a signal name; write them as torchrun does, e.g. "
+                      "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+                      named, text, name));
+    }
+    if (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD || *sig == SIGTSTP || *sig == SIGCONT) {
+      throw UsageError(fmt::format(
+          "{}: {} cannot be one: SIGKILL and SIGSTOP cannot be caught, SIGCHLD is how mcirun sees exits, and "
+          "SIGTSTP and SIGCONT already pause and resume every process",
+          named, name));
+    }
+    sigs.push_back(*sig);
+  }
+  std::vector<std::string> kept;
+  for (int always : {SIGINT, SIGTERM, SIGHUP}) {
+    if (std::find(sigs.begin(), sigs.end(), always) == sigs.end()) {
+      sigs.push_back(always);
+      kept.push_back(signal_name(always));
+    }
+  }
+  if (a.signals_to_handle && !kept.empty()) {
+    std::string names;
+    for (const auto& k : kept) names += (names.empty() ? "" : ", ") + k;
+    c.notices.push_back(
+        fmt::format("mcirun: {} leaves out {}: mcirun still stops the job on them, passing them on (it never leaves "
+                    "processes behind)",
+                    named, names));
+  }
+  c.stop_signals = std::move(sigs);
+  c.stop_signals_text = text;
+}
+
+void apply_logs(const CliArgs& a, const EnvLookup& env, JobConfig& c) {
+  LogOptions& o = c.logs;
+  if (a.log_dir && !a.log_dir->empty()) o.log_dir = *a.log_dir;
+  if (a.redirects) o.redirects = parse_std_streams(a.named("redirects"), *a.redirects);
+  if (a.tee) o.tee = parse_std_streams(a.named("tee"), *a.tee);
+  if (a.local_ranks_filter) o.console_ranks = parse_local_ranks(a.named("local_ranks_filter"), *a.local_ranks_filter);
+  if (a.log_line_prefix_template && !a.log_line_prefix_template->empty()) {
+    o.prefix_template = *a.log_line_prefix_template;
+  } else if (const auto t = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); t && !t->empty()) {
+    o.prefix_template = *t;
+  }
+  if (a.duplicate_stdout_filters) o.stdout_filters = parse_filters(*a.duplicate_stdout_filters);
+  if (a.duplicate_stderr_filters) o.stderr_filters = parse_filters(*a.duplicate_stderr_filters);
+  if ((!o.stdout_filters.empty() || !o.stderr_filters.empty()) && !o.tee.any()) {
+    c.notices.push_back(
+        "mcirun: --duplicate-stdout-filters and --duplicate-stderr-filters copy lines of tee'd streams, and none "
+        "is tee'd: add -t 3 (or -t 1, -t 2) to copy them");
+  }
+}
+
+// torchrun's flags that have no counterpart here: checked, and said so.
+void note_torchrun_leftovers(const CliArgs& a, JobConfig& c) {
+  if (a.monitor_interval) {
+    parse_seconds(a.named("monitor_interval"), *a.monitor_interval, "seconds");  // checked, then unused
+  }
+  if (a.start_method) {
+    const std::string& m = *a.start_method;
+    if (m != "spawn" && m != "fork" && m != "forkserver") {
+      throw UsageError(fmt::format("{}={}: use spawn, fork or forkserver", a.named("start_method"), m));
+    }
+    if (m != "spawn") {
+      c.notices.push_back(fmt::format(
+          "mcirun: {}={} has no meaning here: mcirun starts every process as a fresh program (fork and exec, "
+          "as spawn does)",
+          a.named("start_method"), m));
+    }
+  }
+  if (a.event_log_handler && *a.event_log_handler != "null") {
+    c.notices.push_back(
+        fmt::format("mcirun: {}={} ignored: mcirun records no torchelastic events; its summary on stderr says what "
+                    "happened",
+                    a.named("event_log_handler"), *a.event_log_handler));
+  }
+  if (a.logs_specs) {
+    c.notices.push_back(fmt::format(
+        "mcirun: --logs-specs={} ignored: mcirun writes logs as torchrun's default (DefaultLogsSpecs), the only "
+        "one it supports, and loads no torchrun.logs_specs plugin",
+        *a.logs_specs));
+  }
+}
+
+// A fresh run id, as torchrun gives --standalone jobs (uuid4's form).
+std::string fresh_run_id() {
+  const auto n = auth::random_nonce();
+  std::string hex;
+  for (int i = 0; i < 16; ++i) {
+    std::uint8_t b = n[static_cast<std::size_t>(i)];
+    if (i == 6) b = static_cast<std::uint8_t>((b & 0x0f) | 0x40);
+    if (i == 8) b = static_cast<std::uint8_t>((b & 0x3f) | 0x80);
+    hex += fmt::format("{:02x}", b);
+    if (i == 3 || i == 5 || i == 7 || i == 9) hex += '-';
+  }
+  return hex;
+}
+
+// -m, --run-path and --no-python, as torchrun combines them.
+RunAs run_as(const CliArgs& a, std::vector<std::string>& notices) {
+  if (a.run_path) {
+    if (a.module) notices.push_back("mcirun: --run-path wins over -m, as under torchrun: PROGRAM runs as a script");
+    return RunAs::python_script;
+  }
+  if (a.module && a.no_python) {
+    throw UsageError(
+        "-m runs PROGRAM as a Python module and --no-python runs it without Python: give one of them "
+        "(torchrun refuses both too)");
+  }
+  if (a.module) return RunAs::python_module;
+  return a.no_python ? RunAs::executable : RunAs::by_name;
+}
+
+// --virtual-local-rank: each process sees one GPU, its own, as device 0.
+void check_virtual_local_rank(const JobConfig& c, const EnvLookup& env) {
+  for (const char* var : {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    const auto v = env(var);
+    if (!v || (std::string(var) == "HIP_VISIBLE_DEVICES" && v->empty())) continue;
+    const int entries = v->empty() ? 0 : static_cast<int>(std::count(v->begin(), v->end(), ',')) + 1;
+    if (c.nproc_per_node > entries) {
+      throw ConfigError(fmt::format(
+          "--virtual-local-rank gives each process one GPU of {}='{}', which names {}, but this node runs {} "
+          "processes: use --nproc_per_node={} or name more GPUs",
+          var, *v, entries, c.nproc_per_node, entries));
+    }
+    return;
+  }
+}
+
 }  // namespace
 
-int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir) {
+int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir, const std::string& named) {
   if (spec == "cpu") return usable_cpus();
   if (spec == "gpu" || spec == "auto") {
     const int gpus = visible_gpus(env, dev_dir);
     if (gpus > 0) return gpus;
     if (spec == "auto") return usable_cpus();
     const auto cvd = env("CUDA_VISIBLE_DEVICES");
-    throw ConfigError(fmt::format("--nproc_per_node=gpu: no GPU is visible ({}); give a number of processes, or cpu",
+    throw ConfigError(fmt::format("{}=gpu: no GPU is visible ({}); give a number of processes, or cpu", named,
                                   cvd ? fmt::format("CUDA_VISIBLE_DEVICES='{}'", *cvd)
                                       : fmt::format("no {}/nvidiaN device", dev_dir)));
   }
-  return parse_count("nproc_per_node", spec, 1, "a number of processes (1 or more), or cpu, gpu or auto");
+  return parse_count(named, spec, 1, "a number of processes (1 or more), or cpu, gpu or auto");
 }
 
 std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int default_port) {
@@ -108,65 +345,89 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int defa
 
 JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string& dev_dir) {
   JobConfig c;
-  if (a.rdzv_id && !a.rdzv_id->empty()) c.run_id = *a.rdzv_id;
+  if (a.rdzv_id && !a.rdzv_id->empty()) {
+    c.run_id = *a.rdzv_id;
+  } else if (a.standalone) {
+    c.run_id = fresh_run_id();
+  }
   if (a.max_restarts && a.max_restarts != "0") {
     throw UsageError(
-        fmt::format("--max_restarts={}: mcirun does not restart processes; a failure "
+        fmt::format("{}={}: mcirun does not restart processes; a failure "
                     "stops the job (drop the flag or use 0)",
-                    *a.max_restarts));
+                    a.named("max_restarts"), *a.max_restarts));
   }
   if (a.rdzv_backend && *a.rdzv_backend != "static" && *a.rdzv_backend != "c10d") {
     throw UsageError(
-        fmt::format("--rdzv_backend={}: mcirun's store is its own; use static or c10d "
+        fmt::format("{}={}: mcirun's store is its own; use static or c10d "
                     "(or drop the flag)",
-                    *a.rdzv_backend));
+                    a.named("rdzv_backend"), *a.rdzv_backend));
   }
-  if (a.monitor_interval) parse_grace(*a.monitor_interval);  // checked, then unused
-  if (a.rdzv_endpoint && (a.master_addr || a.master_port)) {
+  note_torchrun_leftovers(a, c);
+  if (a.rdzv_conf) apply_rdzv_conf(a, c);
+  apply_stop_signals(a, c);
+  apply_logs(a, env, c);
+  if (a.role) c.role = *a.role;
+  if (a.local_addr) {
+    if (a.local_addr->empty())
+      throw UsageError(fmt::format("{} is empty: give an address of this host", a.named("local_addr")));
+    c.local_addr = *a.local_addr;
+  }
+  c.virtual_local_rank = a.virtual_local_rank;
+
+  // Under --standalone, torchrun ignores where the store is; mcirun refuses
+  // it on the command line (it contradicts --standalone) and ignores it,
+  // saying so, when it comes from PET_ variables.
+  std::optional<std::string> master_addr = a.master_addr, master_port = a.master_port;
+  std::optional<std::string> rdzv_endpoint = a.rdzv_endpoint;
+  if (a.standalone) {
+    for (auto [name, value] : {std::pair{"master_addr", &master_addr}, std::pair{"master_port", &master_port},
+                               std::pair{"rdzv_endpoint", &rdzv_endpoint}}) {
+      if (!*value || !a.from_env.count(name)) continue;
+      c.notices.push_back(
+          fmt::format("mcirun: {} ignored: --standalone picks the store's address itself", a.from_env.at(name)));
+      value->reset();
+    }
+  }
+  if (rdzv_endpoint && (master_addr || master_port)) {
     throw UsageError(
         "--rdzv_endpoint and --master_addr/--master_port both say where the store "
         "is: give one or the other");
   }
-  c.grace = parse_grace(a.grace);
-  const auto bind = topo::parse_bind_mode(a.bind);
-  if (!bind) {
-    throw UsageError(
-        fmt::format("--bind={}: use none, numa (the CPUs of each process's GPU's NUMA node) or core "
-                    "(cores of its own)",
-                    a.bind));
-  }
-  c.bind = *bind;
+  c.grace = resolve_grace(a, env);
+  c.bind = resolve_bind(a, c.notices);
   c.prefix = a.prefix;
   c.standalone = a.standalone;
-  c.nproc_per_node = resolve_nproc(a.nproc_per_node, env, dev_dir);
+  c.nproc_per_node = resolve_nproc(a.nproc_per_node, env, dev_dir, a.named("nproc_per_node"));
 
   if (a.standalone) {
-    if (a.master_addr || a.master_port || a.rdzv_endpoint) {
+    if (master_addr || master_port || rdzv_endpoint) {
       throw UsageError(
           "--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
           "--master_port and --rdzv_endpoint, or drop --standalone");
     }
-    if (a.nnodes && parse_nnodes(*a.nnodes) != 1) {
+    if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes) != 1) {
       throw UsageError(
-          fmt::format("--standalone runs one node, but --nnodes={}: drop --standalone "
+          fmt::format("--standalone runs one node, but {}={}: drop --standalone "
                       "and give --master_addr/--master_port (the same on every node)",
-                      *a.nnodes));
+                      a.named("nnodes"), *a.nnodes));
     }
-    if (a.node_rank && parse_count("node_rank", *a.node_rank, 0, "0 with --standalone") != 0) {
+    if (a.node_rank && parse_count(a.named("node_rank"), *a.node_rank, 0, "0 with --standalone") != 0) {
       throw UsageError("--standalone runs one node, whose --node_rank is 0");
     }
     c.master_port = 0;
   } else {
-    if (a.nnodes) c.nnodes = parse_nnodes(*a.nnodes);
-    if (a.node_rank) c.node_rank = parse_count("node_rank", *a.node_rank, 0, "a node index, 0 or more");
-    if (a.rdzv_endpoint) {
-      std::tie(c.master_addr, c.master_port) = parse_endpoint(*a.rdzv_endpoint, kDefaultRdzvPort);
+    if (a.nnodes) c.nnodes = parse_nnodes(a.named("nnodes"), *a.nnodes);
+    if (a.node_rank) c.node_rank = parse_count(a.named("node_rank"), *a.node_rank, 0, "a node index, 0 or more");
+    if (rdzv_endpoint) {
+      std::tie(c.master_addr, c.master_port) = parse_endpoint(*rdzv_endpoint, kDefaultRdzvPort);
     }
-    if (a.master_addr) {
-      if (a.master_addr->empty()) throw UsageError("--master_addr is empty: give the address of node 0");
-      c.master_addr = *a.master_addr;
+    if (master_addr) {
+      if (master_addr->empty()) {
+        throw UsageError(fmt::format("{} is empty: give the address of node 0", a.named("master_addr")));
+      }
+      c.master_addr = *master_addr;
     }
-    if (a.master_port) c.master_port = parse_port("master_port", *a.master_port);
+    if (master_port) c.master_port = parse_port(a.named("master_port"), *master_port);
 
     // A scheduler fills in what the flags leave out.
     const bool placed_by_flags = a.nnodes && a.node_rank;
@@ -175,7 +436,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
         c.placement_source = p->source;
         if (!a.nnodes) c.nnodes = p->nnodes;
         if (!a.node_rank) c.node_rank = p->node_rank;
-        if (c.nnodes > 1 && !a.master_addr && !a.rdzv_endpoint) {
+        if (c.nnodes > 1 && !master_addr && !rdzv_endpoint) {
           if (p->master_addr) {
             c.master_addr = *p->master_addr;
           } else if (auto m = env("MASTER_ADDR"); m && !m->empty()) {
@@ -203,7 +464,8 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
     throw UsageError(fmt::format("{} nodes x {} processes is more than mcirun supports ({})", c.nnodes,
                                  c.nproc_per_node, kMaxProcesses));
   }
-  c.program = resolve_program(a.command, a.no_python, env);
+  if (c.virtual_local_rank) check_virtual_local_rank(c, env);
+  c.program = resolve_program(a.command, run_as(a, c.notices), env);
   return c;
 }
 

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/env_lookup.hpp"
 #include "launch/cli.hpp"
 #include "launch/program.hpp"
+#include "launch/torch_version.hpp"
+#include "launch/worker_logs.hpp"
 #include "topo/binding.hpp"
 
 namespace mci::launch {
@@ -24,16 +28,34 @@ struct JobConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;  // 0 with --standalone until the store is bound
   bool standalone = false;
-  std::chrono::milliseconds grace{3000};
+  std::chrono::milliseconds grace{3000};  // --grace, --shutdown-timeout
   bool prefix = false;
   ExecSpec program;
   std::string placement_source;  // "srun" or "mpirun" when they placed this node
-  std::string run_id = "none";   // TORCHELASTIC_RUN_ID: --rdzv_id, as torchrun
-  // Set by run_job before the ranks start: MASTER_PORT for the program (a
-  // free port node 0 picks, not the store's: torch's TCPStore binds it), and
-  // the folder of the ranks' TORCHELASTIC_ERROR_FILEs.
+  std::string run_id = "none";   // TORCHELASTIC_RUN_ID: --rdzv_id, as torchrun (fresh with --standalone)
+  std::string role = "default";  // ROLE_NAME: --role
+  // How long another node waits for node 0 (--rdzv_conf join_timeout).
+  std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  // --local-addr: on node 0, the MASTER_ADDR the processes get.
+  std::optional<std::string> local_addr;
+  bool virtual_local_rank = false;
+  // The signals that stop the job (passed on to the processes), and their
+  // list as torchrun gives it to its workers (TORCHELASTIC_SIGNALS_TO_HANDLE).
+  std::vector<int> stop_signals;
+  std::string stop_signals_text = kDefaultStopSignals;
+  LogOptions logs;
+  // One line each for mcirun to print before the job starts: what a
+  // torchrun flag does not do here.
+  std::vector<std::string> notices;
+  // Set by run_job before the ranks start: MASTER_ADDR and MASTER_PORT for
+  // the program (a free port node 0 reserves, not the store's: torch's
+  // TCPStore binds it), the folder of the ranks' TORCHELASTIC_ERROR_FILEs,
+  // the log folder (--log-dir, -r, -t), and the program's torch.
+  std::string program_addr;
   int program_port = 0;
   std::string error_dir;
+  std::string log_attempt_dir;
+  std::optional<TorchVersion> torch;
   // GLOO_SOCKET_IFNAME for the program when it has none: in a multi-node
   // job, the interface toward node 0 (gloo otherwise binds to whatever the
   // host name resolves to, often a loopback address).
@@ -47,7 +69,9 @@ struct JobConfig {
 
 // --nproc_per_node: a number >= 1, cpu, gpu or auto. Throws UsageError for
 // junk and ConfigError for gpu when none is visible.
-int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir = "/dev");
+// named: how messages name the option.
+int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir = "/dev",
+                  const std::string& named = "--nproc_per_node");
 
 // HOST[:PORT] or [IPV6][:PORT]; the port defaults to default_port.
 std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int default_port);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,8 @@
 #include "launch/signals.hpp"
 #include "launch/stream_relay.hpp"
 #include "launch/supervisor.hpp"
+#include "launch/torch_version.hpp"
+#include "launch/worker_logs.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 #include "topo/binding.hpp"
@@ -70,7 +73,7 @@ std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
 
 int run_job(JobConfig job, const EnvLookup& env) {
   ensure_standard_fds();
-  SignalFd signals;  // before the store's thread, which must inherit the mask
+  SignalFd signals(job.stop_signals);  // before the store's thread, which must inherit the mask
   // Orphans of the ranks (a helper whose rank died) become our children, so
   // mcirun sees them exit and can wait for a rank's process group to empty.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -123,15 +126,24 @@ int run_job(JobConfig job, const EnvLookup& env) {
   const bool set_omp = omp_default_needed(env, job.nproc_per_node);
   if (set_omp) say(omp_banner());
 
-  const ProgramPortOptions ports{job.master_addr, job.master_port, token};
+  ProgramPortOptions ports{job.master_addr, job.master_port, token};
+  ports.wait_limit = job.join_timeout;
+  // Node 0 holds the program's port until the job ends, so that no other
+  // job can be handed it before rank 0 binds it (program_port.hpp).
+  std::optional<PortReservation> program_port;
   try {
     if (job.hosts_store()) {
-      job.program_port = publish_program_port(ports);
+      program_port.emplace();
+      const ProgramEndpoint e{job.local_addr.value_or(job.master_addr), program_port->port()};
+      publish_program_endpoint(ports, e);
+      job.program_addr = e.addr;
+      job.program_port = e.port;
     } else {
       int stop_signal = 0;
-      const auto port = fetch_program_port(ports, signals, &stop_signal);
-      if (!port) return 128 + stop_signal;
-      job.program_port = *port;
+      const auto e = fetch_program_endpoint(ports, signals, &stop_signal);
+      if (!e) return 128 + stop_signal;
+      job.program_addr = e->addr;
+      job.program_port = e->port;
     }
   } catch (const Error& e) {
     say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));
@@ -146,9 +158,36 @@ int run_job(JobConfig job, const EnvLookup& env) {
           job.gloo_ifname, job.master_addr);
     }
   }
-  const ErrorFiles error_files(job.rank_of(0), job.nproc_per_node);
-  job.error_dir = error_files.dir();
+  // With --log-dir (or -r/-t) the error files live beside the logs and
+  // stay; otherwise in a folder of mcirun's, removed with the job.
+  std::optional<ErrorFiles> error_files;
+  if (job.logs.wants_folder()) {
+    try {
+      const LogFolders folders(job.logs.log_dir, job.run_id, job.nproc_per_node);
+      job.log_attempt_dir = folders.attempt_dir();
+      say(fmt::format("mcirun: the processes' logs are in {}/LOCAL_RANK/ (stdout.log, stderr.log, error.json)",
+                      job.log_attempt_dir));
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: {}", e.what()));
+      return 1;
+    }
+  } else {
+    error_files.emplace(job.rank_of(0), job.nproc_per_node);
+    job.error_dir = error_files->dir();
+  }
   const std::string python_path = mci_python_path();
+  const std::vector<std::string> base = current_environment();
+  if (!job.program.python.empty() && !env("NCCL_ASYNC_ERROR_HANDLING")) {
+    const TorchProbe probe = probe_torch(job.program.python, base, signals);
+    job.torch = probe.version;
+    if (probe.timed_out) {
+      say(
+          fmt::format("mcirun: {} did not say within 10 s which torch it has: the processes get "
+                      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (torch 2.2 and later); for an older torch, export "
+                      "NCCL_ASYNC_ERROR_HANDLING=1",
+                      job.program.python));
+    }
+  }
 
   std::unique_ptr<NodeLink> link;
   if (job.nnodes > 1) {
@@ -161,22 +200,28 @@ int run_job(JobConfig job, const EnvLookup& env) {
     link = std::make_unique<NodeLink>(o);
   }
 
-  const std::vector<std::string> base = current_environment();
   const std::vector<std::vector<int>> cpus = place_ranks(job);
+  const std::string host = host_name();
   std::vector<RankSpec> ranks;
   for (int local = 0; local < job.nproc_per_node; ++local) {
-    ranks.push_back({job.rank_of(local), local, child_environment(base, job, local, token, set_omp, python_path),
-                     cpus[static_cast<std::size_t>(local)]});
+    const int rank = job.rank_of(local);
+    ranks.push_back({rank, local, child_environment(base, job, local, token, set_omp, python_path),
+                     cpus[static_cast<std::size_t>(local)],
+                     plan_streams(job.logs, job.log_attempt_dir, RankLabel{job.role, rank, local, host}, job.prefix)});
   }
   Supervisor sup(job, signals, link.get());
   sup.start(ranks);
   return sup.run();
 }
 
-int mcirun_main(const std::vector<std::string>& argv) {
+namespace {
+
+// pet_env: where the PET_ twins of torchrun's flags are read.
+int launch(const std::vector<std::string>& argv, const EnvLookup& pet_env) {
+  const EnvLookup env = process_env();
   CliOutcome cli;
   try {
-    cli = parse_cli(argv);
+    cli = parse_cli(argv, pet_env);
   } catch (const UsageError& e) {
     say(fmt::format("mcirun: {}", e.what()));
     return 2;
@@ -185,7 +230,6 @@ int mcirun_main(const std::vector<std::string>& argv) {
     write_all(STDOUT_FILENO, cli.message);
     return cli.exit_code;
   }
-  const EnvLookup env = process_env();
   JobConfig job;
   try {
     job = resolve_job(*cli.args, env);
@@ -196,6 +240,7 @@ int mcirun_main(const std::vector<std::string>& argv) {
     say(fmt::format("mcirun: {}", e.what()));
     return 1;
   }
+  for (const auto& n : job.notices) say(n);
   try {
     return run_job(std::move(job), env);
   } catch (const std::exception& e) {
@@ -204,10 +249,16 @@ int mcirun_main(const std::vector<std::string>& argv) {
   }
 }
 
+}  // namespace
+
+int mcirun_main(const std::vector<std::string>& argv) { return launch(argv, process_env()); }
+
 int run_local_job(int nproc, const std::vector<std::string>& command) {
   std::vector<std::string> argv{"mcirun", "--standalone", "--nproc_per_node=" + std::to_string(nproc), "--"};
   argv.insert(argv.end(), command.begin(), command.end());
-  return mcirun_main(argv);
+  // A tool's own ranks (mci-perf -g): the PET_ variables of a torchrun
+  // user's environment are not meant for them.
+  return launch(argv, fixed_env({}));
 }
 
 }  // namespace mci::launch

@@ -21,7 +21,8 @@ int mcirun_main(const std::vector<std::string>& argv);
 
 // `nproc` processes of `command` on this host, as
 // mcirun --standalone --nproc_per_node=NPROC COMMAND... runs them (for tools
-// that start their own ranks: mci-perf -g N). Same exit codes.
+// that start their own ranks: mci-perf -g N), reading no PET_ variable.
+// Same exit codes.
 int run_local_job(int nproc, const std::vector<std::string>& command);
 
 }  // namespace mci::launch

@@ -57,25 +57,41 @@ bool is_python_interpreter(const std::string& path) {
 }
 
 ExecSpec resolve_program(const std::vector<std::string>& command, bool no_python, const EnvLookup& env) {
+  return resolve_program(command, no_python ? RunAs::executable : RunAs::by_name, env);
+}
+
+ExecSpec resolve_program(const std::vector<std::string>& command, RunAs how, const EnvLookup& env) {
   const std::string& name = command.at(0);
-  const bool python = !no_python && name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0;
+  const bool dot_py = name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0;
+  const bool python = how == RunAs::python_module || how == RunAs::python_script || (how == RunAs::by_name && dot_py);
   if (python) {
-    struct stat st {};
-    if (::stat(name.c_str(), &st) != 0) throw CannotRun(name, errno);
-    if (S_ISDIR(st.st_mode)) throw CannotRun(name, EISDIR);
+    if (how != RunAs::python_module) {  // a module is Python's to find
+      struct stat st {};
+      if (::stat(name.c_str(), &st) != 0) throw CannotRun(name, errno);
+      if (S_ISDIR(st.st_mode)) throw CannotRun(name, EISDIR);
+    }
     ExecSpec spec;
-    // MCI_PYTHON picks the interpreter (torchrun uses its own); else python3.
-    const auto chosen = env("MCI_PYTHON");
-    const std::string python = chosen && !chosen->empty() ? *chosen : "python3";
+    // MCI_PYTHON picks the interpreter, else PYTHON_EXEC as under torchrun
+    // (whose default is its own interpreter); else python3.
+    std::string from = "PATH";
+    std::string python = "python3";
+    for (const char* var : {"MCI_PYTHON", "PYTHON_EXEC"}) {
+      if (const auto chosen = env(var); chosen && !chosen->empty()) {
+        python = *chosen;
+        from = var;
+        break;
+      }
+    }
     if (python.find('/') != std::string::npos) {
-      if (int e = executable(python); e != 0) throw CannotRun(python, e, " (from MCI_PYTHON)");
+      if (int e = executable(python); e != 0) throw CannotRun(python, e, fmt::format(" (from {})", from));
       spec.path = python;
     } else {
       spec.path = search_path(python, env);
     }
     spec.python = spec.path;
-    spec.python_from = chosen && !chosen->empty() ? "MCI_PYTHON" : "PATH";
+    spec.python_from = from;
     spec.argv = {spec.path, "-u"};
+    if (how == RunAs::python_module) spec.argv.push_back("-m");
     spec.argv.insert(spec.argv.end(), command.begin(), command.end());
     return spec;
   }

@@ -1,14 +1,17 @@
 #include "launch/program_port.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "common/deadline.hpp"
 #include "common/env.hpp"
-#include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 
@@ -30,20 +33,30 @@ TcpStoreOptions client_options(const ProgramPortOptions& o, std::chrono::millise
 
 }  // namespace
 
-int publish_program_port(const ProgramPortOptions& o) {
-  // Free on every address, as torch's TCPStore listens on all of them; the
-  // socket closes before the program binds it (torchrun's own race).
-  int port = 0;
-  {
-    Fd probe = listen_tcp("0.0.0.0", 0);
-    port = local_port(probe.get());
+PortReservation::PortReservation() {
+  // On every address, as torch's TCPStore listens on all of them.
+  fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd_.valid()) throw Error(fmt::format("cannot reserve a port for the program: socket: {}", std::strerror(errno)));
+  int one = 1;
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  any.sin_port = 0;
+  if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) != 0) {
+    throw Error(fmt::format("cannot reserve a port for the program: bind: {}", std::strerror(errno)));
   }
-  TcpStore store(client_options(o, std::chrono::seconds(10)));
-  store.set(kProgramPortKey, to_bytes(std::to_string(port)));
-  return port;
+  port_ = local_port(fd_.get());
 }
 
-std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& signals, int* stop_signal) {
+void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
+  TcpStore store(client_options(o, std::chrono::seconds(10)));
+  store.set(kProgramAddrKey, to_bytes(e.addr));
+  store.set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
+}
+
+std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& o, SignalFd& signals,
+                                                      int* stop_signal) {
   const Deadline dl(o.wait_limit);
   std::unique_ptr<TcpStore> store;  // kept between slices once connected
   while (true) {
@@ -57,14 +70,14 @@ std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& sig
                         "must run the same mcirun version",
                         v));
       }
-      return static_cast<int>(*port);
+      return ProgramEndpoint{to_string(store->get(kProgramAddrKey, kSlice)), static_cast<int>(*port)};
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet
     }
     pollfd p{signals.fd(), POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
       for (int sig : signals.take()) {
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (is_stop_signal(sig)) {
           *stop_signal = sig;
           return std::nullopt;
         }
@@ -73,7 +86,8 @@ std::optional<int> fetch_program_port(const ProgramPortOptions& o, SignalFd& sig
     if (dl.expired()) {
       throw TimeoutError(fmt::format(
           "node 0's launcher at {}:{} did not answer within {} s: start mcirun with --node_rank=0 there, with the "
-          "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node",
+          "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node (--rdzv_conf join_timeout=SECONDS "
+          "waits longer)",
           o.store_host, o.store_port, std::chrono::duration_cast<std::chrono::seconds>(o.wait_limit).count()));
     }
   }

@@ -11,10 +11,11 @@
 
 namespace mci::launch {
 
-SignalFd::SignalFd() {
+SignalFd::SignalFd(const std::vector<int>& stop_signals) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGTSTP, SIGCONT}) sigaddset(&set, s);
+  for (int s : stop_signals) sigaddset(&set, s);
   if (int rc = ::pthread_sigmask(SIG_BLOCK, &set, &old_mask_); rc != 0) {
     throw std::system_error(rc, std::generic_category(), "mcirun: blocking signals");
   }
@@ -64,6 +65,15 @@ void SignalFd::restore_in_child() const noexcept {
 std::string signal_name(int sig) {
   if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
   return "signal " + std::to_string(sig);
+}
+
+std::optional<int> signal_by_name(const std::string& name) {
+  if (name.rfind("SIG", 0) != 0) return std::nullopt;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    if (abbrev && name.compare(3, std::string::npos, abbrev) == 0) return sig;
+  }
+  return std::nullopt;
 }
 
 }  // namespace mci::launch

@@ -1,11 +1,13 @@
-// The signals mcirun reacts to (a child's exit; SIGINT, SIGTERM, SIGHUP to
-// stop the job; SIGTSTP and SIGCONT to pause and resume it) arrive through a
-// signalfd, so the event loop sees them as readable data next to the
-// children's pipes: no handler, no global flag.
+// The signals mcirun reacts to (a child's exit; SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT and the others of --signals-to-handle to stop the job; SIGTSTP and
+// SIGCONT to pause and resume it) arrive through a signalfd, so the event
+// loop sees them as readable data next to the children's pipes: no handler,
+// no global flag.
 #pragma once
 
 #include <signal.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +22,9 @@ class SignalFd {
   // to the process must not land in a thread that does not block it), makes
   // sure SIGCHLD is not ignored (an ignored SIGCHLD reaps children behind our
   // back) and ignores SIGPIPE (a reader that went away must not kill mcirun).
-  SignalFd();
+  // stop_signals: the signals that stop the job, besides SIGINT, SIGTERM
+  // and SIGHUP (which always do).
+  explicit SignalFd(const std::vector<int>& stop_signals = {});
   ~SignalFd();
   SignalFd(const SignalFd&) = delete;
   SignalFd& operator=(const SignalFd&) = delete;
@@ -42,5 +46,16 @@ class SignalFd {
 
 // "SIGTERM", or "signal 77" for one without a name.
 std::string signal_name(int sig);
+
+// SIGTERM for "SIGTERM" (torchrun's spelling: the SIG name); nullopt for
+// anything else.
+std::optional<int> signal_by_name(const std::string& name);
+
+// torchrun's default --signals-to-handle.
+inline constexpr const char* kDefaultStopSignals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+
+// Whether a signal from the signalfd asks the job to stop (not a child's
+// exit, nor a pause or resume).
+inline bool is_stop_signal(int sig) { return sig != SIGCHLD && sig != SIGTSTP && sig != SIGCONT; }
 
 }  // namespace mci::launch

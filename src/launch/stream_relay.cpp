@@ -28,18 +28,51 @@ bool write_all(int fd, std::string_view data) {
 
 void say(const std::string& line) { write_all(STDERR_FILENO, line + "\n"); }
 
+namespace {
+
+RelaySinks console_only(int to, std::string prefix) {
+  RelaySinks s;
+  s.console = to;
+  s.prefix = std::move(prefix);
+  return s;
+}
+
+}  // namespace
+
 StreamRelay::StreamRelay(Fd from, int to, std::string prefix, std::size_t tail_lines)
-    : from_(std::move(from)), to_(to), prefix_(std::move(prefix)) {
+    : StreamRelay(std::move(from), console_only(to, std::move(prefix)), tail_lines) {}
+
+StreamRelay::StreamRelay(Fd from, RelaySinks sinks, std::size_t tail_lines)
+    : from_(std::move(from)), sinks_(std::move(sinks)) {
   set_nonblocking(from_.get());
   if (tail_lines > 0) tail_.emplace(tail_lines);
 }
 
 void StreamRelay::emit(std::string_view line) {
-  out_.assign(prefix_);
-  out_.append(line);
-  out_.push_back('\n');
-  write_all(to_, out_);
+  if (sinks_.console >= 0) {
+    out_.assign(sinks_.prefix);
+    out_.append(line);
+    out_.push_back('\n');
+    write_all(sinks_.console, out_);
+  }
+  if (sinks_.filtered >= 0) {
+    for (const auto& needle : sinks_.filters) {
+      if (line.find(needle) == std::string_view::npos) continue;
+      out_.assign(sinks_.filtered_prefix);
+      out_.append(line);
+      out_.push_back('\n');
+      write_all(sinks_.filtered, out_);
+      break;
+    }
+  }
   if (tail_) tail_->add(line);
+}
+
+void StreamRelay::feed(std::string_view bytes) {
+  // A log file that cannot take more (disk full) loses what follows; the
+  // console and the job go on.
+  if (sinks_.file.valid() && !write_all(sinks_.file.get(), bytes)) sinks_.file.reset();
+  split_.feed(bytes, [this](std::string_view l) { emit(l); });
 }
 
 void StreamRelay::close() {
@@ -51,7 +84,7 @@ bool StreamRelay::read_some(std::vector<char>& buf) {
   if (!from_.valid()) return false;
   const ssize_t r = ::read(from_.get(), buf.data(), buf.size());
   if (r > 0) {
-    split_.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), [this](std::string_view l) { emit(l); });
+    feed(std::string_view(buf.data(), static_cast<std::size_t>(r)));
     return true;
   }
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
@@ -68,7 +101,7 @@ void StreamRelay::drain(std::vector<char>& buf) {
     const ssize_t r = ::read(from_.get(), buf.data(), buf.size());
     if (r > 0) {
       budget -= r;
-      split_.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), [this](std::string_view l) { emit(l); });
+      feed(std::string_view(buf.data(), static_cast<std::size_t>(r)));
     } else if (r < 0 && errno == EINTR) {
       continue;
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -1,6 +1,7 @@
 // One child stream (its stdout or its stderr) relayed to mcirun's own, line
 // by line: each whole line, with its optional "[rank N] " prefix, goes out in
-// one write(2) as soon as its newline arrives.
+// one write(2) as soon as its newline arrives. With --log-dir, -r or -t the
+// stream also goes (or only goes) to its log file, byte for byte.
 #pragma once
 
 #include <optional>
@@ -21,11 +22,22 @@ bool write_all(int fd, std::string_view data);
 // One line of mcirun's own on its stderr, in one write.
 void say(const std::string& line);
 
+// Where a relayed stream goes besides the failure summary's tail.
+struct RelaySinks {
+  int console = -1;    // whole lines, prefixed; -1: not shown (-r, --local-ranks-filter)
+  std::string prefix;  // of each console line
+  Fd file;             // the bytes as the program wrote them (-r, -t)
+  int filtered = -1;   // lines holding one of `filters`, prefixed (--duplicate-*-filters)
+  std::string filtered_prefix;
+  std::vector<std::string> filters;
+};
+
 class StreamRelay {
  public:
   // from: the read end of the child's pipe (made non-blocking here).
   // tail_lines > 0 keeps that many last lines for the failure summary.
   StreamRelay(Fd from, int to, std::string prefix, std::size_t tail_lines = 0);
+  StreamRelay(Fd from, RelaySinks sinks, std::size_t tail_lines);
 
   int fd() const { return from_.get(); }
   bool is_open() const { return from_.valid(); }
@@ -45,11 +57,11 @@ class StreamRelay {
 
  private:
   void emit(std::string_view line);
+  void feed(std::string_view bytes);
   void close();
 
   Fd from_;
-  int to_;
-  std::string prefix_;
+  RelaySinks sinks_;
   LineSplitter split_;
   std::optional<LineTail> tail_;
   std::string out_;  // prefix + line + '\n', reused

@@ -157,9 +157,10 @@ std::vector<std::string> summary_lines(const JobReport& job) {
             fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
                         "'{}'",
                         f.rank, job.python,
-                        job.python_from == "MCI_PYTHON" ? "chosen by MCI_PYTHON"
-                        : job.python_from == "PATH"     ? "python3 found on PATH"
-                                                        : "named on the command line",
+                        job.python_from == "MCI_PYTHON"    ? "chosen by MCI_PYTHON"
+                        : job.python_from == "PYTHON_EXEC" ? "chosen by PYTHON_EXEC"
+                        : job.python_from == "PATH"        ? "python3 found on PATH"
+                                                           : "named on the command line",
                         *module));
         out.push_back(
             "mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "

@@ -1,5 +1,6 @@
 #include "launch/supervisor.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,15 +61,40 @@ Supervisor::~Supervisor() {
   }
 }
 
+namespace {
+
+Fd open_log(const std::string& path) {
+  Fd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+  if (!f.valid()) throw std::system_error(errno, std::generic_category(), "mcirun: cannot write the log " + path);
+  return f;
+}
+
+}  // namespace
+
+RelaySinks Supervisor::sinks_for(const StreamPlan& plan, int console) {
+  RelaySinks s;
+  s.console = plan.console ? console : -1;
+  s.prefix = plan.prefix;
+  if (!plan.file.empty()) s.file = open_log(plan.file);
+  if (!plan.filtered_file.empty()) {
+    auto it = shared_files_.find(plan.filtered_file);
+    if (it == shared_files_.end()) it = shared_files_.emplace(plan.filtered_file, open_log(plan.filtered_file)).first;
+    s.filtered = it->second.get();
+    s.filtered_prefix = plan.filtered_prefix;
+    s.filters = plan.filters;
+  }
+  return s;
+}
+
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
   procs_.reserve(ranks.size());
   for (const RankSpec& r : ranks) {
     try {
+      RelaySinks out = sinks_for(r.streams.out, STDOUT_FILENO);
+      RelaySinks err = sinks_for(r.streams.err, STDERR_FILENO);
       StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
-      const std::string prefix = job_.prefix ? fmt::format("[rank {}] ", r.rank) : std::string();
-      procs_.push_back(Proc{r.rank, r.local_rank, c.pid,
-                            StreamRelay(std::move(c.out), STDOUT_FILENO, prefix, kTailLines),
-                            StreamRelay(std::move(c.err), STDERR_FILENO, prefix, kTailLines), std::nullopt});
+      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
+                            StreamRelay(std::move(c.err), std::move(err), kTailLines), std::nullopt});
     } catch (const std::exception& e) {
       start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
       say(fmt::format("mcirun: {}", e.what()));
@@ -415,7 +441,9 @@ void Supervisor::print_summary() const {
     rr.signal_sent = p.signal_sent;
     if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
     if (const LineTail* t = p.out.tail()) rr.stdout_tail = t->lines();
-    if (!job_.error_dir.empty()) rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
+    if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
+      rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
+    }
     r.ranks.push_back(std::move(rr));
   }
   for (const auto& line : summary_lines(r)) say(line);

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "launch/signals.hpp"
 #include "launch/stream_relay.hpp"
 #include "launch/summary.hpp"
+#include "launch/worker_logs.hpp"
 
 namespace mci::launch {
 
@@ -37,6 +39,7 @@ struct RankSpec {
   int local_rank = 0;
   std::vector<std::string> env;
   std::vector<int> cpus;  // its CPU affinity (mcirun --bind); empty: inherited
+  RankStreams streams;    // where its stdout and stderr go (console, log files)
 };
 
 class Supervisor {
@@ -68,6 +71,7 @@ class Supervisor {
   };
   enum class Phase { running, stopping };
 
+  RelaySinks sinks_for(const StreamPlan& plan, int console);
   bool all_exited() const;
   static bool group_alive(const Proc& p);
   bool any_group_alive() const;
@@ -96,6 +100,7 @@ class Supervisor {
   NodeLink* link_;
   std::string host_;
   std::vector<Proc> procs_;
+  std::map<std::string, Fd> shared_files_;  // filtered_stdout.log and filtered_stderr.log
   std::vector<char> buf_;
   Phase phase_ = Phase::running;
   std::vector<int> steps_left_;  // the signals still to send if ranks outlive the grace

@@ -1,12 +1,17 @@
 // mcirun on one node, run as a user runs it: the variables each process
 // sees, exit codes and the failure summary, teardown (SIGTERM, grace,
-// SIGKILL), signals sent to mcirun, a port already taken, no orphans, and
-// output relayed in whole lines.
+// SIGKILL), signals sent to mcirun, a port already taken, the program's
+// port held for the job, no orphans, and output relayed in whole lines.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -244,6 +249,60 @@ TEST(Launcher, APortInUseIsOneClearLineAndNoProcessStarts) {
   EXPECT_FALSE(contains(err[0], "/ MASTER_PORT")) << err[0];
   EXPECT_FALSE(m.has_file("started.0"));
   EXPECT_FALSE(m.has_file("started.1"));
+}
+
+// Rank 0 of a program that hosts its own server on MASTER_PORT, as torch's
+// TCPStore does: it says which port it got, binds it only when the test
+// says so, then serves until the test releases it.
+void mark(const std::string& name, const std::string& text) {
+  const std::string dir = std::getenv("TEST_DIR");
+  std::ofstream(dir + "/." + name) << text;
+  std::filesystem::rename(dir + "/." + name, dir + "/" + name);
+}
+
+bool wait_file(const std::string& name) {
+  const std::string path = std::string(std::getenv("TEST_DIR")) + "/" + name;
+  return eventually([&] { return std::filesystem::exists(path); }, 30s);
+}
+
+MCI_SCENARIO(serve_master_port) {
+  const int port = std::stoi(std::getenv("MASTER_PORT"));
+  mark("port", std::to_string(port));
+  if (!wait_file("bind")) return exit_code::failed;
+  StoreServer server(StoreServerOptions{"0.0.0.0", port, ""});  // SO_REUSEADDR, like TCPStore and libuv
+  mark("serving", std::to_string(server.port()));
+  return wait_file("release") ? exit_code::ok : exit_code::failed;
+}
+
+// Whether a socket without SO_REUSEADDR can bind port on every address.
+int plain_bind_errno(int port) {
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  return ::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+}
+
+TEST(Launcher, TheProgramsPortIsHeldForTheJobFromBeforeRankZeroBindsItUntilTheEnd) {
+  // torchrun (and mcirun before) picked a free port and closed it before
+  // rank 0 bound it: another job could be handed the same port meanwhile,
+  // and two jobs' ranks met in one store ("RANK 1 is used by two processes").
+  Mcirun m({"--standalone", "--nproc_per_node=1", self_program(), "--scenario=serve_master_port"});
+  ASSERT_TRUE(eventually([&] { return m.has_file("port"); }, 20s)) << m.all();
+  const int port = std::stoi(m.file("port"));
+  EXPECT_EQ(plain_bind_errno(port), EADDRINUSE) << "nobody else gets the port before rank 0 binds it";
+  std::ofstream(m.dir() + "/bind") << "go";
+  ASSERT_TRUE(eventually([&] { return m.has_file("serving"); }, 20s)) << "rank 0 could not bind it: " << m.all();
+  EXPECT_EQ(std::stoi(m.file("serving")), port);
+  TcpStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.timeout = 5s;
+  EXPECT_NO_THROW(TcpStore{o}.set("k", to_bytes("v"))) << "the rank's server answers on it";
+  std::ofstream(m.dir() + "/release") << "go";
+  ASSERT_EQ(m.code(), 0) << m.all();
+  EXPECT_EQ(plain_bind_errno(port), 0) << "released with the job";
 }
 
 TEST(Launcher, NoOrphansAfterAFailure) {

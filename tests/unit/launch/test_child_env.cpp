@@ -64,8 +64,59 @@ TEST(ChildEnv, SpeaksTorchrunsContract) {
   EXPECT_EQ(m["TORCHELASTIC_RUN_ID"], "job7");
   EXPECT_EQ(m["TORCHELASTIC_USE_AGENT_STORE"], "False");  // an inherited True must not leak in
   EXPECT_EQ(m["TORCHELASTIC_ERROR_FILE"], "/tmp/errs/rank5/error.json");
+  EXPECT_EQ(m["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "0");  // the user's choice stays
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+}
+
+TEST(ChildEnv, AsyncErrorHandlingUnderTheNameTheProgramsTorchReads) {
+  // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING and warn about
+  // the old name on every rank; torch 1.13 reads only the old name.
+  JobConfig j = two_nodes();
+  auto m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u) << "not a Python program, or torch unknown: torch 2.x's name";
+  j.torch = parse_torch_version("2.15.0+cu132");
+  m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  j.torch = parse_torch_version("1.13.0a0");
+  m = as_map(child_environment({}, j, 0, "", false));
+  EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  m = as_map(child_environment({"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, j, 0, "", false));
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+}
+
+TEST(ChildEnv, RoleAddressSignalsAndLogFolderFromTheJob) {
+  JobConfig j = two_nodes();
+  j.role = "trainer";
+  j.program_addr = "10.0.0.9";
+  j.stop_signals_text = "SIGUSR1";
+  j.log_attempt_dir = "/logs/job7_abc/attempt_0";
+  auto m = as_map(child_environment({}, j, 2, "", false));
+  EXPECT_EQ(m["ROLE_NAME"], "trainer");
+  EXPECT_EQ(m["MASTER_ADDR"], "10.0.0.9") << "--local-addr of node 0";
+  EXPECT_EQ(m["MCI_STORE_ADDR"], "node01") << "mcirun's store stays at --master_addr";
+  EXPECT_EQ(m["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGUSR1");
+  EXPECT_EQ(m["TORCHELASTIC_ERROR_FILE"], "/logs/job7_abc/attempt_0/2/error.json") << "by local rank, as torchrun";
+}
+
+TEST(ChildEnv, VirtualLocalRankShowsEachProcessItsOwnGpuAsDeviceZero) {
+  JobConfig j = two_nodes();
+  j.virtual_local_rank = true;
+  auto m = as_map(child_environment({"CUDA_VISIBLE_DEVICES=4, 6,7"}, j, 1, "", false));
+  EXPECT_EQ(m["LOCAL_RANK"], "0");
+  EXPECT_EQ(m["RANK"], "4");
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "6");
+  m = as_map(child_environment({}, j, 2, "", false));
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "2") << "no list: the local rank's GPU";
+  m = as_map(child_environment({"HIP_VISIBLE_DEVICES=1,3", "CUDA_VISIBLE_DEVICES=0,1"}, j, 1, "", false));
+  EXPECT_EQ(m["HIP_VISIBLE_DEVICES"], "3") << "HIP's list wins, as under torchrun";
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "3");
+  j.virtual_local_rank = false;
+  m = as_map(child_environment({"CUDA_VISIBLE_DEVICES=4,6"}, j, 1, "", false));
+  EXPECT_EQ(m["LOCAL_RANK"], "1");
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "4,6");
 }
 
 TEST(ChildEnv, GlooInterfaceOnlyWhenTheUserChoseNone) {

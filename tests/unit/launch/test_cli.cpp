@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
 #include "launch/cli.hpp"
 
 namespace mci::launch {
@@ -58,9 +63,169 @@ TEST(Cli, BothSpellingsOfEveryTorchrunFlag) {
 TEST(Cli, DefaultsWhenNothingIsGiven) {
   CliArgs a = parse({"prog"});
   EXPECT_EQ(a.nproc_per_node, "1");
-  EXPECT_EQ(a.grace, "3");
+  EXPECT_FALSE(a.grace) << "resolve_job applies 3 s (or --shutdown-timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)";
   EXPECT_FALSE(a.nnodes || a.node_rank || a.master_addr || a.master_port || a.rdzv_endpoint);
-  EXPECT_FALSE(a.standalone || a.prefix || a.no_python);
+  EXPECT_FALSE(a.standalone || a.prefix || a.no_python || a.module || a.run_path || a.virtual_local_rank);
+  EXPECT_TRUE(a.from_env.empty());
+}
+
+// A value each of torchrun 2.15's options takes (the flags take none).
+const std::map<std::string, std::string> kValues{
+    {"nnodes", "1"},
+    {"nproc_per_node", "2"},
+    {"rdzv_backend", "c10d"},
+    {"rdzv_endpoint", "h:1"},
+    {"rdzv_id", "job"},
+    {"rdzv_conf", "join_timeout=5"},
+    {"max_restarts", "0"},
+    {"monitor_interval", "0.1"},
+    {"start_method", "spawn"},
+    {"event_log_handler", "null"},
+    {"role", "trainer"},
+    {"log_dir", "/tmp/logs"},
+    {"redirects", "3"},
+    {"tee", "0:1,1:2"},
+    {"log_line_prefix_template", "${rank}:"},
+    {"local_ranks_filter", "0,1"},
+    {"duplicate_stdout_filters", "apple,orange"},
+    {"duplicate_stderr_filters", "pear"},
+    {"node_rank", "0"},
+    {"master_addr", "node01"},
+    {"master_port", "1234"},
+    {"local_addr", "10.0.0.2"},
+    {"logs_specs", "mine"},
+    {"numa_binding", "node"},
+    {"signals_to_handle", "SIGUSR1"},
+    {"shutdown_timeout", "7"},
+    {"grace", "0.5"},
+    {"bind", "core"},
+};
+const std::set<std::string> kFlags{"standalone", "module", "no_python", "run_path", "virtual_local_rank", "prefix"};
+
+std::string underscored(const std::string& spelling) {
+  const std::map<std::string, std::string> shorts{{"-m", "module"}, {"-r", "redirects"}, {"-t", "tee"}};
+  if (shorts.count(spelling)) return shorts.at(spelling);
+  std::string name;
+  for (char c : spelling.substr(spelling.find_first_not_of('-'))) name.push_back(c == '-' ? '_' : c);
+  return name;
+}
+
+TEST(Cli, EverySpellingOfEveryOptionParses) {
+  for (const std::string& s : option_spellings()) {
+    const std::string name = underscored(s);
+    if (name == "h" || name == "help" || name == "print_completion") continue;  // they print, see below
+    Words w{s};
+    if (!kFlags.count(name)) {
+      ASSERT_TRUE(kValues.count(name)) << s << " has no value in this test: add one";
+      w.push_back(kValues.at(name));
+    }
+    w.push_back("prog");
+    w.insert(w.begin(), "mcirun");
+    CliOutcome o;
+    EXPECT_NO_THROW(o = parse_cli(w)) << s;
+    EXPECT_TRUE(o.args.has_value()) << s;
+  }
+}
+
+TEST(Cli, TorchrunsNewOptionsLandWhereResolveJobReadsThem) {
+  CliArgs a = parse({"-m",
+                     "-r",
+                     "3",
+                     "-t",
+                     "0:1,1:2",
+                     "--run-path",
+                     "--log-dir=/l",
+                     "--role",
+                     "r",
+                     "--local-ranks-filter=0",
+                     "--duplicate_stdout_filters",
+                     "a,,b",
+                     "--local_addr=h",
+                     "--numa-binding=exclusive",
+                     "--signals-to-handle=SIGUSR1,SIGTERM",
+                     "--shutdown-timeout=9",
+                     "--virtual-local-rank",
+                     "--start_method=fork",
+                     "--rdzv-conf=timeout=3",
+                     "prog"});
+  EXPECT_TRUE(a.module && a.run_path && a.virtual_local_rank);
+  EXPECT_EQ(a.redirects, "3");
+  EXPECT_EQ(a.tee, "0:1,1:2");
+  EXPECT_EQ(a.log_dir, "/l");
+  EXPECT_EQ(a.role, "r");
+  EXPECT_EQ(a.local_ranks_filter, "0");
+  EXPECT_EQ(a.duplicate_stdout_filters, "a,,b");
+  EXPECT_EQ(a.local_addr, "h");
+  EXPECT_EQ(a.numa_binding, "exclusive");
+  EXPECT_EQ(a.signals_to_handle, "SIGUSR1,SIGTERM");
+  EXPECT_EQ(a.shutdown_timeout, "9");
+  EXPECT_EQ(a.start_method, "fork");
+  EXPECT_EQ(a.rdzv_conf, "timeout=3");
+  EXPECT_EQ(parse({"-r3", "p"}).redirects, "3") << "a short option's value may be attached, as argparse allows";
+}
+
+TEST(Cli, EveryPetTwinIsReadWhenTheCommandLineLeavesItOut) {
+  for (const std::string& var : pet_variables()) {
+    std::string name = var.substr(4);
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string value = kFlags.count(name) ? "1" : kValues.at(name);
+    CliOutcome o = parse_cli({"mcirun", "prog"}, fixed_env({{var, value}}));
+    ASSERT_TRUE(o.args) << var;
+    EXPECT_EQ(o.args->from_env.count(name), 1u) << var;
+    EXPECT_EQ(o.args->named(name), var);
+  }
+  // torchrun reads no PET_ twin for these two, nor for mcirun's own options.
+  for (const char* none : {"PET_LOGS_SPECS", "PET_NUMA_BINDING", "PET_GRACE", "PET_PREFIX", "PET_BIND"}) {
+    const auto pets = pet_variables();
+    EXPECT_EQ(std::count(pets.begin(), pets.end(), none), 0) << none;
+  }
+}
+
+TEST(Cli, PetValuesAreDefaultsTheCommandLineOverrides) {
+  const auto env = fixed_env({{"PET_NPROC_PER_NODE", "4"},
+                              {"PET_NNODES", "2"},
+                              {"PET_MASTER_ADDR", "node01"},
+                              {"PET_STANDALONE", "1"},
+                              {"PET_NO_PYTHON", "0"},
+                              {"PET_ROLE", ""}});
+  CliOutcome o = parse_cli({"mcirun", "--nnodes=3", "prog"}, env);
+  ASSERT_TRUE(o.args);
+  const CliArgs& a = *o.args;
+  EXPECT_EQ(a.nproc_per_node, "4");
+  EXPECT_EQ(a.named("nproc_per_node"), "PET_NPROC_PER_NODE");
+  EXPECT_EQ(a.nnodes, "3") << "the command line wins";
+  EXPECT_EQ(a.named("nnodes"), "--nnodes");
+  EXPECT_EQ(a.master_addr, "node01");
+  EXPECT_TRUE(a.standalone);
+  EXPECT_FALSE(a.no_python) << "PET_NO_PYTHON=0 is off, as torchrun's check_env reads it";
+  EXPECT_FALSE(a.role) << "an empty PET_ value counts as unset";
+  std::string m;
+  try {
+    parse_cli({"mcirun", "prog"}, fixed_env({{"PET_STANDALONE", "yes"}}));
+  } catch (const UsageError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("PET_STANDALONE='yes' is not valid: use 1 (--standalone) or 0"), std::string::npos) << m;
+}
+
+TEST(Cli, PrintCompletionWritesAScriptForEachShellTorchrunNames) {
+  for (const char* shell : {"bash", "zsh", "tcsh"}) {
+    CliOutcome o = parse_cli({"mcirun", "--print-completion", shell});
+    EXPECT_FALSE(o.args.has_value());
+    EXPECT_EQ(o.exit_code, 0);
+    EXPECT_NE(o.message.find("mcirun"), std::string::npos) << shell;
+    EXPECT_NE(o.message.find("--nproc-per-node"), std::string::npos) << shell;
+    EXPECT_NE(o.message.find("--local_ranks_filter"), std::string::npos) << shell;
+  }
+  EXPECT_NE(parse_cli({"mcirun", "--print_completion=bash"}).message.find("complete -o default -F _mcirun mcirun"),
+            std::string::npos);
+  std::string m;
+  try {
+    parse_cli({"mcirun", "--print-completion", "fish"});
+  } catch (const UsageError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("--print-completion=fish: the shells are bash, zsh and tcsh"), std::string::npos) << m;
 }
 
 TEST(Cli, EverythingAfterTheProgramBelongsToIt) {
@@ -109,6 +274,8 @@ TEST(Cli, HelpIsPrintedNotRun) {
                           "--rdzv_endpoint", "--standalone", "--grace", "--prefix"}) {
       EXPECT_NE(o.message.find(f), std::string::npos) << f;
     }
+    for (const std::string& f : option_spellings()) EXPECT_NE(o.message.find(f), std::string::npos) << f;
+    for (const std::string& v : pet_variables()) EXPECT_NE(o.message.find("[" + v + "]"), std::string::npos) << v;
   }
   EXPECT_EQ(usage_text(), parse_cli({"mcirun", "--help"}).message);
 }
@@ -118,7 +285,9 @@ TEST(Cli, HelpSaysWhatEachStopSignalBecomes) {
   for (const char* said :
        {"Ctrl-C (SIGINT) to mcirun is passed on to every process as SIGINT", "'except KeyboardInterrupt:'",
         "gets SIGTERM, and SIGKILL after another --grace",
-        "SIGHUP to mcirun is passed on as that signal, then SIGKILL after --grace", "128+N after signal N"}) {
+        "SIGHUP or SIGQUIT to mcirun (or another of --signals-to-handle) is passed on as that signal,\nthen SIGKILL "
+        "after --grace",
+        "128+N after signal N"}) {
     EXPECT_NE(h.find(said), std::string::npos) << said << "\n" << h;
   }
 }

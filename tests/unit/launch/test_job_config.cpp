@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
 
 #include "launch/devices.hpp"
@@ -161,8 +163,163 @@ TEST(JobConfig, GraceAndTorchrunLeftovers) {
     expect_has(error({std::string("--grace=") + bad}), "seconds between SIGTERM and SIGKILL");
   }
   expect_has(error({"--max_restarts=3"}), "mcirun does not restart processes");
+  expect_has(error({"--max-restarts=3"}), "--max_restarts=3: mcirun does not restart processes");
+  EXPECT_NO_THROW(job({"--max-restarts=0"}));
   expect_has(error({"--rdzv_backend=etcd"}), "use static or c10d");
   EXPECT_NO_THROW(job({"--rdzv_backend=static", "--rdzv_id=abc", "--max_restarts=0", "--monitor_interval=5"}));
+  expect_has(error({"--monitor_interval=soon"}), "--monitor_interval='soon' is not valid: give seconds");
+  EXPECT_TRUE(job({}).notices.empty()) << "no notice when no torchrun leftover is given";
+}
+
+TEST(JobConfig, ShutdownTimeoutIsTorchrunsGrace) {
+  EXPECT_EQ(job({}).grace, std::chrono::milliseconds(3000));
+  EXPECT_EQ(job({"--shutdown-timeout=7"}).grace, std::chrono::milliseconds(7000));
+  EXPECT_EQ(job({"--shutdown_timeout=7", "--grace=7"}).grace, std::chrono::milliseconds(7000));
+  expect_has(error({"--shutdown-timeout=7", "--grace=1"}), "both say how long processes get to stop");
+  EXPECT_EQ(job({}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"}}).grace, std::chrono::milliseconds(12000));
+  EXPECT_EQ(job({"--grace=1"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"}}).grace, std::chrono::milliseconds(1000));
+  expect_has(error({}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "x"}}), "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='x' is not valid");
+}
+
+TEST(JobConfig, NumaBindingIsTorchrunsBind) {
+  JobConfig c = job({"--numa-binding=node"});
+  EXPECT_EQ(c.bind, topo::BindMode::numa);
+  EXPECT_TRUE(c.notices.empty());
+  EXPECT_EQ(job({"--numa_binding=exclusive"}).bind, topo::BindMode::core);
+  c = job({"--numa-binding=socket"});
+  EXPECT_EQ(c.bind, topo::BindMode::numa);
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "--numa-binding=socket pins each process to its GPU's NUMA node");
+  c = job({"--numa-binding=core-complex"});
+  EXPECT_EQ(c.bind, topo::BindMode::core);
+  ASSERT_EQ(c.notices.size(), 1u);
+  EXPECT_EQ(job({"--numa-binding=node", "--bind=numa"}).bind, topo::BindMode::numa);
+  expect_has(error({"--numa-binding=node", "--bind=core"}), "pin the processes differently");
+  expect_has(error({"--numa-binding=gpu"}), "use node, socket, exclusive or core-complex");
+}
+
+TEST(JobConfig, RdzvConfJoinTimeoutBoundsTheWaitForNodeZero) {
+  EXPECT_EQ(job({}).join_timeout, std::chrono::minutes(10));
+  EXPECT_EQ(job({"--rdzv-conf=join_timeout=30"}).join_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(job({"--rdzv_conf", "timeout=45"}).join_timeout, std::chrono::seconds(45));
+  JobConfig c = job({"--rdzv_conf=read_timeout=60,join_timeout=20,is_host=1"});
+  EXPECT_EQ(c.join_timeout, std::chrono::seconds(20));
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "--rdzv_conf: read_timeout, is_host ignored");
+  expect_has(error({"--rdzv_conf=join_timeout"}), "write KEY=VALUE pairs");
+  expect_has(error({"--rdzv_conf=join_timeout=soon"}), "join_timeout=soon is not valid: give whole seconds");
+}
+
+TEST(JobConfig, SignalsToHandleStopTheJobAndAlwaysIncludeTheStopSignals) {
+  JobConfig c = job({});
+  EXPECT_EQ(c.stop_signals, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT})) << "torchrun's default";
+  EXPECT_EQ(c.stop_signals_text, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  c = job({"--signals-to-handle=SIGUSR1, SIGTERM"});
+  EXPECT_EQ(c.stop_signals, (std::vector<int>{SIGUSR1, SIGTERM, SIGINT, SIGHUP}));
+  EXPECT_EQ(c.stop_signals_text, "SIGUSR1, SIGTERM");
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "leaves out SIGINT, SIGHUP: mcirun still stops the job on them");
+  expect_has(error({"--signals-to-handle=USR1"}), "'USR1' is not a signal name");
+  expect_has(error({"--signals-to-handle=SIGKILL"}), "SIGKILL cannot be one");
+  expect_has(error({"--signals-to-handle=SIGCHLD"}), "SIGCHLD cannot be one");
+}
+
+TEST(JobConfig, StartMethodRoleAndLocalAddr) {
+  EXPECT_TRUE(job({"--start-method=spawn"}).notices.empty()) << "what mcirun does anyway";
+  JobConfig c = job({"--start-method=forkserver"});
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "--start_method=forkserver has no meaning here");
+  expect_has(error({"--start-method=thread"}), "use spawn, fork or forkserver");
+  EXPECT_EQ(job({}).role, "default");
+  EXPECT_EQ(job({"--role=trainer"}).role, "trainer");
+  EXPECT_FALSE(job({}).local_addr);
+  EXPECT_EQ(job({"--local-addr=10.1.2.3"}).local_addr, "10.1.2.3");
+  expect_has(error({"--local_addr", ""}), "--local_addr is empty");
+  EXPECT_EQ(job({"--event-log-handler=null"}).notices.size(), 0u);
+  EXPECT_EQ(job({"--event-log-handler=console"}).notices.size(), 1u);
+  EXPECT_EQ(job({"--logs-specs=mine"}).notices.size(), 1u);
+}
+
+TEST(JobConfig, RunIdIsRdzvIdOrFreshForAStandaloneJob) {
+  EXPECT_EQ(job({}).run_id, "none");
+  EXPECT_EQ(job({"--rdzv_id=job7"}).run_id, "job7");
+  EXPECT_EQ(job({"--standalone", "--rdzv_id=job7"}).run_id, "job7");
+  const std::string a = job({"--standalone"}).run_id, b = job({"--standalone"}).run_id;
+  EXPECT_NE(a, b);
+  ASSERT_EQ(a.size(), 36u) << a;
+  EXPECT_EQ(a[8], '-');
+  EXPECT_EQ(a[14], '4') << "uuid4, as torchrun's --standalone: " << a;
+}
+
+TEST(JobConfig, LogOptions) {
+  JobConfig c = job({"--log-dir=/tmp/x", "-r", "0:1", "-t", "2", "--local-ranks-filter=0",
+                     "--log-line-prefix-template=${rank}:", "--duplicate-stdout-filters=a,,b"});
+  EXPECT_EQ(c.logs.log_dir, "/tmp/x");
+  EXPECT_EQ(c.logs.redirects.of(0), kStdOut);
+  EXPECT_EQ(c.logs.tee.of(3), kStdErr);
+  EXPECT_EQ(c.logs.console_ranks, std::set<int>{0});
+  EXPECT_EQ(c.logs.prefix_template, "${rank}:");
+  EXPECT_EQ(c.logs.stdout_filters, std::vector<std::string>{"a,b"});
+  EXPECT_TRUE(c.notices.empty());
+  EXPECT_FALSE(job({}).logs.wants_folder());
+  EXPECT_TRUE(job({"-t", "1"}).logs.wants_folder()) << "-t without --log-dir: a folder mcirun makes";
+  EXPECT_EQ(job({}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "$rank "}}).logs.prefix_template, "$rank ");
+  c = job({"--duplicate-stderr-filters=x"});
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "none is tee'd: add -t 3");
+  expect_has(error({"-r", "5"}), "--redirects='5' is not valid");
+}
+
+TEST(JobConfig, ModuleRunPathAndNoPythonCombineAsUnderTorchrun) {
+  test::TempDir d;
+  const std::string py = d.file("python3", "#!/bin/sh\n", 0755);
+  const std::string script = d.file("train", "print(1)\n");
+  const Env env{{"PATH", d.path()}};
+  JobConfig c = resolve_job(parse_cli({"mcirun", "-m", "pkg.main", "--lr=1"}).args.value(), fixed_env(env));
+  EXPECT_EQ(c.program.argv, (std::vector<std::string>{py, "-u", "-m", "pkg.main", "--lr=1"}));
+  c = job({"--run-path", script}, env);
+  EXPECT_EQ(c.program.argv, (std::vector<std::string>{py, "-u", script}));
+  c = job({"--run-path", "--no-python", script}, env);
+  EXPECT_EQ(c.program.argv, (std::vector<std::string>{py, "-u", script})) << "--run-path wins over --no-python";
+  c = job({"--run-path", "-m", script}, env);
+  EXPECT_EQ(c.program.argv, (std::vector<std::string>{py, "-u", script}));
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "--run-path wins over -m");
+  expect_has(error({"-m", "--no-python", "pkg"}, env), "give one of them");
+}
+
+TEST(JobConfig, PetVariablesAreNamedInMessagesAndIgnoredUnderStandaloneForTheStore) {
+  auto from_env = [](const Env& env, std::vector<std::string> words) {
+    if (words.empty() || words.back().rfind('/', 0) != 0) words.push_back("/bin/true");
+    words.insert(words.begin(), "mcirun");
+    return resolve_job(parse_cli(words, fixed_env(env)).args.value(), fixed_env(env), "/nonexistent");
+  };
+  auto err = [&](const Env& env, std::vector<std::string> words) -> std::string {
+    try {
+      from_env(env, std::move(words));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  expect_has(err({{"PET_NNODES", "zero"}}, {}), "PET_NNODES='zero' is not valid");
+  expect_has(err({{"PET_NPROC_PER_NODE", "x"}}, {}), "PET_NPROC_PER_NODE='x' is not valid");
+  expect_has(err({{"PET_MASTER_PORT", "99999"}}, {}), "PET_MASTER_PORT='99999' is not a TCP port");
+  EXPECT_EQ(from_env({{"PET_NPROC_PER_NODE", "3"}, {"PET_STANDALONE", "1"}}, {}).nproc_per_node, 3);
+  JobConfig c = from_env({{"PET_MASTER_ADDR", "node01"}, {"PET_MASTER_PORT", "1234"}}, {"--standalone"});
+  EXPECT_EQ(c.master_port, 0) << "--standalone picks its port";
+  ASSERT_EQ(c.notices.size(), 2u);
+  expect_has(c.notices[0], "PET_MASTER_ADDR ignored: --standalone picks the store's address itself");
+  expect_has(err({}, {"--standalone", "--master_port=5"}), "drop --master_addr, --master_port");
+}
+
+TEST(JobConfig, VirtualLocalRankNeedsAGpuPerProcess) {
+  EXPECT_TRUE(job({"--virtual-local-rank", "--nproc_per_node=2"}).virtual_local_rank);
+  EXPECT_NO_THROW(job({"--virtual-local-rank", "--nproc_per_node=2"}, {{"CUDA_VISIBLE_DEVICES", "3,5"}}));
+  expect_has(error<ConfigError>({"--virtual-local-rank", "--nproc_per_node=3"}, {{"CUDA_VISIBLE_DEVICES", "3,5"}}),
+             "gives each process one GPU of CUDA_VISIBLE_DEVICES='3,5', which names 2, but this node runs 3");
+  expect_has(error<ConfigError>({"--virtual-local-rank", "--nproc_per_node=2"}, {{"HIP_VISIBLE_DEVICES", "0"}}),
+             "HIP_VISIBLE_DEVICES='0'");
 }
 
 TEST(JobConfig, SlurmStepPlacesTheNodeWhenFlagsDoNot) {

@@ -87,6 +87,32 @@ TEST(Program, APythonProgramKnowsItsInterpreterAndWhatChoseIt) {
   EXPECT_EQ(s.python, "") << "--no_python";
 }
 
+TEST(Program, ModuleAndRunPathRunUnderPythonLikeTorchrun) {
+  test::TempDir d;
+  const std::string py = d.file("python3", "#!/bin/sh\n", 0755);
+  const std::string script = d.file("train", "print(1)\n", 0644);  // no .py, not executable
+  const auto env = fixed_env({{"PATH", d.path()}});
+  ExecSpec s = resolve_program({"pkg.train", "--lr", "1"}, RunAs::python_module, env);
+  EXPECT_EQ(s.argv, (Words{py, "-u", "-m", "pkg.train", "--lr", "1"}));
+  EXPECT_EQ(s.python, py);
+  s = resolve_program({script, "x"}, RunAs::python_script, env);
+  EXPECT_EQ(s.argv, (Words{py, "-u", script, "x"}));
+  EXPECT_EQ(cannot_run({d.path() + "/missing"}, env, false).rfind("cannot run", 0), 0u);
+  EXPECT_EQ(resolve_program({script}, RunAs::python_script, env).python_from, "PATH");
+  const std::string other = d.file("python3.12", "#!/bin/sh\n", 0755);
+  s = resolve_program({"m"}, RunAs::python_module, fixed_env({{"PATH", "/nonexistent"}, {"PYTHON_EXEC", other}}));
+  EXPECT_EQ(s.path, other) << "torchrun's PYTHON_EXEC";
+  EXPECT_EQ(s.python_from, "PYTHON_EXEC");
+  s = resolve_program({"m"}, RunAs::python_module, fixed_env({{"MCI_PYTHON", py}, {"PYTHON_EXEC", other}}));
+  EXPECT_EQ(s.path, py) << "MCI_PYTHON first";
+  try {
+    resolve_program({"m"}, RunAs::python_module, fixed_env({{"PYTHON_EXEC", d.path() + "/nope"}}));
+    ADD_FAILURE() << "no error";
+  } catch (const CannotRun& e) {
+    EXPECT_NE(std::string(e.what()).find("(from PYTHON_EXEC)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Program, PythonInterpretersAreKnownByName) {
   for (const char* p : {"python", "python3", "/usr/bin/python3.11", "/opt/venv/bin/python3.12d"}) {
     EXPECT_TRUE(is_python_interpreter(p)) << p;

@@ -1,0 +1,1 @@
+"""A program that does nothing: tests/python/torchrun_flags.py runs it with --run-path."""
