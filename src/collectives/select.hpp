@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "common/algo.hpp"
-#include "common/fingerprint.hpp"
+#include "common/op_kind.hpp"
 
 namespace mci::coll {
 
