@@ -1,4 +1,4 @@
-#include "common/job_coordinates.hpp"
+#include "group/job_coordinates.hpp"
 
 #include <optional>
 #include <vector>

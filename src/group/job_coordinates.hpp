@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/env_lookup.hpp"
+#include "common/rank_variables.hpp"
 
 namespace mci {
 
@@ -27,11 +28,6 @@ struct JobCoordinates {
 int slurm_store_port(long long job_id, long long step_id);
 inline constexpr int kDerivedPortBase = 20000;
 inline constexpr int kDerivedPortSpan = 10000;
-
-// Where a process's rank may be found, in the order env:// prefers them
-// (log lines use the first set one before the group exists).
-inline constexpr const char* kRankVariables[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
-                                                 "SLURM_PROCID"};
 
 // MASTER_PORT (or `name`) as a TCP port, or ConfigError naming `where` (the
 // init method).

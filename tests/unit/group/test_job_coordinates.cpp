@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "common/job_coordinates.hpp"
+#include "group/job_coordinates.hpp"
 #include "mci/errors.hpp"
 #include "support/ports.hpp"
 

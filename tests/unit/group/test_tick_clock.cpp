@@ -1,4 +1,4 @@
-#include "common/tick_clock.hpp"
+#include "group/tick_clock.hpp"
 
 #include <gtest/gtest.h>
 
