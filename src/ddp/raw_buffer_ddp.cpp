@@ -1,3 +1,9 @@
+// mci::DistributedDataParallel (mci/ddp.hpp): DDP over the caller's own
+// buffers, each parameter a value and a gradient BufferView. The shared
+// Reducer (ddp/reducer.hpp) averages the gradients as the caller marks them
+// ready (grad_ready) or, for the rest, at finish_gradient_sync. LibTorch
+// modules have their own front end over the same Reducer:
+// src/torch/libtorch_ddp.cpp.
 #include <fmt/format.h>
 
 #include "ddp/model_check.hpp"
