@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "collectives/algorithms.hpp"
-#include "collectives/hierarchical.hpp"
-#include "collectives/shm_algorithms.hpp"
+#include "collectives/hierarchical/algorithms.hpp"
+#include "collectives/shm/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "collectives/copy_kernels.hpp"
+#include "collectives/kernels/copy.hpp"
 #include "common/algo.hpp"
 #include "transport/connect_mode.hpp"
 #include "transport/shm/shm_connect.hpp"

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "collectives/algorithms.hpp"
-#include "collectives/reduce_kernels.hpp"
+#include "collectives/kernels/reduce.hpp"
 #include "collectives/select.hpp"
 
 namespace mci::coll {
