@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/hierarchical/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 #include "collectives/shm/algorithms.hpp"
 
 namespace mci::coll {

@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/kernels/copy.hpp"
+#include "collectives/mesh/algorithms.hpp"
 #include "transport/shm/shm_world.hpp"
 
 namespace mci::coll {

@@ -1,7 +1,7 @@
 // Direct all-gather: every rank sends its block to every other rank.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

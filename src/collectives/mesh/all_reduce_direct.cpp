@@ -3,8 +3,8 @@
 // bit). One round trip; n-1 copies of the data per rank: small buffers only.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/kernels/reduce.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

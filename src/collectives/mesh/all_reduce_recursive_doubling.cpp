@@ -5,8 +5,8 @@
 // operands, and IEEE operations commute, so every rank ends with the same bits.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/kernels/reduce.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

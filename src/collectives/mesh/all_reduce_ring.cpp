@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/kernels/reduce.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

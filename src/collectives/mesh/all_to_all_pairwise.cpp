@@ -3,7 +3,7 @@
 // them together. An input that overlaps the output is copied aside first.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -1,7 +1,7 @@
 // Dissemination barrier: ceil(log2 n) rounds of empty frames; in round k
 // rank r signals r + 2^k and waits for r - 2^k. No rank leaves before every
 // rank has arrived.
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -1,7 +1,7 @@
 // Direct broadcast: the root sends the whole buffer to every rank.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -1,7 +1,7 @@
 // Gather: every rank sends its block to the root, which places it by rank.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

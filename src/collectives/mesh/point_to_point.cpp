@@ -1,7 +1,7 @@
 // send and recv: one frame tagged with the user's tag. A recv takes the
 // oldest frame from that peer with that tag; frames with other tags wait in
 // the transport until someone asks for them.
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -2,8 +2,8 @@
 // the n blocks in rank order.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
 #include "collectives/kernels/reduce.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

@@ -1,7 +1,7 @@
 // Scatter: the root sends block p of its input to rank p.
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
 
 namespace mci::coll {
 

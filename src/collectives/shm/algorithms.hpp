@@ -4,8 +4,10 @@
 // ready of every rank says it has finished reading; see shm_world.hpp).
 #pragma once
 
-#include "collectives/algorithms.hpp"
+#include "collectives/blocks.hpp"
+#include "collectives/desc.hpp"
 #include "collectives/kernels/copy.hpp"
+#include "common/deadline.hpp"
 #include "transport/shm/shm_world.hpp"
 
 namespace mci::coll {

@@ -5,7 +5,7 @@
 #include <random>
 #include <string_view>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/blocks.hpp"
 #include "collectives/kernels/reduce.hpp"
 #include "collectives/select.hpp"
 

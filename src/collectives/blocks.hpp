@@ -1,6 +1,6 @@
-// Algorithms over a Transport, one per file, each readable top to bottom.
-// They read the descriptor, move bytes with the transport and reduce with
-// the kernels; they never see a socket.
+// How the algorithms of every family (mesh/, shm/, hierarchical/) cut a
+// buffer and arrange ranks: blocks per rank, pipeline chunks, ring indices,
+// binomial trees, byte offsets.
 #pragma once
 
 #include <algorithm>
@@ -8,35 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/desc.hpp"
-#include "common/deadline.hpp"
-#include "transport/transport.hpp"
-
 namespace mci::coll {
-
-struct Ctx {
-  transport::Transport& t;
-  const CollectiveDesc& d;
-  const Deadline& dl;
-  Scratch& scratch;
-};
-
-void all_reduce_ring(const Ctx& c);
-void all_reduce_recursive_doubling(const Ctx& c);
-void all_reduce_direct(const Ctx& c);
-void broadcast_tree(const Ctx& c);
-void broadcast_direct(const Ctx& c);
-void reduce_tree(const Ctx& c);
-void all_gather_ring(const Ctx& c);
-void all_gather_direct(const Ctx& c);
-void gather_direct(const Ctx& c);
-void scatter_direct(const Ctx& c);
-void reduce_scatter_ring(const Ctx& c);
-void reduce_scatter_direct(const Ctx& c);
-void all_to_all_pairwise(const Ctx& c);
-void barrier_dissemination(const Ctx& c);
-void send_p2p(const Ctx& c);
-void recv_p2p(const Ctx& c);
 
 // Splits count elements into n nearly equal blocks (the first count % n are
 // one element longer).
@@ -69,7 +41,8 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 // A binomial tree over n members rooted at member `root`: member `me`'s
 // parent (-1 at the root) and children, farthest first, as member indices.
 // Members are renumbered so the root is virtual 0; the children of v are
-// v + 2^k for 2^k below v's lowest set bit.
+// v + 2^k for 2^k below v's lowest set bit. (In mesh/broadcast_tree.cpp;
+// hierarchical/broadcast.cpp uses it too.)
 struct TreeLinks {
   int parent = -1;
   std::vector<int> children;
