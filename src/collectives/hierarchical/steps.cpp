@@ -59,7 +59,7 @@ void on_host_or_copy(const HierCtx& c, const CollectiveDesc& sub, void (*algo)(c
 }
 
 void host_reduce(const HierCtx& c, CollectiveDesc sub) {
-  sub.algo = host_reduce_algo(sub.bytes());
+  sub.algo = shm_reduce_algo(sub.bytes());
   on_host_or_copy(c, sub, sub.algo == Algo::shm_direct ? shm_reduce_direct : shm_reduce_sliced);
 }
 
