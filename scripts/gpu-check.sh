@@ -74,7 +74,7 @@ else
   echo "FAILED: expected backend=nccl and the WORLD_SIZE=2 message"; status=1
 fi
 
-step "labo, cpu backend, 2 ranks (host path on this machine)"
+step "labo, cpu backend, 2 ranks (shm path on this machine)"
 run timeout 120 env MCI_BACKEND=cpu "$bin/mcirun" --standalone --nproc_per_node=2 "$bin/labo"
 
 step "mci-perf, nccl, world of 1: each call waited (-z 1), then back to back (-z 0)"

@@ -35,8 +35,12 @@ class Work {
   bool is_success() const;  // completed without error
   std::exception_ptr exception() const;
 
-  // Time from the start of the operation on this rank to its end, measured
-  // with a steady clock for host work (CUDA events for device work).
+  // Time from when this rank started the operation (an async one: when the
+  // progress thread took it) to its end, on the host's steady clock (read
+  // through the CPU's time-stamp counter where it is invariant, unless
+  // MCI_CLOCK=steady), for host and device work alike: a device operation
+  // ends when the GPU has finished it. CollectiveTimer (mci/timing.hpp)
+  // times device work with CUDA events.
   // Zero until completed.
   std::chrono::nanoseconds duration() const;
   double duration_ms() const;

@@ -13,8 +13,8 @@ namespace {
 constexpr AlgoRow mesh(Algo a, OpKind k, void (*f)(const Ctx&), bool forcible = true) {
   return AlgoRow{a, k, Place::mesh, forcible, f, nullptr, nullptr};
 }
-constexpr AlgoRow host(Algo a, OpKind k, void (*f)(const ShmCtx&)) {
-  return AlgoRow{a, k, Place::host, true, nullptr, f, nullptr};
+constexpr AlgoRow shm(Algo a, OpKind k, void (*f)(const ShmCtx&)) {
+  return AlgoRow{a, k, Place::shm, true, nullptr, f, nullptr};
 }
 constexpr AlgoRow hier(Algo a, OpKind k, void (*f)(const HierCtx&)) {
   return AlgoRow{a, k, Place::hierarchical, true, nullptr, nullptr, f};
@@ -38,17 +38,17 @@ constexpr std::array kTable{
     mesh(Algo::dissemination, K::barrier, barrier_dissemination),
     mesh(Algo::p2p, K::send, send_p2p, false),
     mesh(Algo::p2p, K::recv, recv_p2p, false),
-    host(Algo::shm_direct, K::all_reduce, shm_all_reduce_direct),
-    host(Algo::shm_direct, K::reduce, shm_reduce_direct),
-    host(Algo::shm_sliced, K::all_reduce, shm_all_reduce_sliced),
-    host(Algo::shm_sliced, K::reduce, shm_reduce_sliced),
-    host(Algo::shm_staged, K::broadcast, shm_broadcast),
-    host(Algo::shm_staged, K::all_gather, shm_all_gather),
-    host(Algo::shm_staged, K::gather, shm_all_gather),
-    host(Algo::shm_staged, K::scatter, shm_scatter),
-    host(Algo::shm_staged, K::reduce_scatter, shm_reduce_scatter),
-    host(Algo::shm_staged, K::all_to_all, shm_all_to_all),
-    host(Algo::shm_flags, K::barrier, shm_barrier),
+    shm(Algo::shm_direct, K::all_reduce, shm_all_reduce_direct),
+    shm(Algo::shm_direct, K::reduce, shm_reduce_direct),
+    shm(Algo::shm_sliced, K::all_reduce, shm_all_reduce_sliced),
+    shm(Algo::shm_sliced, K::reduce, shm_reduce_sliced),
+    shm(Algo::shm_staged, K::broadcast, shm_broadcast),
+    shm(Algo::shm_staged, K::all_gather, shm_all_gather),
+    shm(Algo::shm_staged, K::gather, shm_all_gather),
+    shm(Algo::shm_staged, K::scatter, shm_scatter),
+    shm(Algo::shm_staged, K::reduce_scatter, shm_reduce_scatter),
+    shm(Algo::shm_staged, K::all_to_all, shm_all_to_all),
+    shm(Algo::shm_flags, K::barrier, shm_barrier),
     hier(Algo::hierarchical, K::all_reduce, hierarchical_all_reduce),
     hier(Algo::hierarchical, K::broadcast, hierarchical_broadcast),
     hier(Algo::hierarchical, K::reduce, hierarchical_reduce),
@@ -85,7 +85,7 @@ constexpr Index kIndex = make_index();
 std::string_view place_name(Place p) noexcept {
   switch (p) {
     case Place::mesh: return "mesh";
-    case Place::host: return "host";
+    case Place::shm: return "shm";
     case Place::hierarchical: return "hierarchical";
     case Place::library: return "library";
   }
@@ -140,7 +140,7 @@ void run_algorithm(const Places& p, const CollectiveDesc& d, const Deadline& dl,
                     algo_name(d.algo), op_name(d.kind)));
   }
   const bool ready = row->place == Place::mesh           ? p.mesh != nullptr
-                     : row->place == Place::host         ? p.host != nullptr && p.copier != nullptr
+                     : row->place == Place::shm          ? p.shm != nullptr && p.copier != nullptr
                      : row->place == Place::hierarchical ? p.mesh && p.hosts && p.packed && p.copier
                                                          : false;
   if (!ready) {
@@ -149,9 +149,9 @@ void run_algorithm(const Places& p, const CollectiveDesc& d, const Deadline& dl,
   }
   switch (row->place) {
     case Place::mesh: return row->on_mesh(Ctx{*p.mesh, d, dl, scratch});
-    case Place::host: return row->on_host(ShmCtx{*p.host, d, dl, scratch, *p.copier});
+    case Place::shm: return row->on_shm(ShmCtx{*p.shm, d, dl, scratch, *p.copier});
     case Place::hierarchical:
-      return row->on_hier(HierCtx{*p.mesh, p.host, *p.hosts, d, dl, scratch, *p.packed, *p.copier});
+      return row->on_hier(HierCtx{*p.mesh, p.shm, *p.hosts, d, dl, scratch, *p.packed, *p.copier});
     case Place::library: break;
   }
 }

@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "collectives/algorithms.hpp"
-#include "collectives/hierarchical.hpp"
-#include "collectives/shm_algorithms.hpp"
+#include "collectives/hierarchical/algorithms.hpp"
+#include "collectives/mesh/algorithms.hpp"
+#include "collectives/shm/algorithms.hpp"
 
 namespace mci::coll {
 
 // Where an algorithm runs, which is also what it needs to run.
 enum class Place : std::uint8_t {
   mesh,          // over a Transport (TCP between every pair of ranks, or a loopback in tests)
-  host,          // over a ShmWorld (the ranks of one host)
+  shm,           // over a ShmWorld (the shared-memory segment of one host's ranks)
   hierarchical,  // ShmWorlds inside hosts and a Transport between their leaders
   library,       // inside a backend's library; mci runs nothing itself
 };
@@ -34,7 +34,7 @@ struct AlgoRow {
   Place place;
   bool forcible;                              // may be named in MCI_ALGO
   void (*on_mesh)(const Ctx&) = nullptr;      // Place::mesh
-  void (*on_host)(const ShmCtx&) = nullptr;   // Place::host
+  void (*on_shm)(const ShmCtx&) = nullptr;    // Place::shm
   void (*on_hier)(const HierCtx&) = nullptr;  // Place::hierarchical
 };
 
@@ -52,9 +52,9 @@ std::string forcible_algorithms_help();
 // Everything one run may use; what the row's place needs must be set.
 struct Places {
   transport::Transport* mesh = nullptr;
-  transport::ShmWorld* host = nullptr;  // nullptr when alone on this host
-  const HostMap* hosts = nullptr;       // hierarchical: which rank is on which host
-  Scratch* packed = nullptr;            // hierarchical: room for a host's blocks between phases
+  transport::ShmWorld* shm = nullptr;  // nullptr when alone on this host
+  const HostMap* hosts = nullptr;      // hierarchical: which rank is on which host
+  Scratch* packed = nullptr;           // hierarchical: room for a host's blocks between phases
   SharedCopier* copier = nullptr;
 };
 

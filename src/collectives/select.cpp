@@ -9,7 +9,7 @@ namespace {
 bool place_exists(Place p, Layout layout) {
   switch (p) {
     case Place::mesh: return true;
-    case Place::host: return layout == Layout::one_host;
+    case Place::shm: return layout == Layout::one_host;
     case Place::hierarchical: return layout == Layout::hierarchical;
     case Place::library: return false;
   }
@@ -33,10 +33,10 @@ Algo mesh_default(OpKind kind, std::size_t bytes) {
   return Algo::unset;
 }
 
-Algo host_default(OpKind kind, std::size_t bytes) {
+Algo shm_default(OpKind kind, std::size_t bytes) {
   switch (kind) {
     case OpKind::all_reduce:
-    case OpKind::reduce: return host_reduce_algo(bytes);
+    case OpKind::reduce: return shm_reduce_algo(bytes);
     case OpKind::barrier: return Algo::shm_flags;
     case OpKind::send:
     case OpKind::recv: return Algo::p2p;
@@ -46,7 +46,7 @@ Algo host_default(OpKind kind, std::size_t bytes) {
 
 }  // namespace
 
-Algo host_reduce_algo(std::size_t bytes) { return bytes <= kShmDirectBytes ? Algo::shm_direct : Algo::shm_sliced; }
+Algo shm_reduce_algo(std::size_t bytes) { return bytes <= kShmDirectBytes ? Algo::shm_direct : Algo::shm_sliced; }
 
 Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout) {
   if (world == 1 || is_p2p(kind)) return mesh_default(kind, bytes);
@@ -58,7 +58,7 @@ Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> 
     return kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes ? mesh_default(kind, bytes)
                                                                          : Algo::hierarchical;
   }
-  if (layout == Layout::one_host) return host_default(kind, bytes);
+  if (layout == Layout::one_host) return shm_default(kind, bytes);
   return mesh_default(kind, bytes);
 }
 

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "common/algo.hpp"
-#include "common/fingerprint.hpp"
+#include "common/op_kind.hpp"
 
 namespace mci::coll {
 
@@ -38,8 +38,9 @@ enum class Layout : std::uint8_t {
 
 Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout = Layout::flat);
 
-// Reduction inside one host's segment (all-reduce, reduce, and the host
-// phase of hierarchical all-reduce): shm_direct or shm_sliced by size.
-Algo host_reduce_algo(std::size_t bytes);
+// Reduction in the shm segment of one host's ranks (all-reduce, reduce, and
+// the phase inside each host of hierarchical all-reduce): shm_direct or
+// shm_sliced by size.
+Algo shm_reduce_algo(std::size_t bytes);
 
 }  // namespace mci::coll

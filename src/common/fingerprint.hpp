@@ -4,23 +4,11 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
+#include "common/op_kind.hpp"
 #include "mci/types.hpp"
 
 namespace mci {
-
-// The kinds as a table on two lines:
-// clang-format off
-enum class OpKind : std::uint8_t {
-  all_reduce = 0, broadcast, reduce, all_gather, gather, scatter,
-  reduce_scatter, all_to_all, barrier, send, recv
-};
-// clang-format on
-std::string_view op_name(OpKind k) noexcept;
-bool is_p2p(OpKind k) noexcept;
-bool has_root(OpKind k) noexcept;
-bool has_reduce_op(OpKind k) noexcept;
 
 struct Fingerprint {
   std::uint64_t seq = 0;    // collective sequence number; the tag for p2p

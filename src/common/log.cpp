@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/job_coordinates.hpp"
+#include "common/rank_variables.hpp"
 #include "common/socket.hpp"
 
 namespace mci::log {

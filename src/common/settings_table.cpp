@@ -49,7 +49,7 @@ constexpr std::array kRows{
         .section = SettingSection::tuning,
         .doc =
         "force an algorithm (see [Algorithms](#algorithms)) for the collectives it serves, where its place "
-        "exists in this job (a `host` algorithm needs every rank on one host, `hierarchical` several hosts); "
+        "exists in this job (a `shm` algorithm needs every rank on one host, `hierarchical` several hosts); "
         "the other collectives keep mci's choice, and a world of one ignores it. A `mesh` algorithm forced on "
         "one host takes the collectives it serves (only those) off shared memory. An unknown name is a "
         "`ConfigError` listing the choices. Must be the same on every rank: `init_process_group` refuses "

@@ -15,10 +15,10 @@
 
 #include "backends/backend.hpp"
 #include "collectives/desc.hpp"
-#include "common/tick_clock.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
 #include "group/settings.hpp"
+#include "group/tick_clock.hpp"
 #include "group/validate.hpp"
 #include "group/work_state.hpp"
 #include "mci/process_group.hpp"

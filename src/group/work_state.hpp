@@ -8,7 +8,7 @@
 
 #include "common/algo.hpp"
 #include "common/device_fence.hpp"
-#include "common/fingerprint.hpp"
+#include "common/op_kind.hpp"
 #include "mci/work.hpp"
 
 namespace mci {

@@ -16,12 +16,6 @@ namespace mci::test {
 
 namespace {
 
-double input_value(DType t, int r, int c, std::size_t i, bool narrow) { return perf::input_value(t, r, c, i, narrow); }
-
-}  // namespace
-
-namespace {
-
 struct Runner {
   ProcessGroup& pg;
   std::ostream& err;
@@ -41,7 +35,7 @@ struct Runner {
   void fill(DType t, std::vector<std::uint8_t>& buf, std::size_t count, int r, int c, bool narrow,
             std::size_t offset = 0) {
     perf::fill_values(t, buf.data() + offset * dtype_size(t), count,
-                      [&](std::size_t i) { return input_value(t, r, c, i, narrow); });
+                      [&](std::size_t i) { return perf::input_value(t, r, c, i, narrow); });
   }
   void fill_reference(DType t, std::vector<std::uint8_t>& buf, std::size_t count, ReduceOp op, int c, bool narrow,
                       std::size_t first = 0) {

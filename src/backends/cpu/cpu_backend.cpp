@@ -83,7 +83,7 @@ class CpuBackend final : public Backend {
     // Hierarchical: a rank sees arrivals on its host and, for leaders, the
     // other leaders', on two clocks; not a whole picture, so none.
     if (mesh_->size() == 1 || place_ == coll::Place::hierarchical) return std::nullopt;
-    if (place_ == coll::Place::host) {
+    if (place_ == coll::Place::shm) {
       const auto [rank, ns] = shm_->latest_arrival();
       return Lateness{rank, ns - began_ns_};
     }
@@ -154,8 +154,8 @@ class CpuBackend final : public Backend {
     place_ = coll::place_of(d.algo);
     // One host shares the monotonic clock: no extra clock read. Across
     // hosts only the wall clock compares.
-    began_ns_ = place_ == coll::Place::host ? entered_ns_ : wall_ns();
-    if (place_ != coll::Place::host && arrivals_) arrivals_->begin_op(began_ns_);
+    began_ns_ = place_ == coll::Place::shm ? entered_ns_ : wall_ns();
+    if (place_ != coll::Place::shm && arrivals_) arrivals_->begin_op(began_ns_);
     if (place_ != coll::Place::mesh && shm_) shm_->begin_op(entered_ns_);
     coll::run_algorithm(coll::Places{mesh_.get(), shm_.get(), &hosts_, &packed_, &copier_}, d, dl, scratch_);
   }

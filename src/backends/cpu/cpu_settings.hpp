@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "collectives/copy_kernels.hpp"
+#include "collectives/kernels/copy.hpp"
 #include "common/algo.hpp"
 #include "common/setting_source.hpp"
 #include "transport/connect_mode.hpp"

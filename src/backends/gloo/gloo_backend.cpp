@@ -53,7 +53,7 @@
 #include "backends/gloo/gloo_store.hpp"
 #include "backends/gloo/sigpipe_guard.hpp"
 #include "backends/registry.hpp"
-#include "collectives/reduce_kernels.hpp"
+#include "collectives/kernels/reduce.hpp"
 #include "common/byte_ranges.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"

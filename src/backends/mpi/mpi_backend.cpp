@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
-#include "collectives/reduce_kernels.hpp"
+#include "collectives/kernels/reduce.hpp"
 #include "common/byte_ranges.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"

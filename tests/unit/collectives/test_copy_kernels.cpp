@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "collectives/copy_kernels.hpp"
+#include "collectives/kernels/copy.hpp"
 
 namespace mci::coll {
 namespace {

@@ -75,7 +75,7 @@ std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run
     if (members[r].front() == r) by_host.push_back(members[r]);
   }
   const HostMap map(by_host);
-  // Each host's segment is created before any rank opens it.
+  // Each host's shm segment is created before any rank opens it.
   std::vector<std::string> names(static_cast<std::size_t>(n));
   std::vector<std::optional<transport::ShmSegment>> created(static_cast<std::size_t>(n));
   for (int leader : map.leaders()) {
@@ -106,7 +106,7 @@ std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run
       SharedCopier copier;
       Scratch packed;
       const Places places{.mesh = &mesh,
-                          .host = host ? &*host : nullptr,
+                          .shm = host ? &*host : nullptr,
                           .hosts = &map,
                           .packed = &packed,
                           .copier = &copier};

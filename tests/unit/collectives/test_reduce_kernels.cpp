@@ -5,8 +5,8 @@
 #include <random>
 #include <string_view>
 
-#include "collectives/algorithms.hpp"
-#include "collectives/reduce_kernels.hpp"
+#include "collectives/blocks.hpp"
+#include "collectives/kernels/reduce.hpp"
 #include "collectives/select.hpp"
 
 namespace mci::coll {

@@ -133,7 +133,7 @@ TEST(AlgorithmTable, EachPairingAppearsOnceAndHasTheFunctionOfItsPlace) {
     const auto& r = table[i];
     EXPECT_EQ(find_algorithm(r.algo, r.kind), &r) << algo_name(r.algo) << " " << op_name(r.kind) << " twice";
     EXPECT_EQ(r.on_mesh != nullptr, r.place == Place::mesh) << algo_name(r.algo);
-    EXPECT_EQ(r.on_host != nullptr, r.place == Place::host) << algo_name(r.algo);
+    EXPECT_EQ(r.on_shm != nullptr, r.place == Place::shm) << algo_name(r.algo);
     EXPECT_EQ(r.on_hier != nullptr, r.place == Place::hierarchical) << algo_name(r.algo);
     EXPECT_EQ(place_of(r.algo), r.place) << algo_name(r.algo) << " runs in two places";
   }
@@ -156,7 +156,7 @@ TEST(AlgorithmTable, DispatchRefusesPairingsItDoesNotHave) {
     run_algorithm(Places{}, d, Deadline(std::chrono::milliseconds(100)), scratch);
     ADD_FAILURE() << "ran shm_direct without a segment";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a host"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a shm"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,58 @@
+// How the algorithms of every family (mesh/, shm/, hierarchical/) cut a
+// buffer and arrange ranks: blocks per rank, pipeline chunks, ring indices,
+// binomial trees, byte offsets.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mci::coll {
+
+// Splits count elements into n nearly equal blocks (the first count % n are
+// one element longer).
+struct Blocks {
+  std::size_t count;
+  int n;
+  std::size_t size(int b) const { return count / n + (static_cast<std::size_t>(b) < count % n ? 1 : 0); }
+  std::size_t offset(int b) const {
+    const auto ub = static_cast<std::size_t>(b);
+    return ub * (count / n) + std::min<std::size_t>(ub, count % n);
+  }
+};
+
+// Cuts len elements into pipeline chunks. An empty range is one empty chunk:
+// zero-byte frames keep every rank in lockstep and still carry the
+// fingerprint.
+struct Chunks {
+  std::size_t len;
+  std::size_t chunk;
+  std::size_t count() const { return len == 0 ? 1 : (len + chunk - 1) / chunk; }
+  std::size_t begin(std::size_t i) const { return std::min(len, i * chunk); }
+  std::size_t size(std::size_t i) const { return std::min(len, (i + 1) * chunk) - begin(i); }
+};
+
+// Chunk size for pipelining along rings and trees.
+inline constexpr std::size_t kPipelineChunkBytes = 512 * 1024;
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// A binomial tree over n members rooted at member `root`: member `me`'s
+// parent (-1 at the root) and children, farthest first, as member indices.
+// Members are renumbered so the root is virtual 0; the children of v are
+// v + 2^k for 2^k below v's lowest set bit. (In mesh/broadcast_tree.cpp;
+// hierarchical/broadcast.cpp uses it too.)
+struct TreeLinks {
+  int parent = -1;
+  std::vector<int> children;
+};
+TreeLinks binomial_tree(int me, int root, int n);
+inline std::uint8_t* at(void* base, std::size_t elems, std::size_t elem_size) {
+  return static_cast<std::uint8_t*>(base) + elems * elem_size;
+}
+inline const std::uint8_t* at(const void* base, std::size_t elems, std::size_t elem_size) {
+  return static_cast<const std::uint8_t*>(base) + elems * elem_size;
+}
+
+}  // namespace mci::coll

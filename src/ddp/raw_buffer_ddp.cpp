@@ -1,0 +1,68 @@
+// mci::DistributedDataParallel (mci/ddp.hpp): DDP over the caller's own
+// buffers, each parameter a value and a gradient BufferView. The shared
+// Reducer (ddp/reducer.hpp) averages the gradients as the caller marks them
+// ready (grad_ready) or, for the rest, at finish_gradient_sync. LibTorch
+// modules have their own front end over the same Reducer:
+// src/torch/libtorch_ddp.cpp.
+#include <fmt/format.h>
+
+#include "ddp/model_check.hpp"
+#include "ddp/reducer.hpp"
+#include "mci/ddp.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+
+struct DistributedDataParallel::Impl {
+  std::shared_ptr<ProcessGroup> pg;
+  std::vector<Parameter> params;
+  std::unique_ptr<ddp::Reducer> reducer;
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params,
+                                                 DdpOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  if (!pg) throw ConfigError("DistributedDataParallel needs a process group (got a null pointer)");
+  std::vector<ddp::ParamInfo> infos;
+  for (const auto& p : params) {
+    if (p.grad.count != p.value.count || p.grad.dtype != p.value.dtype || p.grad.device != p.value.device) {
+      throw ConfigError(
+          fmt::format("DistributedDataParallel: parameter '{}' has {} {} values on {} but its gradient has {} {} "
+                      "on {}; a gradient must match its parameter",
+                      p.name, p.value.count, dtype_name(p.value.dtype), p.value.device.str(), p.grad.count,
+                      dtype_name(p.grad.dtype), p.grad.device.str()));
+    }
+    infos.push_back({p.name, p.value.count, p.value.dtype, p.value.device, {}});
+  }
+  impl_->pg = std::move(pg);
+  impl_->params = std::move(params);
+  ProcessGroup& g = *impl_->pg;
+  ddp::check_same_model(g, infos);
+  if (opts.broadcast_parameters) {
+    for (auto& p : impl_->params) g.broadcast(p.value, 0);
+  }
+  impl_->reducer =
+      std::make_unique<ddp::Reducer>(g, std::move(infos), opts.bucket_cap_bytes, std::move(opts.comm_hook));
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::grad_ready(std::size_t i) {
+  ddp::Reducer& r = *impl_->reducer;
+  r.grad_ready(i, i < impl_->params.size() ? impl_->params[i].grad : BufferView{});
+}
+
+void DistributedDataParallel::finish_gradient_sync() {
+  // Gradients never marked ready are taken as they are.
+  ddp::Reducer& r = *impl_->reducer;
+  for (std::size_t i = 0; i < impl_->params.size(); ++i) {
+    if (!r.is_ready(i)) r.grad_ready(i, impl_->params[i].grad);
+  }
+  r.finish();
+}
+
+std::size_t DistributedDataParallel::num_buckets() const { return impl_->reducer->num_buckets(); }
+const std::vector<Parameter>& DistributedDataParallel::parameters() const { return impl_->params; }
+ProcessGroup& DistributedDataParallel::process_group() const { return *impl_->pg; }
+
+}  // namespace mci
