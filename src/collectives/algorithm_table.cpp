@@ -64,7 +64,7 @@ constexpr std::array kTable{
 // of a search of the table, sized by the algorithm list itself (so no value
 // of Algo falls outside it).
 constexpr std::size_t kAlgos = kAlgoCount;
-constexpr std::size_t kKinds = static_cast<std::size_t>(OpKind::recv) + 1;
+constexpr std::size_t kKinds = kOpKindCount;
 struct Index {
   std::array<std::array<const AlgoRow*, kKinds>, kAlgos> row{};
   std::array<Place, kAlgos> place{};

@@ -81,11 +81,11 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
   const auto n = static_cast<std::size_t>(size);
   const bool at_root = rank == root;
 
-  // Which buffers matter on this rank.
-  const bool uses_in = !(kind == OpKind::scatter && !at_root) && !(kind == OpKind::broadcast && !at_root) &&
-                       kind != OpKind::recv && kind != OpKind::barrier;
-  const bool uses_out = !(kind == OpKind::gather && !at_root) && !(kind == OpKind::reduce && !at_root) &&
-                        kind != OpKind::send && kind != OpKind::barrier;
+  // Which buffers matter on this rank, and how large they must be: the
+  // kind's shape says (common/op_kind.cpp).
+  const OpShape& shape = op_shape(kind);
+  const bool uses_in = shape.in != BufferExtent::none && !(shape.in_at_root_only && !at_root);
+  const bool uses_out = shape.out != BufferExtent::none && !(shape.out_at_root_only && !at_root);
   if (uses_in) c.buffer(in, "in");
   if (uses_out) c.buffer(out, "out");
   if (uses_in && uses_out) c.same_dtype(in, out);
@@ -93,77 +93,58 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
     d.dtype = out.dtype;
     d.device = out.device;
   }
-  if (has_root(kind)) c.root(root, size);
+  if (shape.rooted) c.root(root, size);
 
-  switch (kind) {
-    case OpKind::all_reduce:
-      c.count_is(out, "out", in.count, "the same as in");
-      d.count = in.count;
-      break;
-    case OpKind::broadcast:
-      if (at_root) c.count_is(out, "out", in.count, "the same as in");
-      d.count = out.count;
-      break;
-    case OpKind::reduce:
-      if (at_root) c.count_is(out, "out", in.count, "the same as in");
-      d.count = in.count;
-      break;
-    case OpKind::all_gather:
-      c.count_is(out, "out", in.count * n, "in.count", size);
-      d.count = in.count;
-      break;
-    case OpKind::gather:
-      if (at_root) c.count_is(out, "out", in.count * n, "in.count", size);
-      d.count = in.count;
-      break;
-    case OpKind::scatter:
-      if (at_root) c.count_is(in, "in", out.count * n, "out.count", size);
-      d.count = out.count;
-      break;
-    case OpKind::reduce_scatter:
-      c.count_is(in, "in", out.count * n, "out.count", size);
-      d.count = out.count;
-      break;
-    case OpKind::all_to_all:
-      c.count_is(out, "out", in.count, "the same as in");
-      if (in.count % n != 0) {
-        c.fail(
-            fmt::format("in has {} elements, not a multiple of the {} ranks (one equal block "
-                        "per rank)",
-                        in.count, size));
-      }
-      d.count = in.count / n;
-      break;
-    case OpKind::barrier:
-      d.count = 0;
-      d.dtype = DType::u8;
-      d.in = d.out = nullptr;
-      break;
-    case OpKind::send:
-    case OpKind::recv: {
-      c.root(peer, size, kind == OpKind::send ? "destination rank" : "source rank");
-      if (peer == rank) {
-        c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank", rank,
-                           kind == OpKind::send ? "send to" : "receive from"));
-      }
-      if (tag < 0) c.fail(fmt::format("tag {} is negative: tags are 0 or more", tag));
-      d.count = kind == OpKind::send ? in.count : out.count;
-      break;
+  if (shape.in == BufferExtent::none && shape.out == BufferExtent::none) {  // barrier: no data at all
+    d.count = 0;
+    d.dtype = DType::u8;
+    d.in = d.out = nullptr;
+  } else {
+    // The count is read from one side; the other, where this rank uses it,
+    // must hold what the shape says.
+    const BufferView& counted = shape.count_from_in ? in : out;
+    const char* counted_name = shape.count_from_in ? "in" : "out";
+    const BufferExtent counted_extent = shape.count_from_in ? shape.in : shape.out;
+    if (counted_extent == BufferExtent::per_rank && counted.count % n != 0) {
+      c.fail(fmt::format("{} has {} elements, not a multiple of the {} ranks (one equal block per rank)", counted_name,
+                         counted.count, size));
     }
+    d.count = counted_extent == BufferExtent::per_rank ? counted.count / n : counted.count;
+    const bool other_used = shape.count_from_in ? uses_out : uses_in;
+    if (other_used) {
+      const BufferView& other = shape.count_from_in ? out : in;
+      const char* other_name = shape.count_from_in ? "out" : "in";
+      const BufferExtent other_extent = shape.count_from_in ? shape.out : shape.in;
+      if (other_extent == counted_extent) {
+        c.count_is(other, other_name, counted.count, shape.count_from_in ? "the same as in" : "the same as out");
+      } else {
+        c.count_is(other, other_name, counted.count * n, shape.count_from_in ? "in.count" : "out.count", size);
+      }
+    }
+  }
+  if (shape.p2p) {
+    c.root(peer, size, kind == OpKind::send ? "destination rank" : "source rank");
+    if (peer == rank) {
+      c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank", rank,
+                         kind == OpKind::send ? "send to" : "receive from"));
+    }
+    if (tag < 0) c.fail(fmt::format("tag {} is negative: tags are 0 or more", tag));
   }
 
   // Out-of-place buffers must not overlap, except in the in-place layouts:
-  // same pointer, or in being this rank's slice of out (all_gather, gather)
-  // or out being this rank's slice of in (reduce_scatter, scatter).
+  // same pointer, or in being this rank's slice of out (all_gather, gather:
+  // one in, per-rank out) or out being this rank's slice of in
+  // (reduce_scatter, scatter).
   if (uses_in && uses_out && in.data != out.data && overlaps(in, out)) {
     const std::size_t es = dtype_size(d.dtype);
     const auto* ob = static_cast<const std::uint8_t*>(out.data);
     const auto* ib = static_cast<const std::uint8_t*>(in.data);
-    const bool slice_of_out = (kind == OpKind::all_gather || kind == OpKind::gather) &&
+    const bool slice_of_out = shape.in == BufferExtent::one && shape.out == BufferExtent::per_rank &&
                               ib == ob + static_cast<std::size_t>(rank) * d.count * es;
-    const bool slice_of_in = (kind == OpKind::reduce_scatter || kind == OpKind::scatter) &&
+    const bool slice_of_in = shape.in == BufferExtent::per_rank && shape.out == BufferExtent::one &&
                              ob == ib + static_cast<std::size_t>(rank) * d.count * es;
-    if (!slice_of_out && !slice_of_in && kind != OpKind::all_to_all) {
+    const bool blocks_both = shape.in == BufferExtent::per_rank && shape.out == BufferExtent::per_rank;  // all_to_all
+    if (!slice_of_out && !slice_of_in && !blocks_both) {
       c.fail("in and out overlap: pass the same buffer for both (in place) or two separate buffers");
     }
   }

@@ -52,7 +52,7 @@ std::optional<FrameHeader> decode(std::span<const std::uint8_t, kFrameHeaderSize
   FrameHeader h;
   if (p[4] < 1 || p[4] > 3) return std::nullopt;
   h.type = static_cast<FrameType>(p[4]);
-  if (p[5] > static_cast<std::uint8_t>(OpKind::recv)) return std::nullopt;
+  if (p[5] >= kOpKindCount) return std::nullopt;
   if (p[6] > static_cast<std::uint8_t>(DType::i64)) return std::nullopt;
   if (p[7] > static_cast<std::uint8_t>(ReduceOp::max)) return std::nullopt;
   h.fp.kind = static_cast<OpKind>(p[5]);
