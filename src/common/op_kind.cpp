@@ -10,7 +10,8 @@ using E = BufferExtent;
 constexpr bool kRootOnly = true, kAll = false, kFromIn = true, kFromOut = false;
 // clang-format off
 constexpr std::array kShapes{
-  //      kind                        name              in           out          in at       out at      count      rooted reduces p2p
+  // kind, name, in, out, whose in (every rank's or the root's only), whose out, the side the count is read
+  // from, rooted, reduces, p2p
   OpShape{OpKind::all_reduce,     "all_reduce",     E::one,      E::one,      kAll,      kAll,      kFromIn,  false, true,  false},
   OpShape{OpKind::broadcast,      "broadcast",      E::one,      E::one,      kRootOnly, kAll,      kFromOut, true,  false, false},
   OpShape{OpKind::reduce,         "reduce",         E::one,      E::one,      kAll,      kRootOnly, kFromIn,  true,  true,  false},
