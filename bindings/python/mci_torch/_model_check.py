@@ -78,9 +78,19 @@ def install():
         return
     from .process_group import ProcessGroupMCI
 
+    def is_mci(process_group):
+        if isinstance(process_group, ProcessGroupMCI):
+            return True
+        try:  # a torch ProcessGroup over the C++ backend
+            import torch.distributed as dist
+
+            return dist.get_backend(process_group) == "mci"
+        except Exception:  # noqa: BLE001 - not a group torch knows
+            return False
+
     @functools.wraps(original)
     def verify(process_group, tensors, *args, **kwargs):
-        if isinstance(process_group, ProcessGroupMCI):
+        if is_mci(process_group):
             check_same_model(process_group, list(tensors))
         return original(process_group, tensors, *args, **kwargs)
 

@@ -10,8 +10,6 @@ import atexit
 import ctypes
 import datetime
 import os
-import secrets
-import socket
 import sys
 import time
 import weakref
@@ -23,6 +21,8 @@ from torch._C._distributed_c10d import _create_work_from_future
 from . import _lib
 from ._completion import Completer
 from ._lib import ConfigError, check, lib
+from ._rendezvous import has_key as _has_key
+from ._rendezvous import meet
 from ._work import MciWork, WorkRegistry
 
 _DTYPES = {
@@ -36,9 +36,6 @@ _DTYPES = {
     torch.int64: _lib.I64,
     torch.bool: _lib.U8,  # as uint8 (one byte, 0 or 1)
 }
-
-_STORE_KEY = "mci_torch/store"
-_ARRIVED_KEY = "mci_torch/arrived/"
 
 # The groups still open, closed at exit (ProcessGroupMCI._close_at_exit).
 _LIVE_GROUPS = weakref.WeakSet()
@@ -56,35 +53,6 @@ _OP_NAMES = {
     _lib.GATHER: "gather", _lib.SCATTER: "scatter", _lib.REDUCE_SCATTER: "reduce_scatter",
     _lib.ALL_TO_ALL: "all_to_all", _lib.BARRIER: "barrier", _lib.SEND: "send", _lib.RECV: "recv",
 }
-
-
-def _advertised_address():
-    """An address of this host the other ranks can reach: MCI_HOST_ADDR, else
-    the one this host uses toward MASTER_ADDR (a UDP connect sends nothing),
-    else the host name's."""
-    if os.environ.get("MCI_HOST_ADDR"):
-        return os.environ["MCI_HOST_ADDR"]
-    master = os.environ.get("MASTER_ADDR")
-    if master:
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                s.connect((master, int(os.environ.get("MASTER_PORT", "1"))))
-                return s.getsockname()[0]
-        except OSError:
-            pass
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
-
-
-def _has_key(store, key):
-    """Whether store holds key now (torch 1.13's PrefixStore has no check())."""
-    try:
-        store.wait([key], datetime.timedelta(milliseconds=1))
-        return True
-    except Exception:  # noqa: BLE001 - torch's store raises its own types
-        return False
 
 
 def _fail_config(text):
@@ -212,46 +180,21 @@ class ProcessGroupMCI(dist.ProcessGroup):
         self._works = WorkRegistry()
         self._store = store  # for monitored_barrier
         self._monitored_rounds = 0
-        token = os.environ.get("MCI_JOB_TOKEN") or secrets.token_hex(16)
-        # Group rank 0 hosts an mci store for this group and publishes where
-        # it is through torch's store: mci's store does what torch's cannot
-        # (hang reports, authentication), and needs no port of its own.
-        store.set(f"{_ARRIVED_KEY}{rank}", "1")  # who came, for the error if the group never forms
-        if rank == 0:
+        def start_server(token):
             port = ctypes.c_int()
             check(lib.mci_store_server_start(b"0.0.0.0", token.encode(), ctypes.byref(self._server), ctypes.byref(port)))
-            where = f"{_advertised_address()} {port.value} {token}"
-            store.set(_STORE_KEY, where)
-        else:
-            where = self._wait_for_rank0(store, rank, size, timeout)
-        host, port_text, token = where.split(" ")
+            return self._server, port.value
+
+        host, port, token, _ = meet(store, rank, size, timeout, start_server)
         backend = os.environ.get("MCI_TORCH_ENGINE", "cpu").encode()
         check(
             lib.mci_group_new(
-                host.encode(), int(port_text), token.encode(), rank, size, self._timeout_ms, backend, b"torch",
+                host.encode(), port, token.encode(), rank, size, self._timeout_ms, backend, b"torch",
                 None, ctypes.byref(self._group),
             )
         )
         self._completer = Completer()
         _LIVE_GROUPS.add(self)
-
-    @staticmethod
-    def _wait_for_rank0(store, rank, size, timeout):
-        """Where rank 0's mci store is; if it never says, a TimeoutError
-        naming the ranks that never came (torch's own is a bare 'Socket
-        Timeout')."""
-        try:
-            store.wait([_STORE_KEY], timeout)
-        except Exception:  # noqa: BLE001 - torch's store raises its own types
-            missing = [r for r in range(size) if not _has_key(store, f"{_ARRIVED_KEY}{r}")]
-            me = f" (global rank {dist.get_rank()})" if dist.is_initialized() else ""
-            raise _lib.TimeoutError(
-                f"mci_torch: creating a process group of {size} ranks, this process is its rank {rank}{me}: "
-                f"group rank{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing)) or '0'} never came "
-                f"within {timeout.total_seconds():g}s. Every rank of the job must call new_group (or "
-                "init_process_group) with the same ranks, in the same order, also the ranks outside the new "
-                "group.") from None
-        return store.get(_STORE_KEY).decode()
 
     # torch's names --------------------------------------------------------
 

@@ -1,0 +1,538 @@
+#include "backend.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <ATen/ATen.h>
+
+#include "mci/errors.hpp"
+#include "mci/init.hpp"
+#include "tensor_views.hpp"
+
+namespace mci_torch {
+namespace {
+
+using c10d::OpType;
+
+// torch's asyncOp: false when its function was called with async_op=False
+// and waits on the Work at once; the op then runs on the caller's thread.
+template <class Opts>
+bool async_of(const Opts& opts) {
+  return opts.asyncOp;
+}
+
+std::string numel_text(const at::Tensor& t) {
+  return std::to_string(t.numel()) + " " + std::string(c10::toString(t.scalar_type()));
+}
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+BackendMCI::BackendMCI(BackendConfig config) : c10d::Backend(config.rank, config.size), config_(std::move(config)) {
+  mci::TcpStoreOptions so;
+  so.host = config_.host;
+  so.port = config_.port;
+  so.token = config_.token;
+  so.timeout = config_.timeout;
+  so.connect_timeout = config_.timeout;
+  mci::InitOptions o;
+  o.backend = config_.engine;
+  o.rank = config_.rank;
+  o.world_size = config_.size;
+  o.timeout = config_.timeout;
+  o.group_name = config_.group_name;
+  o.token = config_.token;
+  o.settings = config_.settings;
+  o.store = std::make_shared<mci::TcpStore>(so);
+  pg_ = mci::init_process_group(o);
+}
+
+BackendMCI::~BackendMCI() { shutdown(); }
+
+void BackendMCI::shutdown() {
+  completer_.reset();  // completes what is queued first
+  pg_.reset();
+}
+
+void BackendMCI::abort() {
+  if (pg_) pg_->abort("torch aborted the group");
+  shutdown();
+}
+
+mci::ProcessGroup& BackendMCI::group() const {
+  if (!pg_) fail_config("this group was shut down (destroy_process_group); make a new one");
+  return *pg_;
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::submit(Call call) {
+  unseen_->throw_first();
+  auto w = c10::make_intrusive<WorkMCI>(getRank(), call.type, call.what, std::move(call.outputs),
+                                        std::move(call.finish), std::move(call.keep));
+  if (!call.async) {
+    // The caller waits at once: run here, raise here.
+    mci::Work done = call.run(mci::Exec::blocking);
+    w->complete(done, unseen_);
+    w->wait();
+    return w;
+  }
+  mci::Work queued = call.run(mci::Exec::async);
+  if (!completer_) completer_ = std::make_unique<Completer>(unseen_);
+  completer_->push(w, std::move(queued));
+  return w;
+}
+
+void BackendMCI::check_root(int64_t root, const char* what) const {
+  if (root < 0 || root >= getSize()) {
+    fail_config(std::string(what) + ": root " + std::to_string(root) + " is outside [0, " + std::to_string(getSize()) +
+                ")");
+  }
+}
+
+void BackendMCI::one_per_rank(const at::Tensor& ref, const std::vector<at::Tensor>& tensors, const std::string& what,
+                              const std::string& side) const {
+  if (static_cast<int>(tensors.size()) != getSize()) {
+    fail_config(what + " needs " + std::to_string(getSize()) + " " + side + " tensors (one per rank), got " +
+                std::to_string(tensors.size()));
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    check_tensor(tensors[i], what + " " + side + " " + std::to_string(i));
+    if (tensors[i].numel() != ref.numel() || tensors[i].scalar_type() != ref.scalar_type()) {
+      fail_config(what + ": " + side + " " + std::to_string(i) + " has " + numel_text(tensors[i]) +
+                  " elements, the other side " + numel_text(ref));
+    }
+  }
+}
+
+void BackendMCI::check_whole(const std::string& op, const std::string& whole_name, const at::Tensor& whole,
+                             const at::Tensor& share) const {
+  check_tensor(whole, op + " " + whole_name);
+  check_tensor(share, op + " " + (whole_name == "output" ? "input" : "output"));
+  if (whole.numel() != share.numel() * getSize() || whole.scalar_type() != share.scalar_type()) {
+    fail_config(op + ": the " + whole_name + " needs " + std::to_string(getSize()) + " x " + numel_text(share) +
+                " elements, it has " + numel_text(whole));
+  }
+}
+
+// collectives ---------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  for (const auto& t : tensors) check_tensor(t);
+  if (tensors.empty()) fail_config("all_reduce needs a tensor");
+  Staged buf = flat(tensors);
+  const auto code = reduce_code(opts.reduceOp, buf.buffer.scalar_type());
+  const at::Tensor b = buf.buffer;
+  if (!code) {
+    // Bitwise: every rank's values, reduced here.
+    at::Tensor gathered = at::empty({getSize(), b.numel()}, b.options());
+    const c10d::ReduceOp op = opts.reduceOp;
+    return submit({OpType::ALLREDUCE,
+                   "all_reduce",
+                   async_of(opts),
+                   [this, b, gathered](mci::Exec e) { return group().all_gather(view_of(b), view_of(gathered), e); },
+                   tensors,
+                   [b, gathered, op, back = buf.back]() mutable {
+                     b.view({-1}).copy_(bitwise_reduce(op, gathered));
+                     back();
+                   },
+                   {b, gathered}});
+  }
+  return submit({OpType::ALLREDUCE,
+                 "all_reduce",
+                 async_of(opts),
+                 [this, b, code](mci::Exec e) { return group().all_reduce(view_of(b), *code, e); },
+                 tensors,
+                 buf.back,
+                 {b}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceCoalescedOptions& opts) {
+  return allreduce(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::broadcast(std::vector<at::Tensor>& tensors,
+                                                     const c10d::BroadcastOptions& opts) {
+  check_root(opts.rootRank, "broadcast");
+  for (const auto& t : tensors) check_tensor(t);
+  if (tensors.empty()) fail_config("broadcast needs a tensor");
+  Staged buf = flat(tensors);
+  const at::Tensor b = buf.buffer;
+  const int root = static_cast<int>(opts.rootRank);
+  return submit({OpType::BROADCAST,
+                 "broadcast",
+                 async_of(opts),
+                 [this, b, root](mci::Exec e) { return group().broadcast(view_of(b), root, e); },
+                 tensors,
+                 buf.back,
+                 {b}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  if (tensors.size() != 1) fail_config("reduce takes one tensor");
+  check_tensor(tensors[0]);
+  check_root(opts.rootRank, "reduce");
+  const auto code = reduce_code(opts.reduceOp, tensors[0].scalar_type());
+  if (!code) fail_config("reduce with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  Staged buf = staged(tensors[0]);
+  const at::Tensor b = buf.buffer;
+  const int root = static_cast<int>(opts.rootRank);
+  return submit({OpType::REDUCE,
+                 "reduce",
+                 async_of(opts),
+                 [this, b, root, code](mci::Exec e) { return group().reduce(view_of(b), root, *code, e); },
+                 tensors,
+                 buf.back,
+                 {b}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) {
+  if (inputs.size() != 1 || outputs.size() != 1) fail_config("all_gather takes one input and one list of outputs");
+  check_tensor(inputs[0], "all_gather input");
+  one_per_rank(inputs[0], outputs[0], "all_gather", "output");
+  const at::Tensor src = inputs[0].contiguous();
+  const at::Tensor rows = at::empty({getSize(), src.numel()}, src.options());
+  std::vector<at::Tensor> outs = outputs[0];
+  return submit({OpType::ALLGATHER,
+                 "all_gather",
+                 async_of(opts),
+                 [this, src, rows](mci::Exec e) { return group().all_gather(view_of(src), view_of(rows), e); },
+                 outs,
+                 [rows, outs]() mutable {
+                   for (std::size_t i = 0; i < outs.size(); ++i) {
+                     outs[i].copy_(rows[static_cast<int64_t>(i)].view_as(outs[i]));
+                   }
+                 },
+                 {src, rows}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                           const c10d::AllgatherOptions& opts) {
+  check_whole("all_gather_into_tensor", "output", output, input);
+  const at::Tensor src = input.contiguous();
+  Staged out = staged(output);
+  const at::Tensor o = out.buffer;
+  return submit({OpType::_ALLGATHER_BASE,
+                 "all_gather",
+                 async_of(opts),
+                 [this, src, o](mci::Exec e) { return group().all_gather(view_of(src), view_of(o), e); },
+                 {output},
+                 out.back,
+                 {src, o}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                  std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  if (inputs.size() != 1) fail_config("gather takes one input tensor");
+  check_tensor(inputs[0], "gather input");
+  check_root(opts.rootRank, "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool at_root = getRank() == root;
+  const at::Tensor src = inputs[0].contiguous();
+  std::vector<at::Tensor> outs;
+  if (at_root) {
+    if (outputs.size() != 1) fail_config("gather takes one list of output tensors on the root");
+    one_per_rank(src, outputs[0], "gather", "output");
+    outs = outputs[0];
+  }
+  const at::Tensor rows = at_root ? at::empty({getSize(), src.numel()}, src.options()) : at::empty({0}, src.options());
+  return submit({OpType::GATHER,
+                 "gather",
+                 async_of(opts),
+                 [this, src, rows, root](mci::Exec e) { return group().gather(view_of(src), view_of(rows), root, e); },
+                 outs,
+                 [rows, outs]() mutable {
+                   for (std::size_t i = 0; i < outs.size(); ++i) {
+                     outs[i].copy_(rows[static_cast<int64_t>(i)].view_as(outs[i]));
+                   }
+                 },
+                 {src, rows}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::scatter(std::vector<at::Tensor>& outputs,
+                                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                                   const c10d::ScatterOptions& opts) {
+  if (outputs.size() != 1) fail_config("scatter takes one output tensor");
+  check_tensor(outputs[0], "scatter output");
+  check_root(opts.rootRank, "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor rows = at::empty({0}, outputs[0].options());
+  if (getRank() == root) {
+    if (inputs.size() != 1) fail_config("scatter takes one list of input tensors on the root");
+    one_per_rank(outputs[0], inputs[0], "scatter", "input");
+    std::vector<at::Tensor> flat_ins;
+    for (const auto& t : inputs[0]) flat_ins.push_back(t.reshape({-1}));
+    rows = at::stack(flat_ins);
+  }
+  Staged dst = staged(outputs[0]);
+  const at::Tensor d = dst.buffer;
+  return submit({OpType::SCATTER,
+                 "scatter",
+                 async_of(opts),
+                 [this, rows, d, root](mci::Exec e) { return group().scatter(view_of(rows), view_of(d), root, e); },
+                 outputs,
+                 dst.back,
+                 {rows, d}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ReduceScatterOptions& opts) {
+  if (outputs.size() != 1 || inputs.size() != 1) fail_config("reduce_scatter takes one output and one list of inputs");
+  check_tensor(outputs[0], "reduce_scatter output");
+  one_per_rank(outputs[0], inputs[0], "reduce_scatter", "input");
+  std::vector<at::Tensor> flat_ins;
+  for (const auto& t : inputs[0]) flat_ins.push_back(t.reshape({-1}));
+  return reduce_scatter_flat(outputs[0], at::stack(flat_ins), opts.reduceOp, async_of(opts), outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  check_whole("reduce_scatter_tensor", "input", input, output);
+  return reduce_scatter_flat(output, input.contiguous(), opts.reduceOp, async_of(opts), {output});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_flat(at::Tensor out, at::Tensor flat_in,
+                                                               const c10d::ReduceOp& op, bool async,
+                                                               std::vector<at::Tensor> result) {
+  const auto code = reduce_code(op, out.scalar_type());
+  if (!code) fail_config("reduce_scatter with " + op_name(op) + ": use all_reduce for the bitwise operations");
+  Staged dst = staged(out);
+  const at::Tensor d = dst.buffer;
+  return submit(
+      {OpType::REDUCE_SCATTER,
+       "reduce_scatter",
+       async,
+       [this, flat_in, d, code](mci::Exec e) { return group().reduce_scatter(view_of(flat_in), view_of(d), *code, e); },
+       std::move(result),
+       dst.back,
+       {flat_in, d}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                         std::vector<int64_t>& output_split_sizes,
+                                                         std::vector<int64_t>& input_split_sizes,
+                                                         const c10d::AllToAllOptions& opts) {
+  check_tensor(output, "all_to_all_single output");
+  check_tensor(input, "all_to_all_single input");
+  const int64_t n = getSize();
+  if (input_split_sizes.empty() && output_split_sizes.empty()) {
+    if (input.numel() % n || output.numel() % n) {
+      fail_config("all_to_all_single: " + std::to_string(input.numel()) + " elements do not split evenly over " +
+                  std::to_string(n) + " ranks; pass input_split_sizes and output_split_sizes");
+    }
+    const at::Tensor src = input.contiguous();
+    Staged dst = staged(output);
+    const at::Tensor d = dst.buffer;
+    return submit({OpType::ALLTOALL_BASE,
+                   "all_to_all",
+                   async_of(opts),
+                   [this, src, d](mci::Exec e) { return group().all_to_all(view_of(src), view_of(d), e); },
+                   {output},
+                   dst.back,
+                   {src, d}});
+  }
+  // Splits of different sizes (in rows of the first dimension).
+  const int64_t row_in = input.dim() && input.size(0) ? input[0].numel() : 1;
+  const int64_t row_out = output.dim() && output.size(0) ? output[0].numel() : 1;
+  std::vector<int64_t> ins = input_split_sizes;
+  std::vector<int64_t> outs = output_split_sizes;
+  if (ins.empty()) ins.assign(n, input.dim() ? input.size(0) / n : 0);
+  if (outs.empty()) outs.assign(n, output.dim() ? output.size(0) / n : 0);
+  if (static_cast<int64_t>(ins.size()) != n || static_cast<int64_t>(outs.size()) != n) {
+    fail_config("all_to_all_single: the split sizes need " + std::to_string(n) + " entries each, got " +
+                std::to_string(ins.size()) + " and " + std::to_string(outs.size()));
+  }
+  const at::Tensor whole = input.reshape({-1});
+  std::vector<at::Tensor> pieces;
+  int64_t offset = 0;
+  for (const int64_t rows : ins) {
+    pieces.push_back(whole.narrow(0, offset * row_in, rows * row_in));
+    offset += rows;
+  }
+  for (auto& c : outs) c *= row_out;
+  return uneven_all_to_all(std::move(pieces), output, std::move(outs), async_of(opts), nullptr, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllToAllOptions& opts) {
+  const auto n = static_cast<std::size_t>(getSize());
+  if (inputs.size() != n || outputs.size() != n) {
+    fail_config("all_to_all needs " + std::to_string(n) + " input and " + std::to_string(n) + " output tensors, got " +
+                std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
+  }
+  for (const auto& t : inputs) check_tensor(t, "all_to_all tensor");
+  for (const auto& t : outputs) check_tensor(t, "all_to_all tensor");
+  std::vector<at::Tensor> pieces;
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (const auto& t : inputs) pieces.push_back(t.reshape({-1}));
+  for (const auto& t : outputs) {
+    counts.push_back(t.numel());
+    total += t.numel();
+  }
+  const at::Tensor flat_out = at::empty({total}, outputs[0].options());
+  std::vector<at::Tensor> outs = outputs;
+  return uneven_all_to_all(
+      std::move(pieces), flat_out, counts, async_of(opts),
+      [flat_out, outs]() mutable {
+        int64_t offset = 0;
+        for (auto& t : outs) {
+          t.copy_(flat_out.narrow(0, offset, t.numel()).view_as(t));
+          offset += t.numel();
+        }
+      },
+      outputs);
+}
+
+// Slices of different sizes: every slice padded to the longest in the job
+// (one small blocking all-reduce finds it), one all_to_all, then the
+// received slices packed into output.
+c10::intrusive_ptr<c10d::Work> BackendMCI::uneven_all_to_all(std::vector<at::Tensor> pieces, at::Tensor output,
+                                                             std::vector<int64_t> out_counts, bool async,
+                                                             std::function<void()> after,
+                                                             std::vector<at::Tensor> result) {
+  const int64_t n = getSize();
+  int64_t longest = 0;
+  for (const auto& p : pieces) longest = std::max(longest, p.numel());
+  for (const auto c : out_counts) longest = std::max(longest, c);
+  unseen_->throw_first();
+  group().all_reduce(mci::view(&longest, 1), mci::ReduceOp::max).wait();
+  const auto dtype_opts = pieces.empty() ? output.options() : pieces[0].options();
+  const at::Tensor send = at::zeros({n, longest}, dtype_opts);
+  for (std::size_t j = 0; j < pieces.size(); ++j) {
+    send[static_cast<int64_t>(j)].narrow(0, 0, pieces[j].numel()).copy_(pieces[j]);
+  }
+  const at::Tensor recv = at::empty({n, longest}, dtype_opts);
+  Staged dst = staged(output);
+  const at::Tensor d = dst.buffer.view({-1});
+  const auto width = static_cast<std::size_t>(longest);
+  return submit(
+      {OpType::ALLTOALL_BASE,
+       "all_to_all",
+       async,
+       [this, send, recv, width](mci::Exec e) {
+         if (width == 0) return group().barrier(e);
+         return group().all_to_all(view_of(send), view_of(recv), e);
+       },
+       std::move(result),
+       [recv, d, out_counts, back = dst.back, after]() mutable {
+         int64_t offset = 0;
+         for (std::size_t i = 0; i < out_counts.size(); ++i) {
+           d.narrow(0, offset, out_counts[i]).copy_(recv[static_cast<int64_t>(i)].narrow(0, 0, out_counts[i]));
+           offset += out_counts[i];
+         }
+         back();
+         if (after) after();
+       },
+       {send, recv, d}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::barrier(const c10d::BarrierOptions& opts) {
+  return submit({OpType::BARRIER,
+                 "barrier",
+                 async_of(opts),
+                 [this](mci::Exec e) { return group().barrier(e); },
+                 {},
+                 nullptr,
+                 {}});
+}
+
+// point-to-point ------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  if (tensors.size() != 1) fail_config("send takes one tensor");
+  check_tensor(tensors[0], "send tensor");
+  if (dst < 0 || dst >= getSize() || dst == getRank()) {
+    fail_config("send to rank " + std::to_string(dst) + ": the peer must be another rank in [0, " +
+                std::to_string(getSize()) + ")");
+  }
+  const at::Tensor src = tensors[0].contiguous();
+  return submit({OpType::SEND,
+                 "send",
+                 true,
+                 [this, src, dst, tag](mci::Exec e) { return group().send(view_of(src), dst, tag, e); },
+                 tensors,
+                 nullptr,
+                 {src}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  if (tensors.size() != 1) fail_config("recv takes one tensor");
+  check_tensor(tensors[0], "recv tensor");
+  if (src < 0 || src >= getSize() || src == getRank()) {
+    fail_config("recv from rank " + std::to_string(src) + ": the peer must be another rank in [0, " +
+                std::to_string(getSize()) + ")");
+  }
+  Staged dst = staged(tensors[0]);
+  const at::Tensor d = dst.buffer;
+  return submit({OpType::RECV,
+                 "recv",
+                 true,
+                 [this, d, src, tag](mci::Exec e) { return group().recv(view_of(d), src, tag, e); },
+                 tensors,
+                 dst.back,
+                 {d}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  fail_config("recv without a source rank is not supported: pass src= to recv/irecv");
+}
+
+// gloo's monitored barrier, over torch's store for this group: rank 0 waits
+// at most the timeout for every other rank and names the missing ones; the
+// others wait as long for rank 0's release.
+void BackendMCI::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  if (!config_.torch_store) fail_config("monitored_barrier needs the group's store");
+  const auto limit = opts.timeout.count() > 0 ? opts.timeout : config_.timeout;
+  char seconds_text[32];
+  std::snprintf(seconds_text, sizeof seconds_text, "%g", static_cast<double>(limit.count()) / 1000.0);
+  const std::string seconds = seconds_text;
+  ++monitored_rounds_;
+  const std::string prefix = "mci_torch/monitored_barrier/" + std::to_string(monitored_rounds_) + "/";
+  const std::string what = "monitored_barrier #" + std::to_string(monitored_rounds_);
+  auto& store = *config_.torch_store;
+  if (getRank() != 0) {
+    store.set(prefix + std::to_string(getRank()), bytes("1"));
+    try {
+      store.wait({prefix + "release"}, limit);
+    } catch (const std::exception&) {
+      throw mci::TimeoutError("mci_torch: " + what + ": rank " + std::to_string(getRank()) +
+                              " arrived, but rank 0 did not release it within " + seconds +
+                              "s: rank 0 has not reached the barrier, or found ranks missing (its error names them)");
+    }
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<int> missing;
+  for (int r = 1; r < getSize(); ++r) {
+    const std::string key = prefix + std::to_string(r);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    bool there = false;
+    try {
+      there = left.count() > 0 ? (store.wait({key}, left), true) : store.check({key});
+    } catch (const std::exception&) {
+      there = false;
+    }
+    if (!there) {
+      missing.push_back(r);
+      if (!wait_all_ranks) break;
+    }
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    throw mci::TimeoutError(
+        "mci_torch: " + what + ": rank" + (missing.size() > 1 ? "s " : " ") + names + " did not reach it within " +
+        seconds + "s" +
+        (wait_all_ranks || getSize() == 2 ? "" : " (the first missing one; wait_all_ranks=True names them all)") +
+        ". Those ranks are stuck or slower before this barrier.");
+  }
+  store.set(prefix + "release", bytes("1"));
+}
+
+}  // namespace mci_torch

@@ -1,0 +1,118 @@
+// BackendMCI: torch.distributed's backend "mci" as a c10d::Backend over
+// mci's public C++ API. Every operation checks its tensors (the texts of
+// the pure-Python backend), hands mci views of their memory (no copy for
+// contiguous CPU tensors) and returns a WorkMCI. An op whose options say
+// asyncOp=false (torch's functions with async_op=False) runs on the
+// caller's thread and raises at once; the others are queued on mci's
+// progress thread and completed by the group's Completer.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "mci/process_group.hpp"
+#include "mci/store.hpp"
+#include "work.hpp"
+
+namespace mci_torch {
+
+struct BackendConfig {
+  // mci's store for this group (group rank 0 hosts it: server).
+  std::string host;
+  int port = 0;
+  std::string token;
+  std::shared_ptr<mci::StoreServer> server;
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  std::string engine = "cpu";  // mci's backend under this one
+  std::string group_name = "torch";
+  std::map<std::string, std::string> settings;
+  // torch's store for this group, for monitoredBarrier.
+  c10::intrusive_ptr<c10d::Store> torch_store;
+};
+
+class BackendMCI final : public c10d::Backend {
+ public:
+  explicit BackendMCI(BackendConfig config);
+  ~BackendMCI() override;
+
+  const std::string getBackendName() const override { return "mci"; }
+  // Completes the queued operations, then closes the group; abort() fails
+  // them first (peers notice at once). Later calls raise ConfigError.
+  void shutdown() override;
+  void abort() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+ private:
+  // What one operation hands the submit path.
+  struct Call {
+    c10d::OpType type;
+    const char* what;
+    bool async = true;
+    std::function<mci::Work(mci::Exec)> run;  // starts it on mci
+    std::vector<at::Tensor> outputs;          // the Work's result()
+    std::function<void()> finish;             // after success: copies back
+    std::vector<at::Tensor> keep;             // alive until done
+  };
+  c10::intrusive_ptr<c10d::Work> submit(Call call);
+  mci::ProcessGroup& group() const;
+  void check_root(int64_t root, const char* what) const;
+  void one_per_rank(const at::Tensor& ref, const std::vector<at::Tensor>& tensors, const std::string& what,
+                    const std::string& side) const;
+  void check_whole(const std::string& op, const std::string& whole_name, const at::Tensor& whole,
+                   const at::Tensor& share) const;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(at::Tensor out, at::Tensor flat, const c10d::ReduceOp& op,
+                                                     bool async, std::vector<at::Tensor> result);
+  c10::intrusive_ptr<c10d::Work> uneven_all_to_all(std::vector<at::Tensor> pieces, at::Tensor output,
+                                                   std::vector<int64_t> out_counts, bool async,
+                                                   std::function<void()> after, std::vector<at::Tensor> result);
+
+  BackendConfig config_;
+  std::shared_ptr<mci::ProcessGroup> pg_;
+  std::shared_ptr<UnseenFailures> unseen_ = std::make_shared<UnseenFailures>();
+  std::unique_ptr<Completer> completer_;  // made at the first async call
+  int monitored_rounds_ = 0;
+};
+
+}  // namespace mci_torch

@@ -1,0 +1,87 @@
+// mci_torch._C: the backend "mci" for torch 2.x (mci_torch/_ext.py
+// registers it). Built against one torch; __init__.py checks that the torch
+// it runs under is that one (TORCH_VERSION) before using it.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "backend.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+#ifndef MCI_TORCH_EXT_TORCH_VERSION
+#error "the build defines MCI_TORCH_EXT_TORCH_VERSION (the torch this is built for)"
+#endif
+
+namespace py = pybind11;
+
+namespace {
+
+// mci's errors as mci_torch's exceptions (RuntimeErrors), with mci's text.
+void install_error_translator() {
+  // Kept for the life of the process: the translator runs until it ends.
+  static auto* errors = new py::object(py::module_::import("mci_torch.errors"));
+  py::register_exception_translator([](std::exception_ptr p) {
+    const auto raise = [](const char* name, const char* text) { PyErr_SetString(errors->attr(name).ptr(), text); };
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const mci::ConfigError& e) {
+      raise("ConfigError", e.what());
+    } catch (const mci::TimeoutError& e) {
+      raise("TimeoutError", e.what());
+    } catch (const mci::PeerError& e) {
+      raise("PeerError", e.what());
+    } catch (const mci::MismatchError& e) {
+      raise("MismatchError", e.what());
+    } catch (const mci::Error& e) {
+      raise("MciError", e.what());
+    }
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mci_torch's C++ backend (c10d::Backend) for torch " MCI_TORCH_EXT_TORCH_VERSION;
+  m.attr("TORCH_VERSION") = MCI_TORCH_EXT_TORCH_VERSION;
+  install_error_translator();
+
+  py::class_<mci::StoreServer, std::shared_ptr<mci::StoreServer>>(m, "StoreServer")
+      .def(py::init([](const std::string& host, const std::string& token) {
+             mci::StoreServerOptions o;
+             o.host = host;
+             o.token = token;
+             return std::make_shared<mci::StoreServer>(o);
+           }),
+           py::arg("host"), py::arg("token"))
+      .def_property_readonly("port", &mci::StoreServer::port);
+
+  m.def(
+      "new_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, const std::string& host,
+         int port, const std::string& token, std::shared_ptr<mci::StoreServer> server, const std::string& engine,
+         const std::string& group_name,
+         const std::map<std::string, std::string>& settings) -> c10::intrusive_ptr<c10d::Backend> {
+        mci_torch::BackendConfig c;
+        c.torch_store = store;
+        c.rank = rank;
+        c.size = size;
+        c.timeout = std::chrono::milliseconds(timeout_ms);
+        c.host = host;
+        c.port = port;
+        c.token = token;
+        c.server = std::move(server);
+        c.engine = engine;
+        c.group_name = group_name;
+        c.settings = settings;
+        return c10::make_intrusive<mci_torch::BackendMCI>(std::move(c));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("host"), py::arg("port"),
+      py::arg("token"), py::arg("server"), py::arg("engine"), py::arg("group_name"), py::arg("settings"),
+      py::call_guard<py::gil_scoped_release>(),
+      "Joins the mci group whose store is at host:port; the torch Backend over it.");
+}
