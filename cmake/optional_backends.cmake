@@ -1,40 +1,42 @@
 # Optional backends: found and reported, never required for the core. Each
-# has its switch (AUTO: build it when found; ON: fail without it; OFF) and
-# sets MCI_HAVE_X and the ", x" its configure line prints (cmake/optional.cmake).
+# is described by its folder's src/backends/NAME/backend.cmake, included
+# here (before src/, whose layers read MCI_HAVE_X): a find and its
+# mci_optional call (the switch MCI_WITH_X, AUTO: build it when found; ON:
+# fail without it; OFF; cmake/optional.cmake), then mci_backend_parts with
+# what the backends layer compiles for it. So a backend adds no line here,
+# in src/backends/CMakeLists.txt or in the configure line.
 include(${CMAKE_CURRENT_LIST_DIR}/optional.cmake)
 
-macro(mci_find_gloo)
-  find_package(Gloo CONFIG QUIET)
+# mci_backend_parts(NAME SOURCES file... [DEFINITIONS d...] [INCLUDES dir...]
+#                   [LIBRARIES lib...] [PUBLIC_LIBRARIES lib...])
+# After NAME's mci_optional: when it was found, its sources (relative to
+# src/backends), definitions (MCI_HAVE_NAME always: registry.cpp's row reads
+# it), system include folders and libraries (PUBLIC_LIBRARIES: also for the
+# layers above) join the backends layer; its configure words join
+# MCI_BACKENDS_MSG. Its switch joins MCI_BACKEND_SWITCHES either way.
+macro(mci_backend_parts name)
+  cmake_parse_arguments(mci_bp "" "" "SOURCES;DEFINITIONS;INCLUDES;LIBRARIES;PUBLIC_LIBRARIES" ${ARGN})
+  list(APPEND MCI_BACKEND_SWITCHES MCI_WITH_${name})
+  if(MCI_HAVE_${name})
+    string(APPEND MCI_BACKENDS_MSG "${MCI_${name}_MSG}")
+    list(APPEND MCI_BACKEND_PART_SOURCES ${mci_bp_SOURCES})
+    list(APPEND MCI_BACKEND_PART_DEFINITIONS MCI_HAVE_${name} ${mci_bp_DEFINITIONS})
+    list(APPEND MCI_BACKEND_PART_INCLUDES ${mci_bp_INCLUDES})
+    list(APPEND MCI_BACKEND_PART_LIBRARIES ${mci_bp_LIBRARIES})
+    list(APPEND MCI_BACKEND_PART_PUBLIC_LIBRARIES ${mci_bp_PUBLIC_LIBRARIES})
+  endif()
 endmacro()
-mci_optional(GLOO "Build the gloo backend: AUTO, ON or OFF" mci_find_gloo
-  ", gloo"
-  "MCI_WITH_GLOO=ON but Gloo was not found (apt-get install libgloo-dev)"
-  "Gloo not found: the gloo backend is not built (apt-get install libgloo-dev)"
-  TARGET gloo)
 
-macro(mci_find_nccl)
-  set(MCI_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root (with NCCL)")
-  find_package(CUDAToolkit QUIET)
-  find_path(MCI_NCCL_INCLUDE nccl.h HINTS ${MCI_CUDA_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-  find_library(MCI_NCCL_LIB nccl HINTS ${MCI_CUDA_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
-endmacro()
-mci_optional(NCCL "Build the nccl backend: AUTO, ON or OFF" mci_find_nccl
-  ", nccl"
-  "MCI_WITH_NCCL=ON but CUDA/NCCL were not found (set MCI_CUDA_ROOT)"
-  "CUDA/NCCL not found: the nccl backend is not built"
-  CUDAToolkit_FOUND AND MCI_NCCL_INCLUDE AND MCI_NCCL_LIB)
-
-macro(mci_find_mpi)
-  # MPI's C API through the C++ compiler (this project enables no C);
-  # MPI_CXX_SKIP_MPICXX leaves out the deprecated C++ bindings.
-  set(MPI_CXX_SKIP_MPICXX ON)
-  find_package(MPI QUIET COMPONENTS CXX)
-endmacro()
-mci_optional(MPI "Build the mpi backend: AUTO, ON or OFF" mci_find_mpi
-  ", mpi"
-  "MCI_WITH_MPI=ON but MPI was not found (apt-get install libopenmpi-dev)"
-  "MPI not found: the mpi backend is not built (apt-get install libopenmpi-dev)"
-  MPI_CXX_FOUND)
+set(MCI_BACKENDS_MSG "")
+set(MCI_BACKEND_SWITCHES "")
+# CONFIGURE_DEPENDS: a backend folder added or removed is seen at the next
+# build (the fragments themselves are tracked as any included file is).
+file(GLOB mci_backend_fragments CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/*/backend.cmake)
+list(SORT mci_backend_fragments)
+foreach(fragment ${mci_backend_fragments})
+  include(${fragment})
+endforeach()
+list(JOIN MCI_BACKEND_SWITCHES ", " MCI_BACKEND_SWITCHES)
 
 # LibTorch (PyTorch's C++ frontend): the optional mci::torch module
 # (DistributedDataParallel for torch::nn::Module) and its examples. Found

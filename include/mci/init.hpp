@@ -47,6 +47,15 @@ struct InitOptions {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
 
+// The options for joining a group of world_size through the TCP store at
+// host:port (the StoreServer that rank 0 or a launcher runs): a client of
+// it whose every wait, connecting included, is bounded by `timeout`, as the
+// group's waits are, and the token for both. Bindings that take these
+// values as arguments (the C interface, the torch extension) start from
+// it, then set backend, group_name and settings.
+InitOptions options_through_store(const std::string& host, int port, const std::string& token, int rank, int world_size,
+                                  std::chrono::milliseconds timeout);
+
 // Whether env:// would find this process's place: RANK/WORLD_SIZE, or the
 // variables of a launcher (srun, mpirun, ...). Tools that can also run alone
 // (mci-perf, as nccl-tests do) make a one-rank job when it is false.

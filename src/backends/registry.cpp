@@ -8,10 +8,14 @@
 
 namespace mci {
 
-namespace {
-
+// Each backend's factory is defined in its folder and declared only here,
+// beside its row: a backend is its folder and its row. An optional one's
+// MCI_HAVE_X comes from its backend.cmake when its library was found; its
+// row says "not built" otherwise, with no factory.
 using Factory = std::unique_ptr<Backend> (*)(const BackendContext&);
+std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);
 #ifdef MCI_HAVE_GLOO
+std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);
 constexpr Factory kGloo = &make_gloo_backend;
 constexpr bool kHaveGloo = true;
 #else
@@ -19,6 +23,7 @@ constexpr Factory kGloo = nullptr;
 constexpr bool kHaveGloo = false;
 #endif
 #ifdef MCI_HAVE_NCCL
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);
 constexpr Factory kNccl = &make_nccl_backend;
 constexpr bool kHaveNccl = true;
 #else
@@ -26,12 +31,15 @@ constexpr Factory kNccl = nullptr;
 constexpr bool kHaveNccl = false;
 #endif
 #ifdef MCI_HAVE_MPI
+std::unique_ptr<Backend> make_mpi_backend(const BackendContext& ctx);
 constexpr Factory kMpi = &make_mpi_backend;
 constexpr bool kHaveMpi = true;
 #else
 constexpr Factory kMpi = nullptr;
 constexpr bool kHaveMpi = false;
 #endif
+
+namespace {
 
 // Designated fields, so that a row says what it is true of; the rest stay
 // false.

@@ -4,9 +4,10 @@
 // it; its capabilities are the only place a backend's behaviour is told
 // apart by the code above it (no code outside this table compares names).
 //
-// To add a backend: a class behind the Backend interface in backends/NAME/,
-// its factory declared below and listed in registry.cpp, and (when it needs
-// an optional library) a find in cmake/optional_backends.cmake.
+// To add a backend: a class behind the Backend interface in backends/NAME/
+// with its factory, the folder's backend.cmake (its sources, and the find
+// when it needs an optional library: cmake/optional_backends.cmake), and its
+// row in registry.cpp, where the factory is declared beside it.
 #pragma once
 
 #include <memory>
@@ -48,16 +49,5 @@ std::optional<std::string> ignored_setting(const BackendEntry& b, const SettingR
 const BackendEntry& require_backend(std::string_view name);
 // require_backend(name).make(ctx).
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendContext& ctx);
-
-std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx);
-#ifdef MCI_HAVE_GLOO
-std::unique_ptr<Backend> make_gloo_backend(const BackendContext& ctx);
-#endif
-#ifdef MCI_HAVE_NCCL
-std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);
-#endif
-#ifdef MCI_HAVE_MPI
-std::unique_ptr<Backend> make_mpi_backend(const BackendContext& ctx);
-#endif
 
 }  // namespace mci

@@ -113,7 +113,10 @@ void mci_store_server_free(mci_store_server* s) { std::unique_ptr<mci_store_serv
 int mci_group_new(const char* host, int port, const char* token, int rank, int size, int64_t timeout_ms,
                   const char* backend, const char* name, const char* const* settings, mci_group** out) {
   return guarded([&] {
-    mci::InitOptions o;
+    mci::InitOptions o =
+        mci::options_through_store(host, port, token ? token : "", rank, size, std::chrono::milliseconds(timeout_ms));
+    o.backend = backend;
+    o.group_name = name;
     for (const char* const* s = settings; s && *s; ++s) {
       const std::string_view entry(*s);
       const auto eq = entry.find('=');
@@ -122,19 +125,6 @@ int mci_group_new(const char* host, int port, const char* token, int rank, int s
       }
       o.settings[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
     }
-    mci::TcpStoreOptions so;
-    so.host = host;
-    so.port = port;
-    so.token = token ? token : "";
-    so.timeout = std::chrono::milliseconds(timeout_ms);
-    so.connect_timeout = so.timeout;
-    o.backend = backend;
-    o.rank = rank;
-    o.world_size = size;
-    o.timeout = std::chrono::milliseconds(timeout_ms);
-    o.group_name = name;
-    o.token = so.token;
-    o.store = std::make_shared<mci::TcpStore>(so);
     auto g = std::make_unique<mci_group>();
     g->pg = mci::init_process_group(o);
     *out = g.release();

@@ -10,55 +10,17 @@ namespace mci::coll {
 
 namespace {
 
-constexpr AlgoRow mesh(Algo a, OpKind k, void (*f)(const Ctx&), bool forcible = true) {
-  return AlgoRow{a, k, Place::mesh, forcible, f, nullptr, nullptr};
-}
-constexpr AlgoRow shm(Algo a, OpKind k, void (*f)(const ShmCtx&)) {
-  return AlgoRow{a, k, Place::shm, true, nullptr, f, nullptr};
-}
-constexpr AlgoRow hier(Algo a, OpKind k, void (*f)(const HierCtx&)) {
-  return AlgoRow{a, k, Place::hierarchical, true, nullptr, nullptr, f};
-}
-
-using K = OpKind;
-constexpr std::array kTable{
-    mesh(Algo::direct, K::all_reduce, all_reduce_direct),
-    mesh(Algo::direct, K::broadcast, broadcast_direct),
-    mesh(Algo::direct, K::all_gather, all_gather_direct),
-    mesh(Algo::direct, K::gather, gather_direct),
-    mesh(Algo::direct, K::scatter, scatter_direct),
-    mesh(Algo::direct, K::reduce_scatter, reduce_scatter_direct),
-    mesh(Algo::ring, K::all_reduce, all_reduce_ring),
-    mesh(Algo::ring, K::all_gather, all_gather_ring),
-    mesh(Algo::ring, K::reduce_scatter, reduce_scatter_ring),
-    mesh(Algo::recursive_doubling, K::all_reduce, all_reduce_recursive_doubling),
-    mesh(Algo::tree, K::broadcast, broadcast_tree),
-    mesh(Algo::tree, K::reduce, reduce_tree),
-    mesh(Algo::pairwise, K::all_to_all, all_to_all_pairwise),
-    mesh(Algo::dissemination, K::barrier, barrier_dissemination),
-    mesh(Algo::p2p, K::send, send_p2p, false),
-    mesh(Algo::p2p, K::recv, recv_p2p, false),
-    shm(Algo::shm_direct, K::all_reduce, shm_all_reduce_direct),
-    shm(Algo::shm_direct, K::reduce, shm_reduce_direct),
-    shm(Algo::shm_sliced, K::all_reduce, shm_all_reduce_sliced),
-    shm(Algo::shm_sliced, K::reduce, shm_reduce_sliced),
-    shm(Algo::shm_staged, K::broadcast, shm_broadcast),
-    shm(Algo::shm_staged, K::all_gather, shm_all_gather),
-    shm(Algo::shm_staged, K::gather, shm_all_gather),
-    shm(Algo::shm_staged, K::scatter, shm_scatter),
-    shm(Algo::shm_staged, K::reduce_scatter, shm_reduce_scatter),
-    shm(Algo::shm_staged, K::all_to_all, shm_all_to_all),
-    shm(Algo::shm_flags, K::barrier, shm_barrier),
-    hier(Algo::hierarchical, K::all_reduce, hierarchical_all_reduce),
-    hier(Algo::hierarchical, K::broadcast, hierarchical_broadcast),
-    hier(Algo::hierarchical, K::reduce, hierarchical_reduce),
-    hier(Algo::hierarchical, K::all_gather, hierarchical_all_gather),
-    hier(Algo::hierarchical, K::gather, hierarchical_gather),
-    hier(Algo::hierarchical, K::scatter, hierarchical_scatter),
-    hier(Algo::hierarchical, K::reduce_scatter, hierarchical_reduce_scatter),
-    hier(Algo::hierarchical, K::all_to_all, hierarchical_all_to_all),
-    hier(Algo::hierarchical, K::barrier, hierarchical_barrier),
-};
+// The rows of collectives/algorithm_rows.hpp, in its order.
+#define MCI_MESH_ROW(algo, kind, function, forcible) \
+  AlgoRow{Algo::algo, OpKind::kind, Place::mesh, forcible, function, nullptr, nullptr},
+#define MCI_SHM_ROW(algo, kind, function) \
+  AlgoRow{Algo::algo, OpKind::kind, Place::shm, true, nullptr, function, nullptr},
+#define MCI_HIER_ROW(algo, kind, function) \
+  AlgoRow{Algo::algo, OpKind::kind, Place::hierarchical, true, nullptr, nullptr, function},
+constexpr std::array kTable{MCI_ALGORITHM_ROWS(MCI_MESH_ROW, MCI_SHM_ROW, MCI_HIER_ROW)};
+#undef MCI_MESH_ROW
+#undef MCI_SHM_ROW
+#undef MCI_HIER_ROW
 
 // Dispatch runs on every call: an index by (algorithm, collective) instead
 // of a search of the table, sized by the algorithm list itself (so no value

@@ -3,9 +3,10 @@
 // selection rules, the dispatch and the help texts all read this table; a
 // pairing that is not in it is an error, never a silent substitute.
 //
-// To add an algorithm: its identity in common/algo.{hpp,cpp}, its function in
-// a file of its own here, and a row below (plus, if it should be chosen
-// without MCI_ALGO, a rule in select.cpp).
+// To add an algorithm: its line in MCI_ALGORITHMS (common/algo.hpp), its
+// function in a file of its own in its family's folder, and its rows in
+// algorithm_rows.hpp (plus, if it should be chosen without MCI_ALGO, a rule
+// in select.cpp).
 #pragma once
 
 #include <optional>

@@ -118,6 +118,23 @@ bool backend_available(const std::string& name) {
 
 bool launched_as_a_job() { return has_job_variables(process_env()); }
 
+InitOptions options_through_store(const std::string& host, int port, const std::string& token, int rank, int world_size,
+                                  std::chrono::milliseconds timeout) {
+  TcpStoreOptions so;
+  so.host = host;
+  so.port = port;
+  so.token = token;
+  so.timeout = timeout;
+  so.connect_timeout = timeout;
+  InitOptions o;
+  o.rank = rank;
+  o.world_size = world_size;
+  o.timeout = timeout;
+  o.token = token;
+  o.store = std::make_shared<TcpStore>(so);
+  return o;
+}
+
 namespace {
 
 // A row of the table as the public API shows it.
@@ -221,10 +238,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   // A generation number keeps successive groups of the same name apart: all
   // ranks of one generation arrive before any rank can arrive for the next,
   // because init does not return until every rank has connected.
-  auto named = std::make_shared<PrefixStore>("mci/" + opts.group_name, base);
+  const std::string root = "mci/" + opts.group_name;
+  auto named = std::make_shared<PrefixStore>(root, base);
   const std::int64_t arrival = named->add("arrivals", 1);
   const std::int64_t generation = (arrival - 1) / c.world;
-  const std::string session = fmt::format("mci/{}/{}", opts.group_name, generation);
+  const std::string session = fmt::format("{}/{}", root, generation);
   auto store = std::make_shared<PrefixStore>(session, base);
   check_in(*store, c, Deadline(opts.timeout));
 

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "collectives/algorithm_rows.hpp"
 #include "collectives/kernels/copy.hpp"
 #include "collectives/mesh/algorithms.hpp"
 #include "transport/shm/shm_world.hpp"
@@ -49,29 +50,27 @@ struct HierCtx {
   SharedCopier& copier;
 };
 
-// Reduce to the leader in shared memory, all-reduce between leaders over
-// TCP, broadcast from the leader in shared memory.
-void hierarchical_all_reduce(const HierCtx& c);
-// Between delegates (a tree rooted at the root), then inside each host from
-// its delegate.
-void hierarchical_broadcast(const HierCtx& c);
-// Inside each host to its delegate, then between delegates to the root.
-void hierarchical_reduce(const HierCtx& c);
-// Each host's blocks at its leader, exchanged between leaders, the whole
-// result broadcast inside each host.
-void hierarchical_all_gather(const HierCtx& c);
-// Each host's blocks at its delegate, sent to the root.
-void hierarchical_gather(const HierCtx& c);
-// The root sends each host its blocks; each delegate scatters them.
-void hierarchical_scatter(const HierCtx& c);
-// Each host's sum at its leader; each leader receives from every other the
-// partial sums of its host's blocks; each host's blocks scattered from it.
-void hierarchical_reduce_scatter(const HierCtx& c);
-// Each host's blocks at its leader; leaders exchange, for each pair of
-// hosts, the blocks one host's ranks send to the other's; each rank's
-// blocks scattered from its leader.
-void hierarchical_all_to_all(const HierCtx& c);
-// Inside each host, between leaders, inside each host again.
-void hierarchical_barrier(const HierCtx& c);
+// The functions of the hierarchical rows (collectives/algorithm_rows.hpp),
+// each in the file named for its collective:
+// - all_reduce: reduce to the leader in shared memory, all-reduce between
+//   leaders over TCP, broadcast from the leader in shared memory;
+// - broadcast: between delegates (a tree rooted at the root), then inside
+//   each host from its delegate;
+// - reduce: inside each host to its delegate, then between delegates to the
+//   root;
+// - all_gather: each host's blocks at its leader, exchanged between leaders,
+//   the whole result broadcast inside each host;
+// - gather: each host's blocks at its delegate, sent to the root;
+// - scatter: the root sends each host its blocks; each delegate scatters them;
+// - reduce_scatter: each host's sum at its leader; each leader receives from
+//   every other the partial sums of its host's blocks; each host's blocks
+//   scattered from it;
+// - all_to_all: each host's blocks at its leader; leaders exchange, for each
+//   pair of hosts, the blocks one host's ranks send to the other's; each
+//   rank's blocks scattered from its leader;
+// - barrier: inside each host, between leaders, inside each host again.
+#define MCI_DECLARE_HIER_ROW(algo, kind, function) void function(const HierCtx& c);
+MCI_ALGORITHM_ROWS(MCI_ALGORITHM_ROW_ELSEWHERE, MCI_ALGORITHM_ROW_ELSEWHERE, MCI_DECLARE_HIER_ROW)
+#undef MCI_DECLARE_HIER_ROW
 
 }  // namespace mci::coll

@@ -3,6 +3,7 @@
 // the kernels; they never see a socket.
 #pragma once
 
+#include "collectives/algorithm_rows.hpp"
 #include "collectives/blocks.hpp"
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
@@ -17,21 +18,9 @@ struct Ctx {
   Scratch& scratch;
 };
 
-void all_reduce_ring(const Ctx& c);
-void all_reduce_recursive_doubling(const Ctx& c);
-void all_reduce_direct(const Ctx& c);
-void broadcast_tree(const Ctx& c);
-void broadcast_direct(const Ctx& c);
-void reduce_tree(const Ctx& c);
-void all_gather_ring(const Ctx& c);
-void all_gather_direct(const Ctx& c);
-void gather_direct(const Ctx& c);
-void scatter_direct(const Ctx& c);
-void reduce_scatter_ring(const Ctx& c);
-void reduce_scatter_direct(const Ctx& c);
-void all_to_all_pairwise(const Ctx& c);
-void barrier_dissemination(const Ctx& c);
-void send_p2p(const Ctx& c);
-void recv_p2p(const Ctx& c);
+// The functions of the mesh rows (collectives/algorithm_rows.hpp).
+#define MCI_DECLARE_MESH_ROW(algo, kind, function, forcible) void function(const Ctx& c);
+MCI_ALGORITHM_ROWS(MCI_DECLARE_MESH_ROW, MCI_ALGORITHM_ROW_ELSEWHERE, MCI_ALGORITHM_ROW_ELSEWHERE)
+#undef MCI_DECLARE_MESH_ROW
 
 }  // namespace mci::coll

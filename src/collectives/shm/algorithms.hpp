@@ -4,6 +4,7 @@
 // ready of every rank says it has finished reading; see shm_world.hpp).
 #pragma once
 
+#include "collectives/algorithm_rows.hpp"
 #include "collectives/blocks.hpp"
 #include "collectives/desc.hpp"
 #include "collectives/kernels/copy.hpp"
@@ -20,16 +21,10 @@ struct ShmCtx {
   SharedCopier& copier;  // this rank's plain-or-streaming choice, kept across calls
 };
 
-void shm_all_reduce_direct(const ShmCtx& c);
-void shm_all_reduce_sliced(const ShmCtx& c);
-void shm_reduce_direct(const ShmCtx& c);
-void shm_reduce_sliced(const ShmCtx& c);
-void shm_broadcast(const ShmCtx& c);
-void shm_all_gather(const ShmCtx& c);  // gather too
-void shm_scatter(const ShmCtx& c);
-void shm_reduce_scatter(const ShmCtx& c);
-void shm_all_to_all(const ShmCtx& c);
-void shm_barrier(const ShmCtx& c);
+// The functions of the shm rows (collectives/algorithm_rows.hpp).
+#define MCI_DECLARE_SHM_ROW(algo, kind, function) void function(const ShmCtx& c);
+MCI_ALGORITHM_ROWS(MCI_ALGORITHM_ROW_ELSEWHERE, MCI_DECLARE_SHM_ROW, MCI_ALGORITHM_ROW_ELSEWHERE)
+#undef MCI_DECLARE_SHM_ROW
 
 // One synchronised step: fill(step) writes buffers, use(step) reads them.
 // Every step waits for every rank's ready flag: that is what makes refilling

@@ -150,7 +150,7 @@ TEST(McirunBind, CoreGivesEachRankItsOwnCpus) {
   if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs 2 CPUs";
   const std::string cmd =
       std::string(MCI_TEST_BIN_DIR) +
-      "/mcirun --bind core --nproc_per_node=2 --prefix /bin/grep Cpus_allowed_list /proc/self/status "
+      "/mcirun --standalone --bind core --nproc_per_node=2 --prefix /bin/grep Cpus_allowed_list /proc/self/status "
       "2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -30,21 +30,11 @@ std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; 
 }  // namespace
 
 BackendMCI::BackendMCI(BackendConfig config) : c10d::Backend(config.rank, config.size), config_(std::move(config)) {
-  mci::TcpStoreOptions so;
-  so.host = config_.host;
-  so.port = config_.port;
-  so.token = config_.token;
-  so.timeout = config_.timeout;
-  so.connect_timeout = config_.timeout;
-  mci::InitOptions o;
+  mci::InitOptions o = mci::options_through_store(config_.host, config_.port, config_.token, config_.rank, config_.size,
+                                                  config_.timeout);
   o.backend = config_.engine;
-  o.rank = config_.rank;
-  o.world_size = config_.size;
-  o.timeout = config_.timeout;
   o.group_name = config_.group_name;
-  o.token = config_.token;
   o.settings = config_.settings;
-  o.store = std::make_shared<mci::TcpStore>(so);
   pg_ = mci::init_process_group(o);
 }
 
