@@ -118,6 +118,18 @@ bool backend_available(const std::string& name) {
 
 bool launched_as_a_job() { return has_job_variables(process_env()); }
 
+namespace {
+
+// "restart3/" for the fourth start of a job whose launcher restarts it (it
+// sets TORCHELASTIC_RESTART_COUNT, as torchrun does), "" for the first.
+std::string restart_scope(const EnvLookup& env) {
+  const auto v = env("TORCHELASTIC_RESTART_COUNT");
+  const auto n = v ? parse_int(*v) : std::nullopt;
+  return n && *n > 0 ? fmt::format("restart{}/", *n) : std::string();
+}
+
+}  // namespace
+
 InitOptions options_through_store(const std::string& host, int port, const std::string& token, int rank, int world_size,
                                   std::chrono::milliseconds timeout) {
   TcpStoreOptions so;
@@ -237,8 +249,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
 
   // A generation number keeps successive groups of the same name apart: all
   // ranks of one generation arrive before any rank can arrive for the next,
-  // because init does not return until every rank has connected.
-  const std::string root = "mci/" + opts.group_name;
+  // because init does not return until every rank has connected. Each start
+  // of a restarted job (mcirun --max-restarts, torchrun) counts apart: the
+  // ranks of a failed start that arrived must not count toward the next.
+  const std::string root = "mci/" + restart_scope(process_env()) + opts.group_name;
   auto named = std::make_shared<PrefixStore>(root, base);
   const std::int64_t arrival = named->add("arrivals", 1);
   const std::int64_t generation = (arrival - 1) / c.world;

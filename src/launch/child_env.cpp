@@ -90,8 +90,8 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       {"MCI_STORE_PORT", std::to_string(job.master_port)},
       {"MCI_STORE_HOSTED", "1"},
       {"MCI_JOB_TOKEN", token.empty() ? std::nullopt : std::optional<std::string>(token)},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
       {"TORCHELASTIC_RUN_ID", job.run_id},
       // Rank 0 of the program hosts torch's store on MASTER_PORT, as under
       // torchrun's standalone rendezvous; an inherited True must not leak in.

@@ -92,7 +92,10 @@ const std::vector<Row>& rows() {
        "ignored, with a notice"},
       {"standalone", "", &CliArgs::standalone, true, true, "",
        "single node, store on 127.0.0.1 at a free port mcirun picks"},
-      {"max_restarts", "", &CliArgs::max_restarts, true, true, "0", "only 0: mcirun does not restart processes"},
+      {"max_restarts", "", &CliArgs::max_restarts, true, true, "N",
+       "after a failure, stop every process on every node and start them all\nagain, up to N times (default 0: a "
+       "failure ends "
+       "the job); the processes\nread the attempt in TORCHELASTIC_RESTART_COUNT"},
       {"monitor_interval", "", &CliArgs::monitor_interval, true, true, "SECONDS",
        "accepted for torchrun scripts; unused (exits are seen at once)"},
       {"start_method", "", &CliArgs::start_method, true, true, "spawn|fork|forkserver",

@@ -30,7 +30,7 @@ struct CliArgs {
   std::optional<std::string> rdzv_id;    // TORCHELASTIC_RUN_ID for the processes
   std::optional<std::string> rdzv_conf;  // KEY=VALUE,...: join_timeout/timeout is used
   bool standalone = false;
-  std::optional<std::string> max_restarts;      // only 0: mcirun never restarts workers
+  std::optional<std::string> max_restarts;      // N >= 0: restarts of every process after a failure
   std::optional<std::string> monitor_interval;  // accepted and unused: exits are seen at once
   std::optional<std::string> start_method;      // spawn, fork or forkserver: mcirun always execs
   std::optional<std::string> event_log_handler;

@@ -350,11 +350,8 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   } else if (a.standalone) {
     c.run_id = fresh_run_id();
   }
-  if (a.max_restarts && a.max_restarts != "0") {
-    throw UsageError(
-        fmt::format("{}={}: mcirun does not restart processes; a failure "
-                    "stops the job (drop the flag or use 0)",
-                    a.named("max_restarts"), *a.max_restarts));
+  if (a.max_restarts) {
+    c.max_restarts = parse_count(a.named("max_restarts"), *a.max_restarts, 0, "a number of restarts, 0 or more");
   }
   if (a.rdzv_backend && *a.rdzv_backend != "static" && *a.rdzv_backend != "c10d") {
     throw UsageError(

@@ -39,6 +39,9 @@ struct JobConfig {
   // --local-addr: on node 0, the MASTER_ADDR the processes get.
   std::optional<std::string> local_addr;
   bool virtual_local_rank = false;
+  // --max-restarts: how many times a failed job is started again, every
+  // process on every node (torchrun's semantics); 0: a failure ends it.
+  int max_restarts = 0;
   // The signals that stop the job (passed on to the processes), and their
   // list as torchrun gives it to its workers (TORCHELASTIC_SIGNALS_TO_HANDLE).
   std::vector<int> stop_signals;
@@ -53,6 +56,7 @@ struct JobConfig {
   // the log folder (--log-dir, -r, -t), and the program's torch.
   std::string program_addr;
   int program_port = 0;
+  int restart_count = 0;  // this attempt: TORCHELASTIC_RESTART_COUNT
   std::string error_dir;
   std::string log_attempt_dir;
   std::optional<TorchVersion> torch;

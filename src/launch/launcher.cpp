@@ -158,22 +158,18 @@ int run_job(JobConfig job, const EnvLookup& env) {
           job.gloo_ifname, job.master_addr);
     }
   }
-  // With --log-dir (or -r/-t) the error files live beside the logs and
-  // stay; otherwise in a folder of mcirun's, removed with the job.
-  std::optional<ErrorFiles> error_files;
+  // With --log-dir (or -r/-t) the logs and error files stay, one attempt_N
+  // folder per start of the job (torchrun's layout).
+  std::optional<LogFolders> folders;
   if (job.logs.wants_folder()) {
     try {
-      const LogFolders folders(job.logs.log_dir, job.run_id, job.nproc_per_node);
-      job.log_attempt_dir = folders.attempt_dir();
+      folders.emplace(job.logs.log_dir, job.run_id, job.nproc_per_node);
       say(fmt::format("mcirun: the processes' logs are in {}/LOCAL_RANK/ (stdout.log, stderr.log, error.json)",
-                      job.log_attempt_dir));
+                      folders->attempt_dir()));
     } catch (const Error& e) {
       say(fmt::format("mcirun: {}", e.what()));
       return 1;
     }
-  } else {
-    error_files.emplace(job.rank_of(0), job.nproc_per_node);
-    job.error_dir = error_files->dir();
   }
   const std::string python_path = mci_python_path();
   const std::vector<std::string> base = current_environment();
@@ -188,30 +184,76 @@ int run_job(JobConfig job, const EnvLookup& env) {
                       job.program.python));
     }
   }
+  const std::vector<std::vector<int>> cpus = place_ranks(job);
+  const std::string host = host_name();
 
-  std::unique_ptr<NodeLink> link;
-  if (job.nnodes > 1) {
+  // --max-restarts: a rank's failure on any node stops every process on
+  // every node, and each node starts its processes again, up to N times.
+  std::vector<std::string> failures;  // each attempt's, for the last summary
+  for (int attempt = 0;; ++attempt) {
+    job.restart_count = attempt;
+    // Otherwise the error files live in a folder of mcirun's, a fresh one
+    // per attempt (an old attempt's exception must not read as the new
+    // one's), removed with it.
+    std::optional<ErrorFiles> error_files;
+    try {
+      if (folders) {
+        job.log_attempt_dir = attempt == 0 ? folders->attempt_dir() : folders->make_attempt(attempt);
+      } else {
+        error_files.emplace(job.rank_of(0), job.nproc_per_node);
+        job.error_dir = error_files->dir();
+      }
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: {}", e.what()));
+      return 1;
+    }
     NodeLinkOptions o;
     o.host = job.master_addr;
     o.port = job.master_port;
     o.token = token;
     o.nnodes = job.nnodes;
     o.node_rank = job.node_rank;
-    link = std::make_unique<NodeLink>(o);
-  }
+    o.attempt = attempt;
+    if (attempt > 0 && job.nnodes > 1) {
+      try {
+        if (const auto sig = join_attempt(o, job.join_timeout, signals)) {
+          say(fmt::format("mcirun: received {} while waiting for the other nodes to restart", signal_name(*sig)));
+          return 128 + *sig;
+        }
+      } catch (const Error& e) {
+        say(fmt::format("mcirun: cannot restart the job: {}", e.what()));
+        return 1;
+      }
+    }
+    std::unique_ptr<NodeLink> link;
+    if (job.nnodes > 1) link = std::make_unique<NodeLink>(o);
 
-  const std::vector<std::vector<int>> cpus = place_ranks(job);
-  const std::string host = host_name();
-  std::vector<RankSpec> ranks;
-  for (int local = 0; local < job.nproc_per_node; ++local) {
-    const int rank = job.rank_of(local);
-    ranks.push_back({rank, local, child_environment(base, job, local, token, set_omp, python_path),
-                     cpus[static_cast<std::size_t>(local)],
-                     plan_streams(job.logs, job.log_attempt_dir, RankLabel{job.role, rank, local, host}, job.prefix)});
+    std::vector<RankSpec> ranks;
+    for (int local = 0; local < job.nproc_per_node; ++local) {
+      const int rank = job.rank_of(local);
+      ranks.push_back(
+          {rank, local, child_environment(base, job, local, token, set_omp, python_path),
+           cpus[static_cast<std::size_t>(local)],
+           plan_streams(job.logs, job.log_attempt_dir, RankLabel{job.role, rank, local, host}, job.prefix)});
+    }
+    Supervisor sup(job, signals, link.get());
+    sup.start(ranks);
+    const int rc = sup.run();
+    const bool again = rc != 0 && sup.rank_failed() && attempt < job.max_restarts;
+    if (rc != 0 && sup.rank_failed()) failures.push_back(sup.failure_line());
+    if (!again) {
+      if (failures.size() > 1 || (attempt > 0 && rc == 0)) {
+        say(fmt::format("mcirun: the job was started {} time(s) (--max-restarts={}){}", attempt + 1, job.max_restarts,
+                        rc == 0 ? "; the last start succeeded" : ""));
+        for (std::size_t i = 0; i < failures.size(); ++i) {
+          say(fmt::format("mcirun:   attempt {} failed: {}", i, failures[i]));
+        }
+      }
+      return rc;
+    }
+    say(fmt::format("mcirun: attempt {} failed ({}): restarting every process, restart {} of {}", attempt,
+                    failures.back(), attempt + 1, job.max_restarts));
   }
-  Supervisor sup(job, signals, link.get());
-  sup.start(ranks);
-  return sup.run();
 }
 
 namespace {

@@ -1,11 +1,14 @@
 #include "launch/node_link.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <memory>
 #include <system_error>
+
+#include <fmt/format.h>
 
 #include "common/deadline.hpp"
 #include "common/env.hpp"
@@ -20,7 +23,51 @@ namespace {
 // publish a failure or "done" (node 0 may be a moment away).
 constexpr auto kFlushLimit = std::chrono::seconds(3);
 
+// mcirun/ for the first attempt (as before restarts existed), then
+// mcirun/attempt/N/.
+std::string attempt_prefix(int attempt) {
+  return attempt == 0 ? std::string("mcirun/") : "mcirun/attempt/" + std::to_string(attempt) + "/";
+}
+
 }  // namespace
+
+std::string NodeLink::key(const std::string& name) const { return attempt_prefix(opts_.attempt) + name; }
+
+std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals) {
+  const std::string joined = attempt_prefix(o.attempt) + "joined";
+  const std::string go = attempt_prefix(o.attempt) + "go";
+  const Deadline dl(limit);
+  TcpStoreOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.token = o.token;
+  so.timeout = std::chrono::seconds(5);
+  so.connect_timeout = limit;
+  TcpStore store(so);
+  if (store.add(joined, 1) >= o.nnodes) store.set(go, to_bytes("1"));
+  while (true) {
+    try {
+      store.wait({go}, o.slice);
+      return std::nullopt;
+    } catch (const TimeoutError&) {
+      // not everyone yet
+    }
+    pollfd p{signals.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      for (int sig : signals.take()) {
+        if (is_stop_signal(sig)) return sig;
+      }
+    }
+    if (dl.expired()) {
+      const std::int64_t in = store.add(joined, 0);
+      throw TimeoutError(
+          fmt::format("restart {}: {} of the {} nodes came back within {} s; a node whose processes had all "
+                      "finished, or whose mcirun is gone, does not restart (--rdzv_conf join_timeout=SECONDS "
+                      "waits longer)",
+                      o.attempt, in, o.nnodes, std::chrono::duration_cast<std::chrono::seconds>(limit).count()));
+    }
+  }
+}
 
 NodeLink::NodeLink(NodeLinkOptions opts) : opts_(std::move(opts)) {
   int fds[2];

@@ -13,6 +13,9 @@
 //   mcirun/done/NODE   set when all of a node's processes exited 0; node 0
 //                      keeps the store up until every node has said so (or
 //                      failed), like torchrun's exit barrier.
+// Under --max-restarts, attempt N > 0 has keys of its own (mcirun/attempt/N/
+// failed, ...), so an attempt's news never reads as the next one's, and
+// join_attempt holds every node until all have stopped attempt N-1.
 // The store calls block, so they run on a thread of their own; the event
 // loop learns of news through fd(), a pipe it polls with everything else.
 #pragma once
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "common/socket.hpp"
+#include "launch/signals.hpp"
 
 namespace mci {
 class TcpStore;
@@ -39,8 +43,17 @@ struct NodeLinkOptions {
   std::string token;
   int nnodes = 1;
   int node_rank = 0;
+  int attempt = 0;                       // --max-restarts: which start of the job this is
   std::chrono::milliseconds slice{100};  // longest a store call holds the thread
 };
+
+// Before attempt o.attempt (> 0) starts on any node, every node has
+// stopped its processes of the attempt before: a new rank 0 must not meet
+// an old rank's store. Each node counts itself in
+// (mcirun/attempt/N/joined); the last sets mcirun/attempt/N/go, which all
+// wait for. nullopt once all are in; the signal when mcirun is told to stop
+// meanwhile; TimeoutError (naming the nodes missing) after `limit`.
+std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals);
 
 class NodeLink {
  public:
@@ -71,14 +84,15 @@ class NodeLink {
   void report_stop(int sig, const std::string& where);
   void report_done();
 
-  static std::string failed_key() { return "mcirun/failed"; }
-  static std::string done_key(int node) { return "mcirun/done/" + std::to_string(node); }
-  static std::string seen_key(int node) { return "mcirun/seen/" + std::to_string(node); }
+  std::string failed_key() const { return key("failed"); }
+  std::string done_key(int node) const { return key("done/" + std::to_string(node)); }
+  std::string seen_key(int node) const { return key("seen/" + std::to_string(node)); }
 
   // What a value of failed_key() means to node `self` (nullopt: its own news).
   static std::optional<Event> parse_news(const std::string& value, int self);
 
  private:
+  std::string key(const std::string& name) const;
   void run();
   void post(Event e);
   // Node 0, stopping: every other node read the news or is done already.

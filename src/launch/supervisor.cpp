@@ -260,6 +260,7 @@ void Supervisor::on_link_events() {
       case NodeLink::EventKind::peer_failed:
       case NodeLink::EventKind::store_lost:
         if (phase_ != Phase::running) break;
+        store_lost_ = e.kind == NodeLink::EventKind::store_lost;
         peer_failure_ =
             e.kind == NodeLink::EventKind::peer_failed
                 ? e.text
@@ -413,6 +414,23 @@ int Supervisor::wait_for_other_nodes() {
       }
     }
   }
+}
+
+bool Supervisor::rank_failed() const {
+  return start_error_.empty() && !store_lost_ && !stop_signal_ && (first_failure_ || !peer_failure_.empty());
+}
+
+std::string Supervisor::failure_line() const {
+  if (!first_failure_) return peer_failure_.empty() ? start_error_ : peer_failure_;
+  const Proc& p = procs_[*first_failure_];
+  std::string line =
+      fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, p.status ? describe_exit(*p.status) : "?");
+  if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
+    if (const auto ex = recorded_exception(error_file(job_, p.local_rank))) {
+      line += ": " + ex->substr(0, ex->find('\n'));
+    }
+  }
+  return line;
 }
 
 int Supervisor::exit_code() const {

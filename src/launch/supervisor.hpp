@@ -58,6 +58,14 @@ class Supervisor {
   // Until every process has exited (and, on node 0 of a multi-node job,
   // every node has finished). Returns mcirun's exit code.
   int run();
+  // After run(): whether a rank failed, on this node or another, which is
+  // what --max-restarts restarts; not a stop by signal, a rank that could
+  // not start (it would not start the next time either) or a lost store.
+  bool rank_failed() const;
+  // After run(): that failure in one line, for the restarts' history:
+  // "rank 1 (pid 42 on node7) failed: signal SIGKILL" (with the Python
+  // exception it recorded), or another node's report.
+  std::string failure_line() const;
 
  private:
   struct Proc {
@@ -112,6 +120,7 @@ class Supervisor {
   std::optional<int> stop_signal_;
   std::string stop_origin_;  // another node's mcirun got stop_signal_: "node N (host H)"
   std::string peer_failure_;
+  bool store_lost_ = false;
   std::string start_error_;
 };
 

@@ -186,16 +186,22 @@ LogFolders::LogFolders(const std::optional<std::string>& base, const std::string
   for (auto& c : prefix) {
     if (c == '/') c = '_';
   }
-  const fs::path run = make_temp_dir(root, prefix + "_");
-  const fs::path attempt = run / "attempt_0";
-  for (int local = -1; local < nproc; ++local) {
-    const fs::path dir = local < 0 ? attempt : attempt / std::to_string(local);
-    if (!fs::create_directory(dir, ec) && ec) {
-      throw ConfigError(fmt::format("cannot make the log folder {}: {}", dir.string(), ec.message()));
+  run_dir_ = make_temp_dir(root, prefix + "_").string();
+  nproc_ = nproc;
+  attempt_dir_ = make_attempt(0);
+}
+
+std::string LogFolders::make_attempt(int attempt) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(run_dir_) / fmt::format("attempt_{}", attempt);
+  for (int local = -1; local < nproc_; ++local) {
+    const fs::path d = local < 0 ? dir : dir / std::to_string(local);
+    if (!fs::create_directory(d, ec) && ec) {
+      throw ConfigError(fmt::format("cannot make the log folder {}: {}", d.string(), ec.message()));
     }
   }
-  run_dir_ = run.string();
-  attempt_dir_ = attempt.string();
+  return dir.string();
 }
 
 std::string log_error_file(const std::string& attempt_dir, int local_rank) {

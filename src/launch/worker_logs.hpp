@@ -85,7 +85,7 @@ struct RankLabel {
 RankStreams plan_streams(const LogOptions& o, const std::string& attempt_dir, const RankLabel& who, bool rank_prefix);
 
 // The folders of this node's logs, made at once: base/RUN_ID_XXXXXX/
-// attempt_0/ and one folder per local rank in it. base: --log-dir (made
+// attempt_0/ and one folder per local rank in it (attempt_N/ at restart N). base: --log-dir (made
 // when missing), else a fresh folder under $TMPDIR. Throws ConfigError when
 // they cannot be made. Kept after the job: the logs are the user's.
 class LogFolders {
@@ -94,9 +94,13 @@ class LogFolders {
 
   const std::string& run_dir() const { return run_dir_; }
   const std::string& attempt_dir() const { return attempt_dir_; }
+  // attempt_N/ and its per-rank folders, for the restart N (--max-restarts),
+  // as torchrun lays them out; its path. Throws ConfigError.
+  std::string make_attempt(int attempt);
 
  private:
   std::string run_dir_;
+  int nproc_ = 0;
   std::string attempt_dir_;
 };
 

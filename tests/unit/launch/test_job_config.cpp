@@ -162,9 +162,12 @@ TEST(JobConfig, GraceAndTorchrunLeftovers) {
   for (const char* bad : {"-1", "abc", "nan", "inf", "1s"}) {
     expect_has(error({std::string("--grace=") + bad}), "seconds between SIGTERM and SIGKILL");
   }
-  expect_has(error({"--max_restarts=3"}), "mcirun does not restart processes");
-  expect_has(error({"--max-restarts=3"}), "--max_restarts=3: mcirun does not restart processes");
-  EXPECT_NO_THROW(job({"--max-restarts=0"}));
+  EXPECT_EQ(job({"--max_restarts=3"}).max_restarts, 3);
+  EXPECT_EQ(job({"--max-restarts=0"}).max_restarts, 0);
+  EXPECT_EQ(job({}).max_restarts, 0) << "a failure ends the job unless asked";
+  for (const char* bad : {"-1", "many", "2.5"}) {
+    expect_has(error({std::string("--max-restarts=") + bad}), "is not valid: use a number of restarts, 0 or more");
+  }
   expect_has(error({"--rdzv_backend=etcd"}), "use static or c10d");
   EXPECT_NO_THROW(job({"--rdzv_backend=static", "--rdzv_id=abc", "--max_restarts=0", "--monitor_interval=5"}));
   expect_has(error({"--monitor_interval=soon"}), "--monitor_interval='soon' is not valid: give seconds");
