@@ -12,22 +12,29 @@ import torch.distributed as dist
 
 from .errors import TimeoutError  # noqa: A004 - mci's
 
-_STORE_KEY = "mci_torch/store"
-_ARRIVED_KEY = "mci_torch/arrived/"
+def _keys():
+    """The keys of this start of the job. torchrun keeps its agent's store
+    across restarts (--max-restarts) without scoping the groups' keys by
+    attempt, so a rank of attempt N could read where attempt N-1's (dead)
+    rank 0 had its store: the attempt (TORCHELASTIC_RESTART_COUNT) is in
+    the keys."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"mci_torch/{attempt}/store", f"mci_torch/{attempt}/arrived/"
 
 
 def meet(store, rank, size, timeout, start_server):
     """(host, port, token, server) of the group's mci store. On group rank 0,
     start_server(token) starts it and returns (server, port)."""
+    store_key, arrived_key = _keys()
     token = os.environ.get("MCI_JOB_TOKEN") or secrets.token_hex(16)
-    store.set(f"{_ARRIVED_KEY}{rank}", "1")  # who came, for the error if the group never forms
+    store.set(f"{arrived_key}{rank}", "1")  # who came, for the error if the group never forms
     server = None
     if rank == 0:
         server, port = start_server(token)
         where = f"{_advertised_address()} {port} {token}"
-        store.set(_STORE_KEY, where)
+        store.set(store_key, where)
     else:
-        where = _wait_for_rank0(store, rank, size, timeout)
+        where = _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key)
     host, port_text, token = where.split(" ")
     return host, int(port_text), token, server
 
@@ -61,14 +68,14 @@ def has_key(store, key):
         return False
 
 
-def _wait_for_rank0(store, rank, size, timeout):
+def _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key):
     """Where rank 0's mci store is; if it never says, a TimeoutError
     naming the ranks that never came (torch's own is a bare 'Socket
     Timeout')."""
     try:
-        store.wait([_STORE_KEY], timeout)
+        store.wait([store_key], timeout)
     except Exception:  # noqa: BLE001 - torch's store raises its own types
-        missing = [r for r in range(size) if not has_key(store, f"{_ARRIVED_KEY}{r}")]
+        missing = [r for r in range(size) if not has_key(store, f"{arrived_key}{r}")]
         me = f" (global rank {dist.get_rank()})" if dist.is_initialized() else ""
         raise TimeoutError(
             f"mci_torch: creating a process group of {size} ranks, this process is its rank {rank}{me}: "
@@ -76,4 +83,4 @@ def _wait_for_rank0(store, rank, size, timeout):
             f"within {timeout.total_seconds():g}s. Every rank of the job must call new_group (or "
             "init_process_group) with the same ranks, in the same order, also the ranks outside the new "
             "group.") from None
-    return store.get(_STORE_KEY).decode()
+    return store.get(store_key).decode()
