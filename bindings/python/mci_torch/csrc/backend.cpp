@@ -224,6 +224,37 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::_allgather_base(at::Tensor& output, a
                  {src, o}});
 }
 
+c10::intrusive_ptr<c10d::Work> BackendMCI::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::AllgatherOptions& opts) {
+  if (inputs.size() != outputs.size() || inputs.empty()) {
+    fail_config("all_gather_into_tensor_coalesced needs as many outputs as inputs, got " +
+                std::to_string(outputs.size()) + " and " + std::to_string(inputs.size()));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_whole("all_gather_into_tensor", "output", outputs[i], inputs[i]);
+  }
+  const Staged packed = flat(inputs);
+  const at::Tensor src = packed.buffer.reshape({-1});
+  const at::Tensor rows = at::empty({getSize(), src.numel()}, src.options());
+  std::vector<at::Tensor> outs = outputs;
+  std::vector<at::Tensor> ins = inputs;
+  return submit({OpType::COALESCED,
+                 "all_gather",
+                 async_of(opts),
+                 [this, src, rows](mci::Exec e) { return group().all_gather(view_of(src), view_of(rows), e); },
+                 outs,
+                 [rows, outs, ins]() mutable {
+                   int64_t offset = 0;
+                   for (std::size_t k = 0; k < outs.size(); ++k) {
+                     const int64_t n = ins[k].numel();
+                     outs[k].copy_(rows.narrow(1, offset, n).reshape(outs[k].sizes()));
+                     offset += n;
+                   }
+                 },
+                 {src, rows}});
+}
+
 c10::intrusive_ptr<c10d::Work> BackendMCI::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   if (inputs.size() != 1) fail_config("gather takes one input tensor");

@@ -63,6 +63,12 @@ class BackendMCI final : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts = {}) override;
+  // Several all_gather_into_tensor in one: the inputs packed into one
+  // buffer, one all_gather, the rows unpacked (torch's functional
+  // all_gather_tensor calls it).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
