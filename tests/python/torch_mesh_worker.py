@@ -31,10 +31,10 @@ def check(ok, what):
 
 def funcol():
     """all_reduce, all_gather_tensor (dims 0 and 1), reduce_scatter_tensor
-    and their coalesced forms on a 1-D DeviceMesh over "mci". Then two
-    collectives in flight on the caller's own tensors, waited on in the
-    reverse order (torch's wait_tensor holds the GIL while it waits: the
-    backend must complete them without it)."""
+    and their coalesced forms on a 1-D DeviceMesh over "mci", and
+    dist._coalescing_manager around the collectives it coalesces. Then two
+    collectives in flight at once on tensors Python owns, waited on in the
+    reverse order."""
     from torch.distributed.device_mesh import init_device_mesh
     import torch.distributed._functional_collectives as fc
 
@@ -88,6 +88,27 @@ def funcol():
         check(False, "mixed-dtype all_reduce_coalesced was not refused")
     except RuntimeError as e:
         check("make one call per dtype" in str(e) and "torch.int64" in str(e), f"mixed-dtype error text: {e}")
+
+    # torch's _coalescing_manager: the backend does not say supports_coalescing,
+    # so torch gathers the calls and makes one coalesced call of them.
+    outs = [torch.empty(2 * world), torch.empty(world, 3, dtype=torch.float64)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_single(outs[0], torch.full((2,), float(rank)))
+        dist.all_gather_single(outs[1], torch.full((1, 3), rank + 0.25, dtype=torch.float64))
+    cm.wait()
+    check(outs[0].tolist() == [float(r) for r in range(world) for _ in range(2)], f"managed all_gather {outs[0]}")
+    check(outs[1].tolist() == [[r + 0.25] * 3 for r in range(world)], f"managed all_gather float64 {outs[1]}")
+    shares = [torch.empty(2), torch.empty(1)]
+    with dist._coalescing_manager():
+        dist.reduce_scatter_single(shares[0], torch.arange(2.0 * world) + rank)
+        dist.reduce_scatter_single(shares[1], torch.ones(world) * (rank + 1))
+    check(shares[0].tolist() == [float(world * (2 * rank + j) + tri - world) for j in (0, 1)] and
+          shares[1].tolist() == [tri], f"managed reduce_scatter {shares}")
+    sums = [torch.ones(2) * rank, torch.ones(1)]
+    with dist._coalescing_manager():
+        for t in sums:
+            dist.all_reduce(t)
+    check(sums[0].tolist() == [tri - world] * 2 and sums[1].tolist() == [float(world)], f"managed all_reduce {sums}")
 
     # In flight together, on tensors Python owns; the later one waited first.
     first = fc.all_gather_single(torch.tensor([float(rank)]), 0, mesh)
