@@ -5,11 +5,10 @@ CPU tensors, torch 2.x with mci's C++ extension (mci_torch._C).
 
 (MCI_PYTHON names the interpreter whose torch mci was built for, e.g. the
 test venv's /var/cache/mci/venv-torch-2.15.0/bin/python; mcirun puts
-mci_torch's folder on PYTHONPATH. torchrun works too, with mci_torch
-importable.)
+mci_torch's folder on PYTHONPATH.)
 
-Each rank holds 1/world of every parameter: fully_shard on each Linear and on
-the whole model. Forward all-gathers a layer's parameters just before the
+Each rank holds about 1/world of the parameters (every parameter split along
+its first dimension): fully_shard on each Linear and on the whole model. Forward all-gathers a layer's parameters just before the
 layer runs (mci's all_gather_into_tensor), backward reduce-scatters its
 gradients (reduce_scatter_tensor, AVG), and the optimizer updates only the
 local shards. Every rank trains on its own batches of one regression task;
@@ -17,7 +16,6 @@ rank 0 prints the loss averaged over the ranks each few steps and at the end.
 """
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist

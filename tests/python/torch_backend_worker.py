@@ -271,22 +271,6 @@ def subgroups():
     print(f"rank {rank}: subgroups ok", flush=True)
 
 
-def device_mesh():
-    """A DeviceMesh over the "mci" group and torch's functional collectives
-    on it (torch 2.x, the C++ backend: torch names its groups, which
-    DeviceMesh needs)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    import torch.distributed._functional_collectives as funcol
-
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
-    summed = funcol.all_reduce(torch.full((4,), float(rank + 1)), "sum", mesh)
-    check(torch.equal(summed, torch.full((4,), float(world * (world + 1) // 2))), f"mesh all_reduce {summed}")
-    gathered = funcol.all_gather_tensor(torch.tensor([float(rank)]), 0, mesh)
-    check(gathered.tolist() == [float(r) for r in range(world)], f"mesh all_gather_tensor {gathered}")
-    print(f"rank {rank}: device mesh ok", flush=True)
-
-
 if __name__ == "__main__":
     scenario = sys.argv[1]
     timeout_s = 300 if scenario in ("dead_peer",) else 60

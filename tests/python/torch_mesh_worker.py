@@ -9,7 +9,6 @@ torch.ops._c10d_functional resolve the group by its name), so they need
 torch 2.x; the tests register them on the torch2 tier only (CMakeLists.txt
 says why the others skip)."""
 
-import os
 import sys
 from datetime import timedelta
 
@@ -274,6 +273,8 @@ def compiled():
 
 if __name__ == "__main__":
     scenario = sys.argv[1]
+    if mci_torch.PATH != "ext":
+        sys.exit(f"these scenarios need mci's C++ backend, but mci_torch.PATH is {mci_torch.PATH!r}")
     dist.init_process_group("mci", timeout=timedelta(seconds=60))
     globals()[scenario]()
     # Rank 0 hosts torch's store: nobody leaves while another may still use it.
