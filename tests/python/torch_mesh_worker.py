@@ -175,14 +175,14 @@ def mesh_2d():
 
 
 def _fsdp_train(group, steps=4, optimizer="adam"):
-    """A small MLP sharded by fully_shard over group's 1-D mesh, trained a
-    few steps on data every rank draws the same way; its final parameters
-    (gathered whole) and losses."""
+    """A small MLP sharded by fully_shard over group's 1-D mesh (or over a
+    DeviceMesh given as group), trained a few steps on data every rank draws
+    the same way; its final parameters (gathered whole) and losses."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
     rank = dist.get_rank()
-    mesh = DeviceMesh.from_group(group, "cpu")
+    mesh = group if isinstance(group, DeviceMesh) else DeviceMesh.from_group(group, "cpu")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4))
@@ -228,6 +228,25 @@ def fsdp2_like_gloo():
         check(all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want_losses, got_losses)),
               f"{optimizer}: losses differ: gloo {want_losses}, mci {got_losses}")
     print(f"rank {rank}: fsdp2 matches gloo (losses {got_losses})", flush=True)
+
+
+def hsdp_like_gloo():
+    """FSDP2 on a 2-D "mci" mesh (replicate x shard: HSDP, the gradients
+    reduce-scattered within a row, then all-reduced across rows) against
+    plain FSDP2 over gloo on every rank: the same parameters."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
+    want, want_losses = _fsdp_train(gloo, optimizer="sgd")
+    got, got_losses = _fsdp_train(mesh, optimizer="sgd")
+    for i, (a, b) in enumerate(zip(want, got)):
+        check(torch.allclose(b, a, rtol=1e-6, atol=1e-6),
+              f"HSDP parameter {i} differs from gloo's FSDP by {(a - b).abs().max().item():.3g}")
+    check(all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want_losses, got_losses)),
+          f"HSDP losses differ: gloo {want_losses}, mci {got_losses}")
+    print(f"rank {rank}: hsdp matches gloo", flush=True)
 
 
 def compiled():
