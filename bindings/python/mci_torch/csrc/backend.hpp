@@ -64,10 +64,10 @@ class BackendMCI final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts = {}) override;
   // Several all_gather_into_tensor in one: the inputs packed into one
-  // buffer, one all_gather, the rows unpacked. torch 2.x's functional
+  // buffer, one all_gather, the rows unpacked. torch 2.15's functional
   // collectives (all_gather_tensor, DTensor) come here even for one tensor;
-  // newer torch (2.15) names it all_gather_single_coalesced and forwards
-  // that to this one.
+  // it names this all_gather_single_coalesced and forwards that to this
+  // older name, which torch before the rename calls directly.
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts = {}) override;
