@@ -9,7 +9,7 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 src=$(cd "$(dirname "$0")/../.." && pwd)
 for f in bin/mcirun bin/mci-perf bin/mci-topo bin/labo bin/bench_ceilings bin/mci-plot \
-         share/mci/examples/labo.py share/mci/examples/train_multinode_cpu.py \
+         share/mci/examples/labo.py share/mci/examples/train_multinode_cpu.py share/mci/examples/fsdp2_train.py \
          include/mci/mci.hpp lib/cmake/mci/mciConfig.cmake; do
   [ -e "$work/prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done

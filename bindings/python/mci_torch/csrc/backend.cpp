@@ -214,6 +214,52 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::_allgather_base(at::Tensor& output, a
                  {src, o}});
 }
 
+c10::intrusive_ptr<c10d::Work> BackendMCI::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::AllgatherOptions& opts) {
+  const std::string what = "all_gather_into_tensor_coalesced";
+  if (inputs.empty() || inputs.size() != outputs.size()) {
+    fail_config(what + " needs one output per input and at least one, got " + std::to_string(outputs.size()) +
+                " outputs and " + std::to_string(inputs.size()) + " inputs");
+  }
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    check_whole(what + " (tensor " + std::to_string(k) + ")", "output", outputs[k], inputs[k]);
+  }
+  // One all_gather of every input packed in a row: rank r's row holds its
+  // inputs one after the other, so output k is the same columns of every
+  // row. Inputs of one dtype travel as that dtype (mci's mismatch report
+  // then names it); mixed dtypes travel as their bytes, which a gather
+  // moves unchanged.
+  const bool one_dtype = std::all_of(inputs.begin(), inputs.end(),
+                                     [&](const at::Tensor& t) { return t.scalar_type() == inputs[0].scalar_type(); });
+  std::vector<at::Tensor> pieces;
+  std::vector<int64_t> widths;
+  for (const auto& t : inputs) {
+    at::Tensor piece = t.contiguous().reshape({-1});
+    if (!one_dtype) piece = piece.view(at::kByte);
+    widths.push_back(piece.numel());
+    pieces.push_back(std::move(piece));
+  }
+  const at::Tensor src = pieces.size() == 1 ? pieces[0] : at::cat(pieces);
+  const at::Tensor rows = at::empty({getSize(), src.numel()}, src.options());
+  std::vector<at::Tensor> outs = outputs;
+  return submit({OpType::COALESCED,
+                 "all_gather",
+                 async_of(opts),
+                 [this, src, rows](mci::Exec e) { return group().all_gather(view_of(src), view_of(rows), e); },
+                 outs,
+                 [rows, outs, widths, one_dtype]() mutable {
+                   int64_t offset = 0;
+                   for (std::size_t k = 0; k < outs.size(); ++k) {
+                     at::Tensor cols = rows.narrow(1, offset, widths[k]);
+                     if (!one_dtype) cols = cols.contiguous().view(outs[k].scalar_type());
+                     outs[k].copy_(cols.reshape(outs[k].sizes()));
+                     offset += widths[k];
+                   }
+                 },
+                 {src, rows}});
+}
+
 c10::intrusive_ptr<c10d::Work> BackendMCI::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   if (inputs.size() != 1) fail_config("gather takes one input tensor");
@@ -283,6 +329,53 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::_reduce_scatter_base(at::Tensor& outp
                                                                 const c10d::ReduceScatterOptions& opts) {
   check_whole("reduce_scatter_tensor", "input", input, output);
   return reduce_scatter_flat(output, input.contiguous(), opts.reduceOp, async_of(opts), {output});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::ReduceScatterOptions& opts) {
+  const std::string what = "reduce_scatter_tensor_coalesced";
+  if (inputs.empty() || inputs.size() != outputs.size()) {
+    fail_config(what + " needs one output per input and at least one, got " + std::to_string(outputs.size()) +
+                " outputs and " + std::to_string(inputs.size()) + " inputs");
+  }
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    check_whole(what + " (tensor " + std::to_string(k) + ")", "input", inputs[k], outputs[k]);
+    if (inputs[k].scalar_type() != inputs[0].scalar_type()) {
+      // A reduction needs one dtype for the whole buffer.
+      fail_config(what + ": tensor " + std::to_string(k) + " is " + numel_text(inputs[k]) + " but tensor 0 is " +
+                  numel_text(inputs[0]) + "; a reduction takes one dtype: make one call per dtype");
+    }
+  }
+  // One reduce_scatter: the packed input's block for rank r is the r-th
+  // block of every input, one after the other, so rank r receives its
+  // share of each.
+  std::vector<at::Tensor> blocks;
+  std::vector<int64_t> widths;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    widths.push_back(outputs[k].numel());
+    blocks.push_back(inputs[k].reshape({getSize(), widths.back()}));
+  }
+  const at::Tensor packed = blocks.size() == 1 ? blocks[0].contiguous() : at::cat(blocks, 1);
+  const auto code = reduce_code(opts.reduceOp, packed.scalar_type());
+  if (!code) fail_config(what + " with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  const at::Tensor mine = at::empty({packed.size(1)}, packed.options());
+  std::vector<at::Tensor> outs = outputs;
+  return submit({OpType::COALESCED,
+                 "reduce_scatter",
+                 async_of(opts),
+                 [this, packed, mine, code](mci::Exec e) {
+                   return group().reduce_scatter(view_of(packed), view_of(mine), *code, e);
+                 },
+                 outs,
+                 [mine, outs, widths]() mutable {
+                   int64_t offset = 0;
+                   for (std::size_t k = 0; k < outs.size(); ++k) {
+                     outs[k].copy_(mine.narrow(0, offset, widths[k]).view(outs[k].sizes()));
+                     offset += widths[k];
+                   }
+                 },
+                 {packed, mine}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_flat(at::Tensor out, at::Tensor flat_in,

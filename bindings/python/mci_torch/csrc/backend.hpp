@@ -63,6 +63,14 @@ class BackendMCI final : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts = {}) override;
+  // Several all_gather_into_tensor in one: the inputs packed into one
+  // buffer, one all_gather, the rows unpacked. torch 2.15's functional
+  // collectives (all_gather_tensor, DTensor) come here even for one tensor;
+  // it names this all_gather_single_coalesced and forwards that to this
+  // older name, which torch before the rename calls directly.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -72,6 +80,12 @@ class BackendMCI final : public c10d::Backend {
                                                 const c10d::ReduceScatterOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts = {}) override;
+  // Several reduce_scatter_tensor in one (one dtype): the functional
+  // reduce_scatter_tensor's path, as the all-gather's above
+  // (reduce_scatter_single_coalesced forwards here).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,

@@ -135,8 +135,12 @@ Staged staged(const at::Tensor& t) {
 
 Staged flat(const std::vector<at::Tensor>& tensors) {
   if (tensors.size() == 1) return staged(tensors[0]);
-  for (const auto& t : tensors) {
-    if (t.scalar_type() != tensors[0].scalar_type()) fail_config("the tensors of one call must share a dtype");
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].scalar_type() != tensors[0].scalar_type()) {
+      fail_config("the tensors of one call must share a dtype, but tensor 0 is torch." +
+                  dtype_text(tensors[0].scalar_type()) + " and tensor " + std::to_string(i) + " is torch." +
+                  dtype_text(tensors[i].scalar_type()) + ": make one call per dtype");
+    }
   }
   std::vector<at::Tensor> pieces;
   pieces.reserve(tensors.size());
