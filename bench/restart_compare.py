@@ -21,9 +21,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "..", "tests", "python", "torch_restart.py")
 
 
-def wall(cmd, kill_after):
+def wall(cmd, kill_after, python_dir):
     with tempfile.TemporaryDirectory(prefix="mci-restart-bench-") as ckpt:
-        env = dict(os.environ, MCI_PYTHON=sys.executable, OMP_NUM_THREADS="1")
+        # torchrun sets no PYTHONPATH: mci_torch from beside mcirun.
+        path = os.pathsep.join(p for p in (python_dir, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, MCI_PYTHON=sys.executable, OMP_NUM_THREADS="1", PYTHONPATH=path)
         t = time.monotonic()
         p = subprocess.run(cmd + [WORKER, "train", ckpt, str(kill_after)], env=env, capture_output=True, text=True,
                            timeout=300)
@@ -37,6 +39,7 @@ def main():
     mcirun = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    python_dir = os.path.join(os.path.dirname(os.path.realpath(mcirun)), "..", "python")
     launchers = {
         "mcirun": [mcirun, "--standalone", "--nproc_per_node=2", "--max-restarts=1"],
         "torchrun": [torchrun, "--standalone", "--nproc_per_node=2", "--max-restarts=1", "--monitor-interval=0.1"],
@@ -45,8 +48,8 @@ def main():
     base = {name: [] for name in launchers}
     for _ in range(rounds):
         for name, cmd in launchers.items():
-            whole = wall(cmd, 0)
-            killed = wall(cmd, 5)
+            whole = wall(cmd, 0, python_dir)
+            killed = wall(cmd, 5, python_dir)
             base[name].append(whole)
             cost[name].append(killed - whole)
     print(f"{rounds} rounds, interleaved; seconds (median, min-max)")
