@@ -222,12 +222,18 @@ def fsdp2_like_gloo():
         torch.manual_seed(0)
         init = [p.detach() for p in torch.nn.Linear(16, 32).parameters()]
         check(not torch.allclose(want[0], init[0]), f"{optimizer}: training left the first weight as it was")
-        for i, (a, b) in enumerate(zip(want, got)):
-            check(torch.allclose(b, a, rtol=1e-6, atol=1e-7),
-                  f"{optimizer}: parameter {i} differs between gloo and mci by {(a - b).abs().max().item():.3g}")
-        check(all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want_losses, got_losses)),
-              f"{optimizer}: losses differ: gloo {want_losses}, mci {got_losses}")
+        _check_same(want, got, want_losses, got_losses, optimizer, atol=1e-7)
     print(f"rank {rank}: fsdp2 matches gloo (losses {got_losses})", flush=True)
+
+
+def _check_same(want, got, want_losses, got_losses, what, atol):
+    """gloo's parameters and losses (want) against mci's (got), to 1e-6
+    relative."""
+    for i, (a, b) in enumerate(zip(want, got)):
+        check(torch.allclose(b, a, rtol=1e-6, atol=atol),
+              f"{what}: parameter {i} differs between gloo and mci by {(a - b).abs().max().item():.3g}")
+    check(all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want_losses, got_losses)),
+          f"{what}: losses differ: gloo {want_losses}, mci {got_losses}")
 
 
 def hsdp_like_gloo():
@@ -241,11 +247,7 @@ def hsdp_like_gloo():
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard"))
     want, want_losses = _fsdp_train(gloo, optimizer="sgd")
     got, got_losses = _fsdp_train(mesh, optimizer="sgd")
-    for i, (a, b) in enumerate(zip(want, got)):
-        check(torch.allclose(b, a, rtol=1e-6, atol=1e-6),
-              f"HSDP parameter {i} differs from gloo's FSDP by {(a - b).abs().max().item():.3g}")
-    check(all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want_losses, got_losses)),
-          f"HSDP losses differ: gloo {want_losses}, mci {got_losses}")
+    _check_same(want, got, want_losses, got_losses, "HSDP against gloo's FSDP", atol=1e-6)
     print(f"rank {rank}: hsdp matches gloo", flush=True)
 
 
