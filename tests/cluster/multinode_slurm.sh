@@ -74,6 +74,15 @@ for n in node0 node1; do
   fi
 done
 
+# --max-restarts under srun: a rank SIGKILLed on node 1 in the first
+# attempt restarts every rank on both nodes; the second attempt succeeds.
+run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --max-restarts=1 /bin/sh -c \
+  'echo "attempt=$TORCHELASTIC_RESTART_COUNT rank=$RANK"; if [ "$RANK" = 3 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then kill -9 $$; fi; [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60; true' \
+  >"$out" 2>&1
+check "srun mcirun --max-restarts=1: a rank killed on node 1 restarts both nodes" 0 $? "$out" \
+  "attempt=1 rank=0" "attempt=1 rank=1" "attempt=1 rank=2" "attempt=1 rank=3" "restart 1 of 1" \
+  "signal SIGKILL): restarting every process"
+
 # One mcirun per host, as the seed starts its examples: --nnodes/--node_rank
 # and node 0's address, on a port node 0's namespace says is free.
 #   two_hosts NAME "ENV=V ..." PROGRAM PATTERN...
