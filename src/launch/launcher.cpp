@@ -242,7 +242,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
     const bool again = rc != 0 && sup.rank_failed() && attempt < job.max_restarts;
     if (rc != 0 && sup.rank_failed()) failures.push_back(sup.failure_line());
     if (!again) {
-      if (failures.size() > 1 || (attempt > 0 && rc == 0)) {
+      if (attempt > 0) {  // the history, also when a later start was stopped by a signal
         say(fmt::format("mcirun: the job was started {} time(s) (--max-restarts={}){}", attempt + 1, job.max_restarts,
                         rc == 0 ? "; the last start succeeded" : ""));
         for (std::size_t i = 0; i < failures.size(); ++i) {
