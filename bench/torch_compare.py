@@ -7,7 +7,12 @@ job, interleaved round by round so both see the same machine:
      parameters (1024-2048-2048-1024-10, batch 8): the step time minus the
      same step under no_sync() (no gradient all-reduce), and the share of
      that communication hidden behind backward (1 - cost / the time of
-     all-reducing every gradient alone).
+     all-reducing every gradient alone);
+  3. on torch 2.x, an FSDP2 (fully_shard) training step of the same MLP
+     on each backend, interleaved (--no-fsdp2 leaves it out);
+  4. mci's memory over many calls: the resident set size after 1,000 and
+     after --rss-calls (100,000) 8-byte all_reduces on "mci" (flat: no
+     growth per call).
 
 Run it with mcirun, two ranks, OMP_NUM_THREADS=1:
 
@@ -23,7 +28,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import mci_torch  # noqa: F401 - registers the backend
+import mci_torch  # registers the backend
 
 
 def timed(f, n):
@@ -98,16 +103,73 @@ def ddp_rows(groups, rounds, steps):
     return rows
 
 
+def fsdp2_rows(groups, rounds, steps):
+    """One FSDP2 training step (forward, backward with the reduce-scatters,
+    SGD step) of the MLP, per backend, interleaved; medians over rounds."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    x = torch.randn(8, 1024)
+    y = torch.randint(0, 10, (8,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    runs = {}
+    for name, g in groups.items():
+        model = mlp()
+        mesh = DeviceMesh.from_group(g, "cpu")
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        runs[name] = (model, torch.optim.SGD(model.parameters(), lr=1e-3))
+
+    def step(model, opt):
+        loss_fn(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+    samples = {name: [] for name in groups}
+    for name, (m, o) in runs.items():
+        timed(lambda: step(m, o), 2)
+    for _ in range(rounds):
+        for name, (m, o) in runs.items():
+            samples[name].append(timed(lambda: step(m, o), steps))
+    return [{"backend": name, "step_ms": statistics.median(s) * 1e3, "min_ms": min(s) * 1e3, "max_ms": max(s) * 1e3}
+            for name, s in samples.items()]
+
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_rows(group, calls):
+    """RSS after a warm-up of 1,000 calls and after `calls` more."""
+    t = torch.ones(2)
+    for _ in range(1000):
+        dist.all_reduce(t, group=group)
+    before = rss_kib()
+    for _ in range(calls):
+        dist.all_reduce(t, group=group)
+    return {"calls": calls, "rss_before_kib": before, "rss_after_kib": rss_kib()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json")
+    ap.add_argument("--no-fsdp2", action="store_true")
+    ap.add_argument("--rss-calls", type=int, default=100_000)
     a = ap.parse_args()
     dist.init_process_group("gloo")
     groups = {"gloo": dist.new_group(backend="gloo"), "mci": dist.new_group(backend="mci")}
     ar = all_reduce_rows(groups, a.rounds)
     dd = ddp_rows(groups, a.rounds, a.steps)
+    fs = [] if a.no_fsdp2 or int(torch.__version__.split(".")[0]) < 2 else fsdp2_rows(groups, a.rounds, a.steps)
+    rss = rss_rows(groups["mci"], a.rss_calls) if a.rss_calls else None
     if dist.get_rank() == 0:
         print(f"all_reduce, {dist.get_world_size()} ranks, in place, {a.rounds} rounds (best / median / worst)")
         print(f"{'bytes':>10} {'backend':>7} {'best us':>10} {'median us':>10} {'worst us':>10} {'busbw GB/s':>11}")
@@ -121,9 +183,18 @@ def main():
             print(f"{r['backend']:>7} {r['step_ms']:>8.1f} {r['nosync_ms']:>10.1f} "
                   f"{r['comm_cost_ms']:>8.1f} ({r['comm_cost_min_ms']:.1f}-{r['comm_cost_max_ms']:.1f}) "
                   f"{r['all_reduce_alone_ms']:>20.1f} {r['hidden_share']:>7.0%}")
+        if fs:
+            print(f"\nFSDP2 step, same MLP, batch 8 (medians over rounds)")
+            for r in fs:
+                print(f"{r['backend']:>7} {r['step_ms']:>8.1f} ms ({r['min_ms']:.1f}-{r['max_ms']:.1f})")
+        if rss:
+            print(f"\nmci RSS: {rss['rss_before_kib']} KiB after 1000 calls, {rss['rss_after_kib']} KiB after "
+                  f"{rss['calls']} more")
+        print(f"\ntorch {torch.__version__}, mci_torch path {mci_torch.PATH}")
         if a.json:
             with open(a.json, "w") as f:
-                json.dump({"all_reduce": ar, "ddp": dd}, f, indent=1)
+                json.dump({"torch": torch.__version__, "path": mci_torch.PATH, "all_reduce": ar, "ddp": dd,
+                           "fsdp2": fs, "rss": rss}, f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -271,6 +271,31 @@ def subgroups():
     print(f"rank {rank}: subgroups ok", flush=True)
 
 
+def batch_p2p():
+    """dist.batch_isend_irecv (torch 2.14+ asks the group for its backend
+    first): a ring both ways in one batch, the receives listed before the
+    sends, and two sends to one peer matched in order."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    right, left = (rank + 1) % world, (rank - 1) % world
+    from_left, from_right = torch.empty(2), torch.empty(2)
+    first, second = torch.empty(3, dtype=torch.int64), torch.empty(3, dtype=torch.int64)
+    ops = [dist.P2POp(dist.irecv, from_left, left), dist.P2POp(dist.irecv, from_right, right),
+           dist.P2POp(dist.isend, torch.tensor([float(rank), 1.0]), right),
+           dist.P2POp(dist.isend, torch.tensor([float(rank), -1.0]), left)]
+    if rank == 0:
+        ops += [dist.P2POp(dist.isend, torch.full((3,), 10, dtype=torch.int64), 1),
+                dist.P2POp(dist.isend, torch.full((3,), 20, dtype=torch.int64), 1)]
+    if rank == 1:
+        ops += [dist.P2POp(dist.irecv, first, 0), dist.P2POp(dist.irecv, second, 0)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    check(from_left.tolist() == [float(left), 1.0] and from_right.tolist() == [float(right), -1.0],
+          f"batch ring: from the left {from_left}, from the right {from_right}")
+    if rank == 1:
+        check(first.tolist() == [10] * 3 and second.tolist() == [20] * 3, f"two sends in order: {first} {second}")
+    print(f"rank {rank}: batch_isend_irecv ok", flush=True)
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     timeout_s = 300 if scenario in ("dead_peer",) else 60

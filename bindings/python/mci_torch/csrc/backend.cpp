@@ -7,6 +7,7 @@
 
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
+#include "reduction.hpp"
 #include "tensor_views.hpp"
 
 namespace mci_torch {
@@ -47,6 +48,29 @@ void BackendMCI::shutdown() {
 
 void BackendMCI::abort() {
   if (pg_) pg_->abort("torch aborted the group");
+  shutdown();
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> BackendMCI::getBackendOptions() {
+  auto o = c10::make_intrusive<Options>("mci", config_.timeout);
+  o->group_name = config_.group_name;
+  return o;
+}
+
+c10::intrusive_ptr<c10d::Backend> BackendMCI::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    const std::vector<int>& ranks,
+                                                    const c10::intrusive_ptr<Options>& opts) {
+  const auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) return nullptr;
+  if (!config_.make_group) fail_config("split_group: this group was made without mci_torch's rendezvous");
+  const auto timeout = opts && opts->timeout.count() > 0 ? opts->timeout : config_.timeout;
+  return config_.make_group(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), timeout);
+}
+
+void BackendMCI::close_at_exit() {
+  if (pg_ && completer_ && completer_->pending()) {
+    pg_->abort("the process is exiting with operations still running (nobody waited on them)");
+  }
   shutdown();
 }
 
@@ -111,30 +135,35 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce(std::vector<at::Tensor>& te
   for (const auto& t : tensors) check_tensor(t);
   if (tensors.empty()) fail_config("all_reduce needs a tensor");
   Staged buf = flat(tensors);
-  const auto code = reduce_code(opts.reduceOp, buf.buffer.scalar_type());
   const at::Tensor b = buf.buffer;
-  if (!code) {
+  const Reduction red(opts.reduceOp, b.scalar_type(), "all_reduce");
+  // In place: the result overwrites the input, which may be scaled first.
+  const at::Tensor x = red.input(b, /*in_place=*/true);
+  if (red.bitwise()) {
     // Bitwise: every rank's values, reduced here.
-    at::Tensor gathered = at::empty({getSize(), b.numel()}, b.options());
-    const c10d::ReduceOp op = opts.reduceOp;
+    at::Tensor gathered = at::empty({getSize(), x.numel()}, x.options());
     return submit({OpType::ALLREDUCE,
                    "all_reduce",
                    async_of(opts),
-                   [this, b, gathered](mci::Exec e) { return group().all_gather(view_of(b), view_of(gathered), e); },
+                   [this, x, gathered](mci::Exec e) { return group().all_gather(view_of(x), view_of(gathered), e); },
                    tensors,
-                   [b, gathered, op, back = buf.back]() mutable {
-                     b.view({-1}).copy_(bitwise_reduce(op, gathered));
+                   [x, b, gathered, red, back = buf.back]() mutable {
+                     x.view({-1}).copy_(red.bitwise_reduce(gathered));
+                     red.write_back(x, b);
                      back();
                    },
-                   {b, gathered}});
+                   {b, x, gathered}});
   }
   return submit({OpType::ALLREDUCE,
                  "all_reduce",
                  async_of(opts),
-                 [this, b, code](mci::Exec e) { return group().all_reduce(view_of(b), *code, e); },
+                 [this, x, code = red.code()](mci::Exec e) { return group().all_reduce(view_of(x), code, e); },
                  tensors,
-                 buf.back,
-                 {b}});
+                 [x, b, red, back = buf.back]() mutable {
+                   red.write_back(x, b);
+                   back();
+                 },
+                 {b, x}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -163,18 +192,26 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reduce(std::vector<at::Tensor>& tenso
   if (tensors.size() != 1) fail_config("reduce takes one tensor");
   check_tensor(tensors[0]);
   check_root(opts.rootRank, "reduce");
-  const auto code = reduce_code(opts.reduceOp, tensors[0].scalar_type());
-  if (!code) fail_config("reduce with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  const Reduction red(opts.reduceOp, tensors[0].scalar_type(), "reduce");
+  if (red.bitwise()) fail_config("reduce with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
   Staged buf = staged(tensors[0]);
   const at::Tensor b = buf.buffer;
   const int root = static_cast<int>(opts.rootRank);
+  const bool at_root = getRank() == root;
+  // Only the root's tensor takes the result: the others' stay as they were
+  // (not even scaled by a PREMUL_SUM factor).
+  const at::Tensor x = red.input(b, /*in_place=*/at_root);
   return submit({OpType::REDUCE,
                  "reduce",
                  async_of(opts),
-                 [this, b, root, code](mci::Exec e) { return group().reduce(view_of(b), root, *code, e); },
+                 [this, x, root, code = red.code()](mci::Exec e) { return group().reduce(view_of(x), root, code, e); },
                  tensors,
-                 buf.back,
-                 {b}});
+                 [x, b, red, at_root, back = buf.back]() mutable {
+                   if (!at_root) return;
+                   red.write_back(x, b);
+                   back();
+                 },
+                 {b, x}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -357,42 +394,52 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_tensor_coalesced(std::
     blocks.push_back(inputs[k].reshape({getSize(), widths.back()}));
   }
   const at::Tensor packed = blocks.size() == 1 ? blocks[0].contiguous() : at::cat(blocks, 1);
-  const auto code = reduce_code(opts.reduceOp, packed.scalar_type());
-  if (!code) fail_config(what + " with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  const Reduction red(opts.reduceOp, packed.scalar_type(), what);
+  if (red.bitwise()) fail_config(what + " with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  const at::Tensor in = red.input(packed, /*in_place=*/false);
   const at::Tensor mine = at::empty({packed.size(1)}, packed.options());
+  const at::Tensor d = red.output_for(mine);
   std::vector<at::Tensor> outs = outputs;
   return submit({OpType::COALESCED,
                  "reduce_scatter",
                  async_of(opts),
-                 [this, packed, mine, code](mci::Exec e) {
-                   return group().reduce_scatter(view_of(packed), view_of(mine), *code, e);
+                 [this, in, d, code = red.code()](mci::Exec e) {
+                   return group().reduce_scatter(view_of(in), view_of(d), code, e);
                  },
                  outs,
-                 [mine, outs, widths]() mutable {
+                 [mine, d, red, outs, widths]() mutable {
+                   red.write_back(d, mine);
                    int64_t offset = 0;
                    for (std::size_t k = 0; k < outs.size(); ++k) {
                      outs[k].copy_(mine.narrow(0, offset, widths[k]).view(outs[k].sizes()));
                      offset += widths[k];
                    }
                  },
-                 {packed, mine}});
+                 {packed, in, mine, d}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_flat(at::Tensor out, at::Tensor flat_in,
                                                                const c10d::ReduceOp& op, bool async,
                                                                std::vector<at::Tensor> result) {
-  const auto code = reduce_code(op, out.scalar_type());
-  if (!code) fail_config("reduce_scatter with " + op_name(op) + ": use all_reduce for the bitwise operations");
+  const Reduction red(op, out.scalar_type(), "reduce_scatter");
+  if (red.bitwise()) fail_config("reduce_scatter with " + op_name(op) + ": use all_reduce for the bitwise operations");
+  const at::Tensor in = red.input(flat_in, /*in_place=*/false);  // may be the caller's input
   Staged dst = staged(out);
-  const at::Tensor d = dst.buffer;
+  const at::Tensor o = dst.buffer;
+  const at::Tensor d = red.output_for(o);
   return submit(
       {OpType::REDUCE_SCATTER,
        "reduce_scatter",
        async,
-       [this, flat_in, d, code](mci::Exec e) { return group().reduce_scatter(view_of(flat_in), view_of(d), *code, e); },
+       [this, in, d, code = red.code()](mci::Exec e) {
+         return group().reduce_scatter(view_of(in), view_of(d), code, e);
+       },
        std::move(result),
-       dst.back,
-       {flat_in, d}});
+       [d, o, red, back = dst.back]() mutable {
+         red.write_back(d, o);
+         back();
+       },
+       {flat_in, in, o, d}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::alltoall_base(at::Tensor& output, at::Tensor& input,

@@ -37,6 +37,12 @@ struct BackendConfig {
   std::map<std::string, std::string> settings;
   // torch's store for this group, for monitoredBarrier.
   c10::intrusive_ptr<c10d::Store> torch_store;
+  // Makes the backend of a group of `size` ranks, this process its `rank`,
+  // meeting through `store` (torch's split_group): mci_torch._ext's
+  // create_backend, the one rendezvous of every group.
+  std::function<c10::intrusive_ptr<c10d::Backend>(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout)>
+      make_group;
 };
 
 class BackendMCI final : public c10d::Backend {
@@ -45,10 +51,22 @@ class BackendMCI final : public c10d::Backend {
   ~BackendMCI() override;
 
   const std::string getBackendName() const override { return "mci"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // torch.distributed.split_group: the ranks listed (parent group ranks, in
+  // the new group's order) form a new mci group through the store torch
+  // gives (scoped to the new group); the others get none.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
   // Completes the queued operations, then closes the group; abort() fails
   // them first (peers notice at once). Later calls raise ConfigError.
   void shutdown() override;
   void abort() override;
+  // At the interpreter's exit (mci_torch._ext registers it with atexit):
+  // operations still running are aborted, since nobody will wait on them
+  // (a recv whose send never comes would hold the exit for the group's
+  // timeout), then the group is closed while Python still runs.
+  void close_at_exit();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = {}) override;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -61,6 +62,14 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("port", &mci::StoreServer::port);
 
   m.def(
+      "close_at_exit",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        if (auto* mine = dynamic_cast<mci_torch::BackendMCI*>(backend.get())) mine->close_at_exit();
+      },
+      py::arg("backend"), py::call_guard<py::gil_scoped_release>(),
+      "Aborts the backend's running operations and closes it (the interpreter is exiting).");
+
+  m.def(
       "new_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, const std::string& host,
          int port, const std::string& token, std::shared_ptr<mci::StoreServer> server, const std::string& engine,
@@ -78,6 +87,13 @@ PYBIND11_MODULE(_C, m) {
         c.engine = engine;
         c.group_name = group_name;
         c.settings = settings;
+        c.make_group = [](const c10::intrusive_ptr<c10d::Store>& group_store, int group_rank, int group_size,
+                          std::chrono::milliseconds timeout) {
+          py::gil_scoped_acquire gil;
+          py::object made = py::module_::import("mci_torch._ext")
+                                .attr("create_backend")(group_store, group_rank, group_size, timeout);
+          return made.cast<c10::intrusive_ptr<c10d::Backend>>();
+        };
         return c10::make_intrusive<mci_torch::BackendMCI>(std::move(c));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("host"), py::arg("port"),

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <ATen/Tensor.h>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "mci/types.hpp"
 
@@ -18,18 +17,17 @@ namespace mci_torch {
 // Throws mci::ConfigError "mci_torch: <text>".
 [[noreturn]] void fail_config(const std::string& text);
 
-// A dense CPU tensor of a dtype mci carries; what names it in the message.
-void check_tensor(const at::Tensor& t, const std::string& what = "tensor");
-mci::DType dtype_of(const at::Tensor& t);
-// The tensor's memory as it is (t must be contiguous).
-mci::BufferView view_of(const at::Tensor& t);
+// As Python prints torch.<name> (float32, not Float).
+std::string dtype_text(at::ScalarType s);
 
-// mci's reduction for op on dtype; nullopt for the bitwise ones, which the
-// backend does on gathered values.
-std::optional<mci::ReduceOp> reduce_code(const c10d::ReduceOp& op, at::ScalarType dtype);
-std::string op_name(const c10d::ReduceOp& op);
-// rows[0] op rows[1] op ...: the bitwise reduction of a (ranks, n) tensor.
-at::Tensor bitwise_reduce(const c10d::ReduceOp& op, const at::Tensor& rows);
+// A dense CPU tensor (any dtype: reductions check theirs, reduction.hpp);
+// what names it in the message.
+void check_tensor(const at::Tensor& t, const std::string& what = "tensor");
+// mci's type for s, when mci has one.
+std::optional<mci::DType> carried_dtype(at::ScalarType s);
+// The tensor's memory as it is (t must be contiguous): typed when mci has
+// its dtype, else as bytes.
+mci::BufferView view_of(const at::Tensor& t);
 
 // A contiguous tensor to hand to mci and the copy that writes it back into
 // the caller's tensors afterwards (nothing to do when they were contiguous).

@@ -150,6 +150,11 @@ void Completer::push(c10::intrusive_ptr<WorkMCI> w, mci::Work work) {
   cv_.notify_one();
 }
 
+bool Completer::pending() {
+  std::lock_guard lock(mu_);
+  return busy_ || !queue_.empty();
+}
+
 void Completer::run() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -157,10 +162,12 @@ void Completer::run() {
     if (queue_.empty()) return;  // stopping, nothing left
     auto [w, work] = std::move(queue_.front());
     queue_.pop_front();
+    busy_ = true;
     lock.unlock();
     w->complete(work, unseen_);
     w.reset();
     lock.lock();
+    busy_ = false;
   }
 }
 

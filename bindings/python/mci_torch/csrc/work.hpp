@@ -86,6 +86,8 @@ class Completer {
   Completer& operator=(const Completer&) = delete;
 
   void push(c10::intrusive_ptr<WorkMCI> w, mci::Work work);
+  // Whether an operation is queued or being completed.
+  bool pending();
 
  private:
   void run();
@@ -95,6 +97,7 @@ class Completer {
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<WorkMCI>, mci::Work>> queue_;
   bool stop_ = false;
+  bool busy_ = false;  // completing one (outside the queue)
   std::thread thread_;
 };
 
