@@ -193,7 +193,8 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reduce(std::vector<at::Tensor>& tenso
   check_tensor(tensors[0]);
   check_root(opts.rootRank, "reduce");
   const Reduction red(opts.reduceOp, tensors[0].scalar_type(), "reduce");
-  if (red.bitwise()) fail_config("reduce with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  if (red.bitwise())
+    fail_config("reduce with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
   Staged buf = staged(tensors[0]);
   const at::Tensor b = buf.buffer;
   const int root = static_cast<int>(opts.rootRank);
@@ -395,7 +396,8 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_tensor_coalesced(std::
   }
   const at::Tensor packed = blocks.size() == 1 ? blocks[0].contiguous() : at::cat(blocks, 1);
   const Reduction red(opts.reduceOp, packed.scalar_type(), what);
-  if (red.bitwise()) fail_config(what + " with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
+  if (red.bitwise())
+    fail_config(what + " with " + op_name(opts.reduceOp) + ": use all_reduce for the bitwise operations");
   const at::Tensor in = red.input(packed, /*in_place=*/false);
   const at::Tensor mine = at::empty({packed.size(1)}, packed.options());
   const at::Tensor d = red.output_for(mine);
@@ -427,19 +429,18 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reduce_scatter_flat(at::Tensor out, a
   Staged dst = staged(out);
   const at::Tensor o = dst.buffer;
   const at::Tensor d = red.output_for(o);
-  return submit(
-      {OpType::REDUCE_SCATTER,
-       "reduce_scatter",
-       async,
-       [this, in, d, code = red.code()](mci::Exec e) {
-         return group().reduce_scatter(view_of(in), view_of(d), code, e);
-       },
-       std::move(result),
-       [d, o, red, back = dst.back]() mutable {
-         red.write_back(d, o);
-         back();
-       },
-       {flat_in, in, o, d}});
+  return submit({OpType::REDUCE_SCATTER,
+                 "reduce_scatter",
+                 async,
+                 [this, in, d, code = red.code()](mci::Exec e) {
+                   return group().reduce_scatter(view_of(in), view_of(d), code, e);
+                 },
+                 std::move(result),
+                 [d, o, red, back = dst.back]() mutable {
+                   red.write_back(d, o);
+                   back();
+                 },
+                 {flat_in, in, o, d}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::alltoall_base(at::Tensor& output, at::Tensor& input,

@@ -61,7 +61,8 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
     fail_config(what + " with ReduceOp " + op_name(op) + " on a torch." + dtype_text(dtype) + " tensor: " + why);
   };
   const bool bitwise_op = op.op_ == R::BAND || op.op_ == R::BOR || op.op_ == R::BXOR;
-  if (op.op_ > R::PREMUL_SUM) refuse("not a reduction (use SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR or PREMUL_SUM)");
+  if (op.op_ > R::PREMUL_SUM)
+    refuse("not a reduction (use SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR or PREMUL_SUM)");
   if (dtype == at::kBool) {
     // bool: sum and max are "or", product and min are "and" (as ProcessGroupNCCL).
     switch (op.op_) {
@@ -76,14 +77,16 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
     }
   }
   if (at::isFloat8Type(dtype) || dtype == at::ScalarType::Float4_e2m1fn_x2) {
-    refuse("mci does not reduce 8-bit or 4-bit floats; reduce in bfloat16 or float32 (t.to(torch.bfloat16)) and cast "
-           "back. broadcast, all_gather and the other operations that only move data carry them as they are");
+    refuse(
+        "mci does not reduce 8-bit or 4-bit floats; reduce in bfloat16 or float32 (t.to(torch.bfloat16)) and cast "
+        "back. broadcast, all_gather and the other operations that only move data carry them as they are");
   }
   const bool integral = at::isIntegralType(dtype, /*includeBool=*/false);
   const bool complex = at::isComplexType(dtype);
   if (!integral && !complex && !at::isFloatingType(dtype)) {
-    refuse("mci reduces no such dtype (quantized or bits); convert to a dtype it reduces (float32, bfloat16, int32, "
-           "...) for the reduction. The operations that only move data carry it as it is");
+    refuse(
+        "mci reduces no such dtype (quantized or bits); convert to a dtype it reduces (float32, bfloat16, int32, "
+        "...) for the reduction. The operations that only move data carry it as it is");
   }
   if (bitwise_op) {
     if (!integral) refuse("the bitwise operations need an integer (or bool) tensor");
@@ -92,7 +95,8 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
     return;
   }
   if (op.op_ == R::PREMUL_SUM) {
-    if (integral) refuse("PREMUL_SUM multiplies by a real factor, so it takes floating-point tensors; use SUM and scale");
+    if (integral)
+      refuse("PREMUL_SUM multiplies by a real factor, so it takes floating-point tensors; use SUM and scale");
     if (!op.supplement_) refuse("the op carries no factor; make it with dist._make_nccl_premul_sum(factor)");
   }
   switch (op.op_) {
@@ -106,8 +110,9 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
   if (mci_reduces(dtype)) return;
   if (complex) {
     if (op.op_ != R::SUM && op.op_ != R::AVG && op.op_ != R::PREMUL_SUM) {
-      refuse("complex tensors reduce with SUM, AVG or PREMUL_SUM only (MIN and MAX have no order on complex numbers; "
-             "for PRODUCT, reduce the polar form or gather and multiply)");
+      refuse(
+          "complex tensors reduce with SUM, AVG or PREMUL_SUM only (MIN and MAX have no order on complex numbers; "
+          "for PRODUCT, reduce the polar form or gather and multiply)");
     }
     via_ = Via::real_pairs;
     as_ = c10::toRealValueType(dtype);
@@ -120,8 +125,9 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
     case at::ScalarType::UInt64:
       as_ = at::kLong;
       if (op.op_ == R::AVG) {
-        refuse("the average of 64-bit unsigned integers has no exact form in mci's int64 arithmetic; use SUM and "
-               "divide (or reduce as float64)");
+        refuse(
+            "the average of 64-bit unsigned integers has no exact form in mci's int64 arithmetic; use SUM and "
+            "divide (or reduce as float64)");
       }
       via_ = op.op_ == R::MIN || op.op_ == R::MAX ? Via::flip_top_bit : Via::same_bits;
       return;
@@ -137,7 +143,8 @@ at::Tensor Reduction::input(const at::Tensor& t, bool in_place) const {
     case Via::same_bits: x = t.view(as_); break;
     case Via::real_pairs: x = at::view_as_real(t); break;
     case Via::widen:
-      x = dtype_ == at::kShort ? t.to(as_) : widen_unsigned(t, as_, dtype_ == at::ScalarType::UInt16 ? 0xFFFF : 0xFFFFFFFFLL);
+      x = dtype_ == at::kShort ? t.to(as_)
+                               : widen_unsigned(t, as_, dtype_ == at::ScalarType::UInt16 ? 0xFFFF : 0xFFFFFFFFLL);
       own_memory = false;
       break;
     case Via::flip_top_bit:

@@ -57,8 +57,8 @@ class Reduction {
   c10d::ReduceOp op_;
   at::ScalarType dtype_;
   Via via_ = Via::same;
-  at::ScalarType as_;                     // the dtype mci reduces
-  std::optional<mci::ReduceOp> code_;     // nullopt: bitwise
+  at::ScalarType as_;                  // the dtype mci reduces
+  std::optional<mci::ReduceOp> code_;  // nullopt: bitwise
 };
 
 }  // namespace mci_torch

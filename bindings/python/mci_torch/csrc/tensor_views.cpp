@@ -62,7 +62,8 @@ void check_tensor(const at::Tensor& t, const std::string& what) {
 
 mci::BufferView view_of(const at::Tensor& t) {
   void* data = t.numel() ? t.data_ptr() : nullptr;
-  if (const auto d = carried_dtype(t.scalar_type())) return mci::BufferView{data, static_cast<std::size_t>(t.numel()), *d};
+  if (const auto d = carried_dtype(t.scalar_type()))
+    return mci::BufferView{data, static_cast<std::size_t>(t.numel()), *d};
   // Moved as its bytes (int16, unsigned, complex, float8, ...): exact for
   // every operation that only moves data; reductions go through Reduction,
   // which never hands mci such a view.
