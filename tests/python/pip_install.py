@@ -11,7 +11,7 @@ venv's --system-site-packages would show the base interpreter's
 site-packages, which hold no torch; installing torch again would download
 GBs). pip runs with its default build isolation and installs the build
 backend from scripts/wheelhouse.sh's folder (--no-index: nothing is
-downloaded), its cache under the cache root. Then, from another folder,
+downloaded). Then, from another folder,
 with the venv's bin first on PATH (an activated venv):
 - `mcirun --help` runs, and `mcirun` is the venv's;
 - `import mci_torch` comes from the venv, with PATH == "ext" (the C++
@@ -80,16 +80,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def cache_settings(repo):
-    """The cache root and ccache's variables, as scripts/cache-root.sh sets
-    them for scripts/test.sh (kept where the caller set them already)."""
+def ccache_settings(repo):
+    """ccache's variables as scripts/cache-root.sh sets them for
+    scripts/test.sh (its cache outside the clone; kept where the caller set
+    them already), so the wheel's build reuses CI's objects."""
     script = ('. scripts/cache-root.sh && mci_use_ccache && '
-              'printf "%s\\n" "$mci_cache_root" "${CCACHE_DIR-}" "${CCACHE_BASEDIR-}" "${CCACHE_NOHASHDIR-}" '
-              '"${CCACHE_MAXSIZE-}"')
+              'printf "%s\\n" "${CCACHE_DIR-}" "${CCACHE_BASEDIR-}" "${CCACHE_NOHASHDIR-}" "${CCACHE_MAXSIZE-}"')
     out = subprocess.run(["bash", "-c", script], cwd=repo, check=True, stdout=subprocess.PIPE, text=True).stdout
-    root, *values = out.split("\n")[:5]
     names = ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE")
-    return pathlib.Path(root), {n: v for n, v in zip(names, values) if v}
+    return {n: v for n, v in zip(names, out.split("\n")) if v}
 
 
 def check(cond, what, output=""):
@@ -110,7 +109,7 @@ def main():
                                              stdout=subprocess.PIPE, text=True).stdout.strip())
     if not list(wheelhouse.glob("scikit_build_core-*.whl")):
         skip(f"no scikit-build-core wheel in {wheelhouse}: scripts/wheelhouse.sh downloads it")
-    cache_root, ccache = cache_settings(repo)
+    ccache = ccache_settings(repo)
 
     base_env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="mci-pip-install-"))
@@ -125,11 +124,13 @@ def main():
         (pathlib.Path(venv_site) / "mci-test-torch-tier.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
         # The user's command, with pip's defaults (build isolation); -v for
-        # the configure's lines.
+        # the configure's lines. No pip cache: nothing is downloaded
+        # (--no-index), and pip would keep the built wheel and install it
+        # again, unbuilt, for a clone whose folder is named like NAME-VERSION.
         pip_env = dict(base_env, **ccache)
         start = time.monotonic()
         rc, out = run([py, "-m", "pip", "install", "-v", "--disable-pip-version-check", "--no-index", "--find-links",
-                       wheelhouse, "--cache-dir", cache_root / "pip", repo], 1500, env=pip_env, cwd=tmp)
+                       wheelhouse, "--no-cache-dir", repo], 1500, env=pip_env, cwd=tmp)
         took = time.monotonic() - start
         (tmp / "pip.log").write_text(out)
         check(rc == 0, f"pip install {repo} failed (exit {rc})", "\n".join(out.splitlines()[-80:]))
