@@ -58,8 +58,7 @@ print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
     if(NOT rc EQUAL 0)
       # The error's last line: "No module named 'torch'", or what broke.
       string(STRIP "${err}" err)
-      string(REGEX REPLACE ".*
-" "" err "${err}")
+      string(REGEX REPLACE ".*\n" "" err "${err}")
       set(mci_torch_ext_why "${MCI_TORCH_EXT_PYTHON} cannot import torch (${err})")
     else()
       string(REPLACE "\n" ";" out "${out}")
