@@ -19,6 +19,8 @@ with the venv's bin first on PATH (an activated venv):
 - the installed distribution's version is mci's (project() in CMakeLists.txt);
 - a 2-rank job under that mcirun calls init_process_group("mci") without
   importing mci_torch (torch's entry point registers it) and all_reduces.
+Then into a second venv, without torch: the wheel is built without the
+extension, with mcirun and mci_torch, and pip's log (-v) says why.
 Exits 77 (skipped, with the reason) where the torch tier or the wheels
 cannot be had. Ends its children and removes its folder whatever happens."""
 
@@ -171,6 +173,25 @@ def main():
         for r in (0, 1):
             line = f"rank {r}: backend mci through the entry point, PATH=ext"
             check(line in out, f"no line {line!r} in the job's output")
+
+        # A venv without torch: the wheel is built all the same, without
+        # the extension, and the build log says why.
+        bare = tmp / "bare"
+        rc, out = run([sys.executable, "-m", "venv", bare], 120, env=base_env)
+        check(rc == 0, f"{sys.executable} -m venv {bare}: exit {rc}", out)
+        rc, out = run([bare / "bin" / "python", "-m", "pip", "install", "-v", "--disable-pip-version-check",
+                       "--no-index", "--find-links", wheelhouse, "--no-cache-dir", repo], 1500, env=pip_env, cwd=tmp)
+        check(rc == 0, f"pip install {repo} into a venv without torch failed (exit {rc})",
+              "\n".join(out.splitlines()[-80:]))
+        want = "no C++ extension for mci_torch"
+        check(want in out and "No module named 'torch'" in out,
+              f"pip's build log in a venv without torch lacks {want!r} and the reason",
+              "\n".join(line for line in out.splitlines() if "mci" in line))
+        package = next((bare / "lib").glob("python3*/site-packages/mci_torch"), None)
+        check(package is not None and (package / "__init__.py").is_file() and not list(package.glob("_C.*")),
+              f"the wheel without torch: mci_torch should be installed without _C ({package})")
+        check((bare / "bin" / "mcirun").is_file(), "the wheel without torch installed no mcirun")
+        print("pip install into a venv without torch: built without the extension, and said so")
     except Failure as e:
         print(f"FAILED: {e}")
         return 1
