@@ -22,6 +22,12 @@ set(MCI_TORCH2_PYTHON ${mci_cache_root}/venv-torch-${mci_torch2_version}/bin/pyt
 # project, and a second Torch package cannot define them again.
 set(MCI_WITH_TORCH_EXT AUTO CACHE STRING "Build mci_torch's C++ extension for torch 2.x (mci_torch._C): AUTO, ON or OFF")
 set(MCI_TORCH_EXT_PYTHON ${MCI_TORCH2_PYTHON} CACHE FILEPATH "Python whose torch 2.x mci_torch's C++ extension is built for")
+# `pip install .` (cmake/wheel.cmake): the torch of the environment the wheel
+# is installed into, whose interpreter is the one pip runs the build with
+# (scikit-build-core's Python_EXECUTABLE), whatever the build dir's cache says.
+if(SKBUILD)
+  set(MCI_TORCH_EXT_PYTHON ${Python_EXECUTABLE})
+endif()
 set(MCI_HAVE_TORCH_EXT OFF)
 set(MCI_TORCH_EXT_MSG "")
 set(mci_torch_ext_why "")
@@ -31,8 +37,16 @@ if(NOT MCI_WITH_TORCH_EXT STREQUAL "OFF")
   elseif(NOT EXISTS ${MCI_TORCH_EXT_PYTHON})
     set(mci_torch_ext_why "${MCI_TORCH_EXT_PYTHON} does not exist (scripts/torch-venv.sh)")
   else()
+    # Under pip's build isolation that interpreter runs with its own
+    # site-packages taken off sys.path (pip's sitecustomize), but sysconfig
+    # still names them: added back here (with their .pth files), torch is
+    # found where the wheel will be installed. Without isolation they are
+    # already there and nothing changes.
     execute_process(COMMAND ${MCI_TORCH_EXT_PYTHON} -c [=[
-import os, sysconfig
+import os, site, sys, sysconfig
+for key in ("purelib", "platlib"):
+    if sysconfig.get_paths()[key] not in sys.path:
+        site.addsitedir(sysconfig.get_paths()[key])
 import torch, torch.utils.cpp_extension as c
 print(torch.__version__)
 print(",".join(c.include_paths()))
@@ -40,9 +54,12 @@ print(c.library_paths()[0])
 print(sysconfig.get_paths()["include"])
 print(sysconfig.get_config_var("EXT_SUFFIX"))
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
-]=] RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+]=] RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(NOT rc EQUAL 0)
-      set(mci_torch_ext_why "${MCI_TORCH_EXT_PYTHON} cannot import torch")
+      # The error's last line: "No module named 'torch'", or what broke.
+      string(STRIP "${err}" err)
+      string(REGEX REPLACE ".*\n" "" err "${err}")
+      set(mci_torch_ext_why "${MCI_TORCH_EXT_PYTHON} cannot import torch (${err})")
     else()
       string(REPLACE "\n" ";" out "${out}")
       list(GET out 0 MCI_TORCH_EXT_TORCH_VERSION)

@@ -28,6 +28,7 @@ done
 
 scripts/deps.sh
 scripts/torch-venv.sh
+scripts/wheelhouse.sh
 . scripts/cache-root.sh
 mci_use_ccache
 

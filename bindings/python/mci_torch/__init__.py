@@ -83,6 +83,14 @@ def _register():
 
 PATH = _register()
 
+
+def _torch_entry_point():
+    """What torch >= 2.14 calls, with no arguments, the first time a program
+    names the backend "mci" without importing mci_torch: the entry point
+    "mci" of the group torch.distributed.backends, which an installed wheel
+    declares (pyproject.toml). torch imported this package to reach it, and
+    the import registered the backend."""
+
 from . import _model_check  # noqa: E402 - after the package's names
 
 _model_check.install()
