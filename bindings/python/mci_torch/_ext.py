@@ -5,15 +5,9 @@ their path."""
 
 import atexit
 import os
-import weakref
 
 from . import _C
 from ._rendezvous import meet
-
-# The backends made in this process, closed at exit (before the
-# interpreter's finalization) by _close_at_exit.
-_backends = weakref.WeakSet()
-
 
 def _close_at_exit():
     """Operations still running when the program ends are aborted (nobody
@@ -21,8 +15,7 @@ def _close_at_exit():
     the exit for the group's timeout), and every group is closed while its
     threads can still finish; a thread left inside torch's C++ when the
     interpreter finalizes aborts the process."""
-    for backend in list(_backends):
-        _C.close_at_exit(backend)
+    _C.close_at_exit()
 
 
 atexit.register(_close_at_exit)
@@ -38,6 +31,4 @@ def create_backend(store, rank, size, timeout):
 
     host, port, token, server = meet(store, rank, size, timeout, start_server)
     engine = os.environ.get("MCI_TORCH_ENGINE", "cpu")
-    backend = _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch", {})
-    _backends.add(backend)
-    return backend
+    return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch", {})

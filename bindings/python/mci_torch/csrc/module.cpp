@@ -2,6 +2,8 @@
 // registers it). Built against one torch; __init__.py checks that the torch
 // it runs under is that one (TORCH_VERSION) before using it.
 #include <map>
+#include <mutex>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -44,6 +46,39 @@ void install_error_translator() {
   });
 }
 
+// The backends of this process, for closing them at exit: held weakly, so a
+// group torch destroys goes away as usual. Process-wide like the atexit
+// list that calls close_all (a Python wrapper cannot hold them: torch keeps
+// the C++ object, and the wrapper new_backend returns is soon collected).
+class LiveBackends {
+ public:
+  void add(const c10::intrusive_ptr<mci_torch::BackendMCI>& b) {
+    std::lock_guard lock(mu_);
+    std::erase_if(backends_, [](const auto& w) { return w.expired(); });
+    backends_.emplace_back(b);
+  }
+  void close_all() {
+    std::vector<c10::intrusive_ptr<mci_torch::BackendMCI>> alive;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& w : backends_) {
+        if (auto b = w.lock()) alive.push_back(std::move(b));
+      }
+      backends_.clear();
+    }
+    for (auto& b : alive) b->close_at_exit();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<c10::weak_intrusive_ptr<mci_torch::BackendMCI>> backends_;
+};
+
+LiveBackends& live_backends() {
+  static LiveBackends live;
+  return live;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -62,12 +97,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("port", &mci::StoreServer::port);
 
   m.def(
-      "close_at_exit",
-      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
-        if (auto* mine = dynamic_cast<mci_torch::BackendMCI*>(backend.get())) mine->close_at_exit();
-      },
-      py::arg("backend"), py::call_guard<py::gil_scoped_release>(),
-      "Aborts the backend's running operations and closes it (the interpreter is exiting).");
+      "close_at_exit", [] { live_backends().close_all(); }, py::call_guard<py::gil_scoped_release>(),
+      "Aborts the running operations of every mci backend of this process and closes them (the interpreter is "
+      "exiting).");
 
   m.def(
       "new_backend",
@@ -94,7 +126,9 @@ PYBIND11_MODULE(_C, m) {
                                 .attr("create_backend")(group_store, group_rank, group_size, timeout);
           return made.cast<c10::intrusive_ptr<c10d::Backend>>();
         };
-        return c10::make_intrusive<mci_torch::BackendMCI>(std::move(c));
+        auto backend = c10::make_intrusive<mci_torch::BackendMCI>(std::move(c));
+        live_backends().add(backend);
+        return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("host"), py::arg("port"),
       py::arg("token"), py::arg("server"), py::arg("engine"), py::arg("group_name"), py::arg("settings"),
