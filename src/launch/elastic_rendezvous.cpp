@@ -171,7 +171,6 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
   auto is_in = [&](int id) { return std::find(signed_up.begin(), signed_up.end(), id) != signed_up.end(); };
 
   while (true) {
-    if (const int sig = stop_signal(signals, std::chrono::milliseconds(0))) return {std::nullopt, sig, std::nullopt};
     read_places(store_->add(count_key, 0));
     // The nodes of the attempt before that may still come back.
     int awaited = 0;
@@ -182,7 +181,7 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
         lost_said.insert(n.id);
         say(
             fmt::format("mcirun: node {} of attempt {} ({}, mcirun pid {}) is lost: {}; attempt {} goes on without it "
-                        "if {} node(s) are there",
+                        "if at least {} node(s) are there",
                         &n - before.data() + 1, attempt - 1, n.host, n.pid, why, attempt, range_.min_nodes));
         continue;
       }
@@ -201,20 +200,24 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
         if (lost_said.count(n.id)) lost += fmt::format("{}{} (mcirun pid {})", lost.empty() ? "" : ", ", n.host, n.pid);
       }
       throw TimeoutError(fmt::format(
-          "attempt {}: {} node(s) joined within {} (--rdzv_conf join_timeout), fewer than the {} that {} needs{}: "
-          "start more nodes with the same command line (they join at the next attempt), or lower MIN",
-          attempt, here, seconds_text(job_.join_timeout), range_.min_nodes, range_text(range_),
+          "{} node(s) joined within {} (--rdzv_conf join_timeout), fewer than the {} that {} needs{}: start "
+          "more nodes with the same command line within join_timeout, or lower MIN",
+          here, seconds_text(job_.join_timeout), range_.min_nodes, range_text(range_),
           lost.empty() ? "" : "; lost: " + lost));
     }
-    stop_signal(signals, kSlice);  // a stop that comes during the wait is taken at the top
+    if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
   }
 
   // Close the round: whoever signs up from now on is for the next attempt.
   const std::int64_t places = store_->add(count_key, kClosed) - kClosed;
   const Deadline slot_dl(kSlotLimit);
+  int late_signal = 0;  // kept for after the round is settled: the nodes in it must hear of the end
   while (static_cast<std::int64_t>(signed_up.size()) < places && !slot_dl.expired()) {
     read_places(places);
-    if (static_cast<std::int64_t>(signed_up.size()) < places) stop_signal(signals, std::chrono::milliseconds(10));
+    if (static_cast<std::int64_t>(signed_up.size()) < places) {
+      const int sig = stop_signal(signals, std::chrono::milliseconds(10));
+      if (late_signal == 0) late_signal = sig;
+    }
   }
   // Node 0, then the nodes of the attempt before in their order, then the
   // newcomers in the order they came, up to MAX: a node keeps its place
@@ -234,6 +237,7 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
   store_->set(kOpen, to_bytes(std::to_string(attempt + 1)));
   store_->set(round_key(attempt, "members"), to_bytes(members_text(m.nodes)));
   last_ = m;
+  if (late_signal != 0) return {std::nullopt, late_signal, std::nullopt};
   return {m, 0, std::nullopt};
 }
 

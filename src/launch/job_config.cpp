@@ -146,7 +146,7 @@ bool parse_bool_word(const std::string& v, bool& out) {
 // waits for node 0; last_call_timeout, keep_alive_interval,
 // keep_alive_max_attempt and is_host are c10d's, for an elastic --nnodes
 // MIN:MAX; the others have no counterpart here.
-void apply_rdzv_conf(const CliArgs& a, JobConfig& c, ElasticNodes& e) {
+void apply_rdzv_conf(const CliArgs& a, bool elastic, JobConfig& c, ElasticNodes& e) {
   const std::string named = a.named("rdzv_conf");
   const std::string& text = *a.rdzv_conf;
   if (text.empty()) return;
@@ -159,21 +159,25 @@ void apply_rdzv_conf(const CliArgs& a, JobConfig& c, ElasticNodes& e) {
     }
     const std::string key = item.substr(0, eq);
     const std::string value = item.substr(eq + 1);
-    auto whole = [&](long long lo) {
+    auto whole = [&](long long lo, const char* what = "whole seconds") {
       const auto s = parse_int(value);
       if (!s || *s < lo || *s > 7 * 24 * 3600) {
-        throw UsageError(fmt::format("{}: {}={} is not valid: give a whole number, {} or more", named, key, value, lo));
+        throw UsageError(fmt::format("{}: {}={} is not valid: give {}, {} or more", named, key, value, what, lo));
       }
       return *s;
     };
-    if (key == "join_timeout" || key == "timeout") {
+    const bool elastic_key = key == "last_call_timeout" || key == "keep_alive_interval" ||
+                             key == "keep_alive_max_attempt" || key == "is_host";
+    if (elastic_key && !elastic) {
+      ignored.push_back(key);
+    } else if (key == "join_timeout" || key == "timeout") {
       c.join_timeout = std::chrono::seconds(whole(1));
     } else if (key == "last_call_timeout") {
       e.last_call = std::chrono::seconds(whole(0));
     } else if (key == "keep_alive_interval") {
       e.keep_alive = std::chrono::seconds(whole(1));
     } else if (key == "keep_alive_max_attempt") {
-      e.keep_alive_max_attempt = static_cast<int>(whole(1));
+      e.keep_alive_max_attempt = static_cast<int>(whole(1, "a whole number"));
     } else if (key == "is_host") {
       bool b = false;
       if (!parse_bool_word(value, b)) {
@@ -445,7 +449,10 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   }
   note_torchrun_leftovers(a, c);
   ElasticNodes elastic;
-  if (a.rdzv_conf) apply_rdzv_conf(a, c, elastic);
+  if (a.rdzv_conf) {
+    const bool elastic_range = a.nnodes && !a.standalone && parse_nnodes(a.named("nnodes"), *a.nnodes).elastic();
+    apply_rdzv_conf(a, elastic_range, c, elastic);
+  }
   apply_stop_signals(a, c);
   apply_logs(a, env, c);
   if (a.role) c.role = *a.role;

@@ -141,7 +141,7 @@ TEST(Elastic, FewerThanMinNodesEndTheJobWithAClearError) {
   Mcirun alone(node(port, 0, "2:3", "join_timeout=1", "exit 0"), kEnv);
   ASSERT_EQ(alone.code(30s), 1) << alone.all();
   EXPECT_TRUE(contains(alone.err(),
-                       "cannot start attempt 0: attempt 0: 1 node(s) joined within 1 s (--rdzv_conf join_timeout), "
+                       "cannot start attempt 0: 1 node(s) joined within 1 s (--rdzv_conf join_timeout), "
                        "fewer than the 2 that --nnodes=2:3 needs"))
       << alone.all();
   EXPECT_FALSE(alone.has_file("pid.0.0")) << "nothing starts below MIN: " << alone.all();
