@@ -90,9 +90,9 @@ TEST(Elastic, ALostNodeIsLeftOutAndTheNextAttemptRunsOnTheNodesLeft) {
   EXPECT_TRUE(eventually([&] { return node1.all_gone(); })) << "node 1's processes outlived its mcirun";
 
   ASSERT_EQ(n0.code(60s), 0) << n0.all() << n1.all();
-  const std::string out = n0.out() + n1.out();
-  for (int r = 0; r < 4; ++r) {
-    EXPECT_TRUE(contains(out, fmt::format("attempt=0 rank={} world=4 group={}/2 local={}/2", r, r / 2, r % 2))) << out;
+  // (Node 1's lines may die with its mcirun before they are relayed.)
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(contains(n0.out(), fmt::format("attempt=0 rank={} world=4 group=0/2 local={}/2", r, r))) << n0.all();
   }
   // The second attempt: node 0 alone, WORLD_SIZE 2.
   for (int r = 0; r < 2; ++r) {
