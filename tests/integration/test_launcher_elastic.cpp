@@ -136,6 +136,26 @@ TEST(Elastic, ANodeStartedLaterJoinsAtTheNextAttempt) {
   EXPECT_TRUE(contains(n1.err(), "attempt 1: 2 node(s) (--nnodes=1:2)")) << n1.all();
 }
 
+// torchrun's way: the same command line on every node, no --node_rank; the
+// mcirun that binds the store's address hosts it, the other joins it.
+TEST(Elastic, WithoutNodeRankTheNodeThatBindsTheStoreIsNodeZero) {
+  const int port = free_port();
+  auto same = [&] {
+    Strings a = node(port, 0, "1:2", "join_timeout=30,last_call_timeout=30", "exit 0");
+    a.erase(a.begin() + 1);  // --node_rank
+    return a;
+  };
+  Mcirun a(same(), kEnv);
+  Mcirun b(same(), kEnv);
+  ASSERT_EQ(a.code(60s), 0) << a.all() << b.all();
+  ASSERT_EQ(b.code(60s), 0) << a.all() << b.all();
+  const std::string out = a.out() + b.out();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(contains(out, fmt::format("attempt=0 rank={} world=4 group={}/2 local={}/2", r, r / 2, r % 2)))
+        << a.all() << b.all();
+  }
+}
+
 TEST(Elastic, FewerThanMinNodesEndTheJobWithAClearError) {
   const int port = free_port();
   Mcirun alone(node(port, 0, "2:3", "join_timeout=1", "exit 0"), kEnv);
