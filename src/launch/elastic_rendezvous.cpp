@@ -177,7 +177,9 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
     for (const ElasticNode& n : before) {
       if (is_in(n.id) || lost_said.count(n.id)) continue;
       std::string why;
-      if (beats.lost(*store_, n.id, &why)) {
+      const auto known = known_lost_.find(n.id);
+      if (known != known_lost_.end()) why = known->second;
+      if (known != known_lost_.end() || beats.lost(*store_, n.id, &why)) {
         lost_said.insert(n.id);
         say(
             fmt::format("mcirun: node {} of attempt {} ({}, mcirun pid {}) is lost: {}; attempt {} goes on without it "

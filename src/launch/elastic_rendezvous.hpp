@@ -23,6 +23,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,9 @@ class ElasticRendezvous {
   void close(int rc);
   // Node 0: the other nodes of an attempt, for a MemberWatch.
   std::vector<WatchedNode> watched(const Membership& m) const;
+  // Node 0: a MemberWatch found node `id` lost; the next round does not
+  // wait for its silence again.
+  void mark_lost(int id, const std::string& why) { known_lost_[id] = why; }
 
  private:
   JoinOutcome host_round(int attempt, SignalFd& signals);
@@ -88,6 +92,7 @@ class ElasticRendezvous {
   std::unique_ptr<TcpStore> store_;
   int id_ = 0;
   std::optional<Membership> last_;  // node 0: the attempt before
+  std::map<int, std::string> known_lost_;
   std::unique_ptr<Heartbeat> heartbeat_;
 };
 

@@ -103,9 +103,16 @@ bool MemberWatch::look(TcpStore& store, BeatTracker& beats) {
     // every node, node 0 included, reads it as another node's failure.
     store.compare_set(failed, {},
                       to_bytes(fmt::format("{}|lost: {} (mcirun pid {} on {})", n.group_rank, why, n.pid, n.host)));
+    std::lock_guard lk(mu_);
+    lost_.emplace(n.id, why);
     return true;
   }
   return false;
+}
+
+std::optional<std::pair<int, std::string>> MemberWatch::lost_node() const {
+  std::lock_guard lk(mu_);
+  return lost_;
 }
 
 void MemberWatch::run() {

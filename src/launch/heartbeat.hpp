@@ -19,8 +19,10 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/deadline.hpp"
@@ -91,6 +93,10 @@ class MemberWatch {
   MemberWatch(const MemberWatch&) = delete;
   MemberWatch& operator=(const MemberWatch&) = delete;
 
+  // The node it found lost (its id and why), if it did: the next round
+  // need not wait for that node's silence again.
+  std::optional<std::pair<int, std::string>> lost_node() const;
+
  private:
   void run();
   // One look at every node; true once a failure is in the store (ours or
@@ -102,9 +108,10 @@ class MemberWatch {
   std::vector<WatchedNode> nodes_;
   std::chrono::milliseconds lost_after_;
   std::chrono::milliseconds period_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::optional<std::pair<int, std::string>> lost_;
   std::thread thread_;
 };
 

@@ -322,7 +322,10 @@ int run_job(JobConfig job, const EnvLookup& env) {
     Supervisor sup(job, signals, link.get());
     sup.start(ranks);
     const int rc = sup.run();
-    watch.reset();
+    if (watch) {
+      if (const auto lost = watch->lost_node()) rdzv->mark_lost(lost->first, lost->second);
+      watch.reset();
+    }
     const bool again = rc != 0 && sup.rank_failed() && attempt < job.max_restarts;
     if (rc != 0 && sup.rank_failed()) failures.emplace_back(attempt, sup.failure_line());
     if (!again) {
