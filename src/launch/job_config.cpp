@@ -370,10 +370,11 @@ void resolve_elastic(const CliArgs& a, const EnvLookup& env, JobConfig& c, bool 
   }
   if (rank && !e.is_host) e.is_host = *rank == 0;
   if (a.node_rank && *rank != 0) {
-    c.notices.push_back(fmt::format(
-        "mcirun: --nnodes={}: {}={} only says that this node does not host the store; its GROUP_RANK and "
-        "ranks are given at each attempt, in the order the nodes joined (torchrun's c10d ignores --node_rank)",
-        *a.nnodes, a.named("node_rank"), *a.node_rank));
+    c.notices.push_back(
+        fmt::format("mcirun: --nnodes={}: {}={} only says that this node does not host the store; its GROUP_RANK and "
+                    "ranks are given at each attempt (node 0 first, then the nodes already in the job, then newcomers; "
+                    "torchrun's c10d ignores --node_rank)",
+                    *a.nnodes, a.named("node_rank"), *a.node_rank));
   }
   if (a.rdzv_backend && *a.rdzv_backend == "static") {
     c.notices.push_back(fmt::format(
