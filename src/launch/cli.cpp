@@ -75,7 +75,10 @@ struct Row {
 const std::vector<Row>& rows() {
   static const std::vector<Row> table{
       {"nnodes", "", &CliArgs::nnodes, true, true, "N",
-       "number of nodes of the job (default 1, or from srun/mpirun); N:N is\nN (mcirun runs no elastic range)"},
+       "number of nodes of the job (default 1, or from srun/mpirun); MIN:MAX\nis elastic: each attempt runs on the "
+       "nodes "
+       "there (at least MIN),\na lost node is left out of the next one, a node started later joins\nthe next one, "
+       "ranks and WORLD_SIZE are numbered again (node 0,\nwhich hosts the store, is always GROUP_RANK 0)"},
       {"nproc_per_node", "", &CliArgs::nproc_per_node, true, true, "N|cpu|gpu|auto",
        "processes on this node: a number, cpu (one per usable CPU),\ngpu (one per visible GPU) or auto (gpu if any, "
        "else cpu)",
@@ -88,8 +91,9 @@ const std::vector<Row>& rows() {
        "the job's id: TORCHELASTIC_RUN_ID for the processes, and the start of\nits --log-dir folder's name (default "
        "none; a fresh one with --standalone)"},
       {"rdzv_conf", "", &CliArgs::rdzv_conf, true, true, "KEY=VALUE,...",
-       "join_timeout (or timeout): seconds a node waits for node 0's mcirun\n(default 600); torchrun's other keys are "
-       "ignored, with a notice"},
+       "join_timeout (or timeout): seconds a node waits for node 0's mcirun,\nand node 0 for MIN nodes (default 600); "
+       "for MIN:MAX also\nlast_call_timeout (30), keep_alive_interval (5), keep_alive_max_attempt\n(3) and is_host "
+       "(true: this node hosts the store); torchrun's other\nkeys are ignored, with a notice"},
       {"standalone", "", &CliArgs::standalone, true, true, "",
        "single node, store on 127.0.0.1 at a free port mcirun picks"},
       {"max_restarts", "", &CliArgs::max_restarts, true, true, "N",
@@ -128,7 +132,8 @@ const std::vector<Row>& rows() {
       {"duplicate_stderr_filters", "", &CliArgs::duplicate_stderr_filters, true, true, "TEXT,...",
        "the same for stderr (filtered_stderr.log)"},
       {"node_rank", "", &CliArgs::node_rank, true, true, "K",
-       "index of this node, from 0 (default 0, or from srun/mpirun)"},
+       "index of this node, from 0 (default 0, or from srun/mpirun); with\n--nnodes MIN:MAX only 0 (hosts the store) "
+       "or not: GROUP_RANK is\ngiven at each attempt"},
       {"master_addr", "", &CliArgs::master_addr, true, true, "HOST",
        "address of node 0, where the store listens (default 127.0.0.1)"},
       {"master_port", "", &CliArgs::master_port, true, true, "PORT", "port of the store on node 0 (default 29500)"},

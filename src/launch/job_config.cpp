@@ -37,17 +37,27 @@ int parse_port(const std::string& named, const std::string& value) {
   return static_cast<int>(*n);
 }
 
-// --nnodes=N, or torchrun's elastic MIN:MAX when both are the same.
-int parse_nnodes(const std::string& named, const std::string& value) {
+struct NodeRange {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  bool elastic() const { return min_nodes < max_nodes; }
+};
+
+// --nnodes=N, or torchrun's MIN:MAX (elastic when MIN < MAX).
+NodeRange parse_nnodes(const std::string& named, const std::string& value) {
   const auto colon = value.find(':');
-  if (colon == std::string::npos) return parse_count(named, value, 1, "a number of nodes, 1 or more");
-  auto lo = parse_int(value.substr(0, colon));
-  auto hi = parse_int(value.substr(colon + 1));
-  if (lo && hi && *lo == *hi) return parse_count(named, value.substr(0, colon), 1, "1 or more nodes");
-  throw UsageError(
-      fmt::format("{}='{}': mcirun runs a fixed number of nodes, not an elastic "
-                  "range; give one number (e.g. --nnodes=2)",
-                  named, value));
+  if (colon == std::string::npos) {
+    const int n = parse_count(named, value, 1, "a number of nodes, 1 or more");
+    return {n, n};
+  }
+  const std::string what = "a number of nodes (1 or more) or a range MIN:MAX, e.g. 1:4";
+  const int lo = parse_count(named, value.substr(0, colon), 1, what);
+  const int hi = parse_count(named, value.substr(colon + 1), 1, what);
+  if (lo > hi) {
+    throw UsageError(fmt::format("{}='{}': the minimum number of nodes is above the maximum; write MIN:MAX, e.g. {}:{}",
+                                 named, value, hi, lo));
+  }
+  return {lo, hi};
 }
 
 // Seconds, as a fraction or not; `what` says what they are.
@@ -121,10 +131,22 @@ topo::BindMode resolve_bind(const CliArgs& a, std::vector<std::string>& notices)
   return mapped;
 }
 
+bool parse_bool_word(const std::string& v, bool& out) {
+  for (const char* t : {"1", "true", "True", "TRUE", "yes", "y"}) {
+    if (v == t) return out = true;
+  }
+  for (const char* f : {"0", "false", "False", "FALSE", "no", "n"}) {
+    if (v == f) return !(out = false);
+  }
+  return false;
+}
+
 // --rdzv_conf KEY=VALUE,...: torchrun's rendezvous settings. The join
 // timeout (c10d's join_timeout, static's timeout) bounds how long a node
-// waits for node 0; the others have no counterpart here.
-void apply_rdzv_conf(const CliArgs& a, JobConfig& c) {
+// waits for node 0; last_call_timeout, keep_alive_interval,
+// keep_alive_max_attempt and is_host are c10d's, for an elastic --nnodes
+// MIN:MAX; the others have no counterpart here.
+void apply_rdzv_conf(const CliArgs& a, bool elastic, JobConfig& c, ElasticNodes& e) {
   const std::string named = a.named("rdzv_conf");
   const std::string& text = *a.rdzv_conf;
   if (text.empty()) return;
@@ -137,12 +159,31 @@ void apply_rdzv_conf(const CliArgs& a, JobConfig& c) {
     }
     const std::string key = item.substr(0, eq);
     const std::string value = item.substr(eq + 1);
-    if (key == "join_timeout" || key == "timeout") {
+    auto whole = [&](long long lo, const char* what = "whole seconds") {
       const auto s = parse_int(value);
-      if (!s || *s < 1 || *s > 7 * 24 * 3600) {
-        throw UsageError(fmt::format("{}: {}={} is not valid: give whole seconds, 1 or more", named, key, value));
+      if (!s || *s < lo || *s > 7 * 24 * 3600) {
+        throw UsageError(fmt::format("{}: {}={} is not valid: give {}, {} or more", named, key, value, what, lo));
       }
-      c.join_timeout = std::chrono::seconds(*s);
+      return *s;
+    };
+    const bool elastic_key = key == "last_call_timeout" || key == "keep_alive_interval" ||
+                             key == "keep_alive_max_attempt" || key == "is_host";
+    if (elastic_key && !elastic) {
+      ignored.push_back(key);
+    } else if (key == "join_timeout" || key == "timeout") {
+      c.join_timeout = std::chrono::seconds(whole(1));
+    } else if (key == "last_call_timeout") {
+      e.last_call = std::chrono::seconds(whole(0));
+    } else if (key == "keep_alive_interval") {
+      e.keep_alive = std::chrono::seconds(whole(1));
+    } else if (key == "keep_alive_max_attempt") {
+      e.keep_alive_max_attempt = static_cast<int>(whole(1, "a whole number"));
+    } else if (key == "is_host") {
+      bool b = false;
+      if (!parse_bool_word(value, b)) {
+        throw UsageError(fmt::format("{}: is_host={} is not valid: give true or false", named, value));
+      }
+      e.is_host = b;
     } else {
       ignored.push_back(key);
     }
@@ -152,7 +193,8 @@ void apply_rdzv_conf(const CliArgs& a, JobConfig& c) {
     for (const auto& k : ignored) keys += (keys.empty() ? "" : ", ") + k;
     c.notices.push_back(
         fmt::format("mcirun: {}: {} ignored (torchrun's rendezvous settings; mcirun's store uses only "
-                    "join_timeout, or timeout)",
+                    "join_timeout (or timeout), and, for --nnodes MIN:MAX, last_call_timeout, "
+                    "keep_alive_interval, keep_alive_max_attempt and is_host)",
                     named, keys));
   }
 }
@@ -296,6 +338,53 @@ void check_virtual_local_rank(const JobConfig& c, const EnvLookup& env) {
   }
 }
 
+// --nnodes MIN:MAX: which node hosts the store (torchrun's c10d ignores
+// --node_rank; here 0 says "this one hosts it", any other "this one does
+// not"), and node 0's address under a scheduler.
+void resolve_elastic(const CliArgs& a, const EnvLookup& env, JobConfig& c, bool store_given) {
+  ElasticNodes& e = *c.elastic;
+  std::optional<int> rank;
+  if (a.node_rank) rank = c.node_rank;
+  const auto p = scheduler_placement(env);
+  if (p) {
+    c.placement_source = p->source;
+    if (!rank) rank = p->node_rank;
+    if (!store_given) {
+      if (p->master_addr) {
+        c.master_addr = *p->master_addr;
+      } else if (auto m = env("MASTER_ADDR"); m && !m->empty()) {
+        c.master_addr = *m;
+      } else {
+        throw ConfigError(
+            fmt::format("{} started this node of an elastic job but does not say which host is node 0: pass "
+                        "--master_addr=<host of node 0> (or export MASTER_ADDR)",
+                        p->source));
+      }
+    }
+  }
+  if (rank && e.is_host && *e.is_host != (*rank == 0)) {
+    throw UsageError(fmt::format(
+        "--node_rank={} and --rdzv_conf is_host={} disagree on whether this node hosts the store: give one of "
+        "them",
+        *rank, *e.is_host ? "true" : "false"));
+  }
+  if (rank && !e.is_host) e.is_host = *rank == 0;
+  if (a.node_rank && *rank != 0) {
+    c.notices.push_back(
+        fmt::format("mcirun: --nnodes={}: {}={} only says that this node does not host the store; its GROUP_RANK and "
+                    "ranks are given at each attempt (node 0 first, then the nodes already in the job, then newcomers; "
+                    "torchrun's c10d ignores --node_rank)",
+                    *a.nnodes, a.named("node_rank"), *a.node_rank));
+  }
+  if (a.rdzv_backend && *a.rdzv_backend == "static") {
+    c.notices.push_back(fmt::format(
+        "mcirun: --nnodes={} with {}=static: mcirun runs the range elastically, as torchrun's c10d rendezvous "
+        "does (torchrun's static one would wait for {} nodes)",
+        *a.nnodes, a.named("rdzv_backend"), e.max_nodes));
+  }
+  c.node_rank = 0;  // until the first attempt says
+}
+
 }  // namespace
 
 int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir, const std::string& named) {
@@ -360,7 +449,11 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
                     a.named("rdzv_backend"), *a.rdzv_backend));
   }
   note_torchrun_leftovers(a, c);
-  if (a.rdzv_conf) apply_rdzv_conf(a, c);
+  ElasticNodes elastic;
+  if (a.rdzv_conf) {
+    const bool elastic_range = a.nnodes && !a.standalone && parse_nnodes(a.named("nnodes"), *a.nnodes).elastic();
+    apply_rdzv_conf(a, elastic_range, c, elastic);
+  }
   apply_stop_signals(a, c);
   apply_logs(a, env, c);
   if (a.role) c.role = *a.role;
@@ -402,7 +495,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
           "--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
           "--master_port and --rdzv_endpoint, or drop --standalone");
     }
-    if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes) != 1) {
+    if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes).max_nodes != 1) {
       throw UsageError(
           fmt::format("--standalone runs one node, but {}={}: drop --standalone "
                       "and give --master_addr/--master_port (the same on every node)",
@@ -413,8 +506,17 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
     }
     c.master_port = 0;
   } else {
-    if (a.nnodes) c.nnodes = parse_nnodes(a.named("nnodes"), *a.nnodes);
+    NodeRange range;
+    if (a.nnodes) {
+      range = parse_nnodes(a.named("nnodes"), *a.nnodes);
+      c.nnodes = range.max_nodes;
+    }
     if (a.node_rank) c.node_rank = parse_count(a.named("node_rank"), *a.node_rank, 0, "a node index, 0 or more");
+    if (range.elastic()) {
+      elastic.min_nodes = range.min_nodes;
+      elastic.max_nodes = range.max_nodes;
+      c.elastic = elastic;
+    }
     if (rdzv_endpoint) {
       std::tie(c.master_addr, c.master_port) = parse_endpoint(*rdzv_endpoint, kDefaultRdzvPort);
     }
@@ -428,7 +530,9 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
 
     // A scheduler fills in what the flags leave out.
     const bool placed_by_flags = a.nnodes && a.node_rank;
-    if (!placed_by_flags) {
+    if (c.elastic) {
+      resolve_elastic(a, env, c, master_addr || rdzv_endpoint);
+    } else if (!placed_by_flags) {
       if (auto p = scheduler_placement(env)) {
         c.placement_source = p->source;
         if (!a.nnodes) c.nnodes = p->nnodes;
@@ -452,7 +556,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
                         c.nnodes, c.nnodes - 1));
       }
     }
-    if (c.node_rank >= c.nnodes) {
+    if (!c.elastic && c.node_rank >= c.nnodes) {
       throw UsageError(fmt::format("--node_rank={} is not below --nnodes={}: number the nodes 0 to {}", c.node_rank,
                                    c.nnodes, c.nnodes - 1));
     }

@@ -21,6 +21,26 @@ namespace mci::launch {
 constexpr int kDefaultMasterPort = 29500;
 constexpr int kDefaultRdzvPort = 29400;  // torchrun's, for --rdzv_endpoint HOST
 
+// --nnodes MIN:MAX with MIN < MAX: the job runs on any number of nodes in
+// the range, decided again at each attempt (launch/elastic_rendezvous.hpp).
+struct ElasticNodes {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // Whether this node's mcirun hosts the store: --rdzv_conf is_host, else
+  // --node_rank (0 hosts), else nullopt until run_job tries to bind
+  // --master_addr:--master_port here (torchrun c10d's rule).
+  std::optional<bool> is_host;
+  // --rdzv_conf last_call_timeout: on the first start, how long node 0
+  // waits for more nodes once MIN have joined (torchrun's default, 30 s).
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
+  // --rdzv_conf keep_alive_interval and keep_alive_max_attempt: every node
+  // but node 0 beats this often; a node silent for interval x attempts is
+  // lost (torchrun's defaults: 5 s x 3).
+  std::chrono::milliseconds keep_alive{std::chrono::seconds(5)};
+  int keep_alive_max_attempt = 3;
+  std::chrono::milliseconds lost_after() const { return keep_alive * keep_alive_max_attempt; }
+};
+
 struct JobConfig {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -65,10 +85,17 @@ struct JobConfig {
   // host name resolves to, often a loopback address).
   std::string gloo_ifname;
   topo::BindMode bind = topo::BindMode::none;
+  // Elastic jobs: the range; nnodes and node_rank are then this attempt's
+  // GROUP_WORLD_SIZE and GROUP_RANK (nnodes is MAX before the first), and
+  // first_rank and world its ranks (the nodes may run different
+  // --nproc_per_node: torchrun numbers them by a running sum).
+  std::optional<ElasticNodes> elastic;
+  int first_rank = -1;
+  int world = -1;
 
-  int world_size() const { return nnodes * nproc_per_node; }
-  int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
-  bool hosts_store() const { return node_rank == 0; }
+  int world_size() const { return world >= 0 ? world : nnodes * nproc_per_node; }
+  int rank_of(int local_rank) const { return (first_rank >= 0 ? first_rank : node_rank * nproc_per_node) + local_rank; }
+  bool hosts_store() const { return elastic ? elastic->is_host.value_or(false) : node_rank == 0; }
 };
 
 // --nproc_per_node: a number >= 1, cpu, gpu or auto. Throws UsageError for

@@ -13,8 +13,10 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "launch/child_env.hpp"
+#include "launch/elastic_rendezvous.hpp"
 #include "launch/error_files.hpp"
 #include "launch/fd_budget.hpp"
+#include "launch/heartbeat.hpp"
 #include "launch/node_link.hpp"
 #include "launch/program_port.hpp"
 #include "launch/python_path.hpp"
@@ -91,7 +93,20 @@ int run_job(JobConfig job, const EnvLookup& env) {
 
   const std::string token = choose_token(env, job.nnodes);
   std::unique_ptr<StoreServer> store;
-  if (job.hosts_store()) {
+  if (job.elastic && !job.elastic->is_host) {
+    // Neither --node_rank nor is_host says which node hosts the store:
+    // the first mcirun that can bind --master_addr:--master_port does
+    // (torchrun c10d's rule); the others reach it there.
+    try {
+      store = std::make_unique<StoreServer>(StoreServerOptions{job.master_addr, job.master_port, token});
+      job.elastic->is_host = true;
+    } catch (const Error& e) {
+      job.elastic->is_host = false;
+      log::info("mcirun: another node hosts the job's store ({}:{} cannot be bound here: {})", job.master_addr,
+                job.master_port, e.what());
+    }
+  }
+  if (job.hosts_store() && !store) {
     try {
       store = std::make_unique<StoreServer>(StoreServerOptions{job.master_addr, job.master_port, token});
     } catch (const Error& e) {
@@ -116,9 +131,16 @@ int run_job(JobConfig job, const EnvLookup& env) {
     }
     job.master_port = store->port();
   }
-  log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job.node_rank, job.nnodes,
-            job.nproc_per_node, job.world_size(), job.master_addr, job.master_port,
-            job.placement_source.empty() ? "" : " (placed by " + job.placement_source + ")");
+  if (job.elastic) {
+    log::info("mcirun: elastic job of {} to {} nodes, {} process(es) on this node, {} the store {}:{}{}",
+              job.elastic->min_nodes, job.elastic->max_nodes, job.nproc_per_node,
+              job.hosts_store() ? "hosting" : "using", job.master_addr, job.master_port,
+              job.placement_source.empty() ? "" : " (placed by " + job.placement_source + ")");
+  } else {
+    log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job.node_rank, job.nnodes,
+              job.nproc_per_node, job.world_size(), job.master_addr, job.master_port,
+              job.placement_source.empty() ? "" : " (placed by " + job.placement_source + ")");
+  }
   if (token.empty()) {
     say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
         "authenticated; export the same MCI_JOB_TOKEN on every node to protect them.");
@@ -187,10 +209,60 @@ int run_job(JobConfig job, const EnvLookup& env) {
   const std::vector<std::vector<int>> cpus = place_ranks(job);
   const std::string host = host_name();
 
+  // --nnodes MIN:MAX: the nodes meet before each attempt.
+  std::unique_ptr<ElasticRendezvous> rdzv;
+  if (job.elastic) {
+    try {
+      rdzv = std::make_unique<ElasticRendezvous>(job, token);
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: cannot reach the job's store at {}:{} to join the elastic job: {}", job.master_addr,
+                      job.master_port, e.what()));
+      return 1;
+    }
+  }
+  // Node 0 of an elastic job tells nodes still waiting to join that the job is over.
+  auto finish = [&](int rc) {
+    if (rdzv && job.hosts_store()) rdzv->close(rc);
+    return rc;
+  };
+
   // --max-restarts: a rank's failure on any node stops every process on
   // every node, and each node starts its processes again, up to N times.
-  std::vector<std::string> failures;  // each attempt's, for the last summary
+  std::vector<std::pair<int, std::string>> failures;  // each failed attempt's, for the last summary
   for (int attempt = 0;; ++attempt) {
+    std::optional<Membership> members;
+    if (rdzv) {
+      try {
+        JoinOutcome j = rdzv->join(attempt, signals);
+        if (j.signal != 0) {
+          say(fmt::format("mcirun: received {} while the nodes were meeting for attempt {}", signal_name(j.signal),
+                          attempt));
+          return finish(128 + j.signal);
+        }
+        if (j.job_ended) {
+          say(fmt::format("mcirun: node 0 ended the job ({}) before this node could join it: nothing ran here",
+                          *j.job_ended == 0 ? "it succeeded" : fmt::format("exit code {}", *j.job_ended)));
+          return *j.job_ended == 0 ? 0 : 1;
+        }
+        members = std::move(j.membership);
+      } catch (const Error& e) {
+        if (job.hosts_store()) {
+          say(fmt::format("mcirun: cannot start attempt {}: {}", attempt, e.what()));
+        } else {
+          say(
+              fmt::format("mcirun: lost node 0, which holds the job's store at {}:{} ({}): an elastic job cannot go "
+                          "on without it; the job ends here",
+                          job.master_addr, job.master_port, e.what()));
+        }
+        return finish(1);
+      }
+      attempt = members->attempt;
+      job.nnodes = static_cast<int>(members->nodes.size());
+      job.node_rank = members->group_rank;
+      job.first_rank = members->first_rank();
+      job.world = members->world_size();
+      say("mcirun: " + describe_membership(*members, *job.elastic));
+    }
     job.restart_count = attempt;
     // Otherwise the error files live in a folder of mcirun's, a fresh one
     // per attempt (an old attempt's exception must not read as the new
@@ -205,7 +277,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
       }
     } catch (const Error& e) {
       say(fmt::format("mcirun: {}", e.what()));
-      return 1;
+      return finish(1);
     }
     NodeLinkOptions o;
     o.host = job.master_addr;
@@ -214,7 +286,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
     o.nnodes = job.nnodes;
     o.node_rank = job.node_rank;
     o.attempt = attempt;
-    if (attempt > 0 && job.nnodes > 1) {
+    if (attempt > 0 && job.nnodes > 1 && !rdzv) {
       try {
         if (const auto sig = join_attempt(o, job.join_timeout, signals)) {
           say(fmt::format("mcirun: received {} while waiting for the other nodes to restart", signal_name(*sig)));
@@ -227,6 +299,17 @@ int run_job(JobConfig job, const EnvLookup& env) {
     }
     std::unique_ptr<NodeLink> link;
     if (job.nnodes > 1) link = std::make_unique<NodeLink>(o);
+    // Node 0 of an elastic job: a node lost while the attempt runs fails it.
+    std::unique_ptr<MemberWatch> watch;
+    if (rdzv && members && job.hosts_store() && job.nnodes > 1) {
+      TcpStoreOptions so;
+      so.host = job.master_addr;
+      so.port = job.master_port;
+      so.token = token;
+      watch = std::make_unique<MemberWatch>(so, attempt, rdzv->watched(*members), job.elastic->lost_after(),
+                                            std::min<std::chrono::milliseconds>(job.elastic->keep_alive,
+                                                                                std::chrono::milliseconds(500)));
+    }
 
     std::vector<RankSpec> ranks;
     for (int local = 0; local < job.nproc_per_node; ++local) {
@@ -239,20 +322,22 @@ int run_job(JobConfig job, const EnvLookup& env) {
     Supervisor sup(job, signals, link.get());
     sup.start(ranks);
     const int rc = sup.run();
+    if (watch) {
+      if (const auto lost = watch->lost_node()) rdzv->mark_lost(lost->first, lost->second);
+      watch.reset();
+    }
     const bool again = rc != 0 && sup.rank_failed() && attempt < job.max_restarts;
-    if (rc != 0 && sup.rank_failed()) failures.push_back(sup.failure_line());
+    if (rc != 0 && sup.rank_failed()) failures.emplace_back(attempt, sup.failure_line());
     if (!again) {
       if (attempt > 0) {  // the history, also when a later start was stopped by a signal
         say(fmt::format("mcirun: the job was started {} time(s) (--max-restarts={}){}", attempt + 1, job.max_restarts,
                         rc == 0 ? "; the last start succeeded" : ""));
-        for (std::size_t i = 0; i < failures.size(); ++i) {
-          say(fmt::format("mcirun:   attempt {} failed: {}", i, failures[i]));
-        }
+        for (const auto& [a, line] : failures) say(fmt::format("mcirun:   attempt {} failed: {}", a, line));
       }
-      return rc;
+      return finish(rc);
     }
     say(fmt::format("mcirun: attempt {} failed ({}): restarting every process, restart {} of {}", attempt,
-                    failures.back(), attempt + 1, job.max_restarts));
+                    failures.back().second, attempt + 1, job.max_restarts));
   }
 }
 

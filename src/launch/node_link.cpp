@@ -31,7 +31,9 @@ std::string attempt_prefix(int attempt) {
 
 }  // namespace
 
-std::string NodeLink::key(const std::string& name) const { return attempt_prefix(opts_.attempt) + name; }
+std::string attempt_key(int attempt, const std::string& name) { return attempt_prefix(attempt) + name; }
+
+std::string NodeLink::key(const std::string& name) const { return attempt_key(opts_.attempt, name); }
 
 std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals) {
   const std::string joined = attempt_prefix(o.attempt) + "joined";

@@ -47,6 +47,10 @@ struct NodeLinkOptions {
   std::chrono::milliseconds slice{100};  // longest a store call holds the thread
 };
 
+// The store key `name` of attempt `attempt`: mcirun/NAME for the first,
+// mcirun/attempt/N/NAME after.
+std::string attempt_key(int attempt, const std::string& name);
+
 // Before attempt o.attempt (> 0) starts on any node, every node has
 // stopped its processes of the attempt before: a new rank 0 must not meet
 // an old rank's store. Each node counts itself in

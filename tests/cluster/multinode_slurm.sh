@@ -107,6 +107,35 @@ two_hosts() {
 }
 all_done=("Rang 0 terminé" "Rang 1 terminé" "Rang 2 terminé" "Rang 3 terminé")
 
+# --nnodes=1:2 on two hosts, torchrun's elastic range: node 1's mcirun is
+# killed by SIGKILL (its ranks go with it); node 0 goes on alone in the next
+# attempt with WORLD_SIZE 2, and nothing is left on node 1.
+port=$(ip netns exec node0 /usr/bin/python3 -c \
+  'import socket; s = socket.socket(); s.bind(("10.77.0.1", 0)); print(s.getsockname()[1])')
+elastic_node() {  # elastic_node N &: node N's mcirun, a child of $! (timeout)
+  exec ip netns exec "node$1" timeout 120 env MCI_JOB_TOKEN=multinode-check OMP_NUM_THREADS=1 \
+    "$build/bin/mcirun" --nnodes=1:2 --node_rank="$1" --nproc_per_node=2 --master_addr=10.77.0.1 \
+    --master_port="$port" --max-restarts=1 --rdzv_conf=keep_alive_interval=1,keep_alive_max_attempt=2 /bin/sh -c \
+    'echo "attempt=$TORCHELASTIC_RESTART_COUNT rank=$RANK world=$WORLD_SIZE"; [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60; true'
+}
+elastic_node 0 >"$out" 2>&1 &
+n0=$!
+elastic_node 1 >"${out}.1" 2>&1 &
+n1=$!
+for _ in $(seq 300); do [ "$(grep -c '^attempt=0' "${out}.1")" = 2 ] && break; sleep 0.1; done
+kill -9 "$(ps -o pid= --ppid "$n1" | tr -d ' ')"
+wait "$n0"
+rc=$?
+wait "$n1"
+cat "${out}.1" >>"$out"
+check "mcirun --nnodes=1:2 on two hosts: node 1's mcirun SIGKILLed, node 0 goes on alone" 0 $rc "$out" \
+  "attempt=0 rank=2 world=4" "attempt=0 rank=0 world=4" "node 1: lost: its mcirun sent no heartbeat" \
+  "attempt=1 rank=0 world=2" "attempt=1 rank=1 world=2"
+if ip netns exec node1 pgrep -f "sleep 60" >/dev/null; then
+  echo "FAIL a rank's process is left on node1 after its mcirun was killed"; failures=$((failures + 1))
+fi
+rm -f "${out}.1"
+
 # The seed's Example 2 (train_multinode.py, on CPU): PyTorch on gloo, then on
 # mci's backend.
 torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}

@@ -152,8 +152,37 @@ TEST(JobConfig, NodesAndNodeRankMustAgree) {
   expect_has(error({"--node_rank=1"}), "--node_rank=1 is not below --nnodes=1");
   expect_has(error({"--nnodes=0"}), "--nnodes='0' is not valid");
   expect_has(error({"--nnodes=2", "--node_rank=-1"}), "--node_rank='-1' is not valid");
-  expect_has(error({"--nnodes=1:4"}), "not an elastic range");
   EXPECT_EQ(job({"--nnodes=2:2", "--node_rank=1"}).nnodes, 2);
+  EXPECT_FALSE(job({"--nnodes=2:2", "--node_rank=1"}).elastic);
+}
+
+// --nnodes MIN:MAX, torchrun's elastic range: no --node_rank needed; 0 says
+// "hosts the store", another value "does not" (torchrun's c10d ignores it).
+TEST(JobConfig, AnElasticRangeIsKeptAndNodeRankOnlySaysWhoHostsTheStore) {
+  JobConfig c = job({"--nnodes=1:4", "--nproc_per_node=2"});
+  ASSERT_TRUE(c.elastic);
+  EXPECT_EQ(c.elastic->min_nodes, 1);
+  EXPECT_EQ(c.elastic->max_nodes, 4);
+  EXPECT_EQ(c.nnodes, 4);            // until the first attempt says how many came
+  EXPECT_FALSE(c.elastic->is_host);  // decided by binding the store's address
+  EXPECT_TRUE(c.notices.empty());
+  c = job({"--nnodes=1:4", "--node_rank=3", "--master_addr=h"});
+  EXPECT_EQ(c.elastic->is_host, false);
+  EXPECT_EQ(c.node_rank, 0);
+  ASSERT_EQ(c.notices.size(), 1u);
+  expect_has(c.notices[0], "--node_rank=3 only says that this node does not host the store");
+  EXPECT_EQ(job({"--nnodes=1:4", "--node_rank=0"}).elastic->is_host, true);
+  EXPECT_EQ(job({"--nnodes=1:4", "--rdzv_conf=is_host=false"}).elastic->is_host, false);
+  expect_has(error({"--nnodes=1:4", "--node_rank=0", "--rdzv_conf=is_host=no"}), "disagree");
+  expect_has(error({"--nnodes=3:2"}), "--nnodes='3:2': the minimum number of nodes is above the maximum");
+  expect_has(error({"--nnodes=0:2"}), "--nnodes='0' is not valid");
+  expect_has(error({"--nnodes=1:x"}), "or a range MIN:MAX");
+  expect_has(error({"--standalone", "--nnodes=1:2"}), "--standalone runs one node");
+  c = job({"--nnodes=2:3", "--rdzv_conf=last_call_timeout=0,keep_alive_interval=2,keep_alive_max_attempt=4"});
+  EXPECT_EQ(c.elastic->last_call, std::chrono::seconds(0));
+  EXPECT_EQ(c.elastic->lost_after(), std::chrono::seconds(8));
+  expect_has(error({"--nnodes=2:3", "--rdzv_conf=keep_alive_interval=0"}), "keep_alive_interval=0 is not valid");
+  expect_has(job({"--nnodes=1:2", "--rdzv_backend=static"}).notices.at(0), "runs the range elastically");
 }
 
 TEST(JobConfig, GraceAndTorchrunLeftovers) {
