@@ -119,6 +119,11 @@ struct ProcessGroup::Impl {
   // Held by whoever runs an operation (caller or progress thread).
   std::mutex exec_mu_;
   std::string broken_;  // the first failure; guarded by exec_mu_
+  // abort() was called: the progress thread's point-to-point loop, which
+  // abort()'s drain would otherwise wait on until the timeout (a recv whose
+  // send never comes), fails its operations at its next round.
+  std::atomic<bool> abort_requested_{false};
+  std::string abort_reason_;  // guarded by mu_
 };
 
 }  // namespace mci

@@ -224,6 +224,21 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     take_queued_p2p(batch);
     if (live.empty() && batch.empty()) return;
     if (live.empty()) continue;
+    if (abort_requested_.load(std::memory_order_acquire)) {
+      std::string why;
+      {
+        std::lock_guard q(mu_);
+        why = abort_reason_;
+      }
+      const Error err(fmt::format("mci: {} on rank {} was {}", live.front().t.d.fingerprint().describe(), rank, why));
+      record_failure(live.front().t.d, err);
+      for (auto& l : live) {
+        recorder_->finish(l.t.rec, false, diag::now_ns());
+        l.t.st->finish(Clock::now() - l.t0, std::make_exception_ptr(err));
+      }
+      live.clear();
+      continue;
+    }
     try {
       // Short rounds, so a send or recv queued meanwhile joins the batch.
       backend_->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout, timeout));
@@ -300,7 +315,15 @@ void ProcessGroup::Impl::worker_loop() {
   }
 }
 
-void ProcessGroup::Impl::abort(const std::string& reason) { fail_group("aborted by the user: " + reason); }
+void ProcessGroup::Impl::abort(const std::string& reason) {
+  const std::string why = "aborted by the user: " + reason;
+  {
+    std::lock_guard lk(mu_);
+    if (abort_reason_.empty()) abort_reason_ = why;
+  }
+  abort_requested_.store(true, std::memory_order_release);
+  fail_group(why);
+}
 
 void ProcessGroup::Impl::shutdown() {
   {

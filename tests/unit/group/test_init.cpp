@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "../../support/ports.hpp"
@@ -279,3 +280,33 @@ TEST(InitTcp, DuplicateRankIsCaught) {
 
 }  // namespace
 }  // namespace mci
+
+// abort() fails a point-to-point operation the progress thread is running
+// (a recv whose send never comes) at once, with the abort's reason: it does
+// not wait for it until the group's timeout (a program leaving with an
+// irecv pending: mci_torch aborts its groups at exit).
+TEST(Abort, FailsARunningRecvAtOnceWithItsReason) {
+  std::promise<void> rank0_done;
+  std::shared_future<void> done = rank0_done.get_future().share();
+  const auto out = threads_as_ranks(
+      2, [](int) { return InitOptions{}; },
+      [&](ProcessGroup& pg) -> std::string {
+        if (pg.rank() == 1) {
+          done.wait();  // alive (no PeerError) until rank 0 has seen its error
+          return "";
+        }
+        std::vector<float> buf(4);
+        Work w = pg.recv(view(buf), 1, 0, Exec::async);
+        pg.abort("the program is leaving");
+        std::string text;
+        try {
+          w.wait();
+        } catch (const Error& e) {
+          text = e.what();
+        }
+        rank0_done.set_value();
+        return text;
+      });
+  EXPECT_NE(out[0].find("recv"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("aborted by the user: the program is leaving"), std::string::npos) << out[0];
+}
