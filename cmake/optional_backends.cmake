@@ -40,13 +40,12 @@ list(JOIN MCI_BACKEND_SWITCHES ", " MCI_BACKEND_SWITCHES)
 
 # LibTorch (PyTorch's C++ frontend): the optional mci::torch module
 # (DistributedDataParallel for torch::nn::Module) and its examples. Found
-# through Torch's own CMake package (Debian: libtorch-dev).
-macro(mci_find_torch)
-  find_package(Torch QUIET HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/cmake/Torch)
-endmacro()
+# through Torch's own CMake package: Torch_DIR, a pip wheel's (the active
+# venv's) or Debian's libtorch-dev (cmake/find_libtorch.cmake).
+include(${CMAKE_CURRENT_LIST_DIR}/find_libtorch.cmake)
 mci_optional(TORCH "Build the LibTorch module (mci::torch): AUTO, ON or OFF" mci_find_torch
-  "; module torch (LibTorch @Torch_VERSION@)"
-  "MCI_WITH_TORCH=ON but LibTorch was not found (apt-get install libtorch-dev, or set Torch_DIR)"
+  "; module torch (LibTorch @Torch_VERSION@, @MCI_TORCH_HOW@: @Torch_DIR@)"
+  "MCI_WITH_TORCH=ON but LibTorch was not found (apt-get install libtorch-dev, or set Torch_DIR, or MCI_LIBTORCH_PYTHON to a Python with torch 2.7 or newer)"
   "LibTorch not found: the mci::torch module and train_ddp/train_multinode are not built (apt-get install libtorch-dev)"
   TARGET torch)
 if(MCI_HAVE_TORCH)
