@@ -140,7 +140,8 @@ macro(mci_find_torch)
         message(FATAL_ERROR "MCI_LIBTORCH_PYTHON=${mci_torch_py}: ${mci_py_torch_why}. Give a Python whose torch is a PyPI wheel (2.7 or newer), or -DMCI_LIBTORCH_PYTHON=OFF for Debian's libtorch-dev")
       elseif(mci_py_torch_old_abi)
         # Found by looking around, not asked for: say why it is passed over.
-        message(WARNING "LibTorch: ${mci_py_torch_why}; not used. ${mci_torch_old_abi_fix}")
+        message(WARNING "LibTorch: ${mci_py_torch_why}; passed over for the next choice (Debian's libtorch-dev). "
+                        "A torch 2.7 or newer in that Python would be used; -DMCI_LIBTORCH_PYTHON=OFF asks no Python")
       elseif(mci_py_torch_why MATCHES "CUDA toolkit")
         message(WARNING "LibTorch: ${mci_py_torch_why}; not used")
       endif()
