@@ -376,8 +376,8 @@ TEST(TorchDdp, GradientsStayInTheirBucketWhenZeroGradSetsThemToNone) {
     job.wait(std::chrono::seconds(120));
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(job.status(r).code, exit_code::ok) << how << "\n" << job.all_output();
-      EXPECT_NE(job.output(r).find("every gradient stayed in its bucket"), std::string::npos)
-          << how << "\n" << job.all_output();
+      EXPECT_NE(job.output(r).find("every gradient stayed in its bucket"), std::string::npos) << how << "\n"
+                                                                                              << job.all_output();
     }
   }
 }
