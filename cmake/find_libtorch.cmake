@@ -162,7 +162,43 @@ macro(mci_find_torch)
       set(Torch_DIR "${mci_torch_hint}" CACHE PATH "The folder holding TorchConfig.cmake")
     endif()
   endif()
+  # A wheel's TorchConfig.cmake finds its Caffe2 package and its libraries
+  # with PATHS, which CMake tries after the system's folders: on a machine
+  # with Debian's libtorch-dev, the wheel's headers would get Debian's 1.13
+  # libraries. Its own prefix (<prefix>/share/cmake/Torch) goes first.
+  set(mci_torch_prefix "")
+  set(mci_torch_saved_prefix_path "${CMAKE_PREFIX_PATH}")
+  if(Torch_DIR MATCHES "/share/cmake/Torch/?$")
+    get_filename_component(mci_torch_prefix "${Torch_DIR}/../../.." ABSOLUTE)
+    list(PREPEND CMAKE_PREFIX_PATH "${mci_torch_prefix}")
+  endif()
+  # A CUDA wheel's package picks CUDA architectures for code compiled with
+  # nvcc against it; "Auto" (its default) compiles and runs a GPU probe,
+  # which fails under this project's C++20 setting. mci compiles no CUDA
+  # against torch: a fixed list skips the probe.
+  set(mci_torch_set_arch FALSE)
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST Common)
+    set(mci_torch_set_arch TRUE)
+  endif()
   find_package(Torch QUIET HINTS ${mci_debian_torch})
+  if(mci_torch_set_arch)
+    unset(TORCH_CUDA_ARCH_LIST)
+  endif()
+  set(CMAKE_PREFIX_PATH "${mci_torch_saved_prefix_path}")
+  if(Torch_FOUND AND mci_torch_prefix)
+    foreach(mci_v Caffe2_DIR TORCH_LIBRARY c10_LIBRARY)
+      if(${mci_v})
+        string(FIND "${${mci_v}}" "${mci_torch_prefix}/" mci_at)
+        if(NOT mci_at EQUAL 0)
+          message(FATAL_ERROR
+            "The LibTorch at ${Torch_DIR} took ${mci_v}=${${mci_v}} from another LibTorch on this machine: "
+            "the build would mix two torches. Configure a fresh build folder (this one cached it), "
+            "or -D${mci_v}= a path under ${mci_torch_prefix}")
+        endif()
+      endif()
+    endforeach()
+  endif()
   if(Torch_FOUND)
     if("${TORCH_CXX_FLAGS}" MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
       message(FATAL_ERROR

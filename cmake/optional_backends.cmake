@@ -54,5 +54,13 @@ if(MCI_HAVE_TORCH)
   get_target_property(mci_torch_inc torch INTERFACE_INCLUDE_DIRECTORIES)
   if(mci_torch_inc)
     set_property(TARGET torch APPEND PROPERTY INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${mci_torch_inc})
+    # A wheel's include folder carries its own {fmt} (a newer one than
+    # Debian's libfmt-dev, which fmt::fmt links): code that sees torch's
+    # headers then gets that fmt's headers, whose functions must come from
+    # the headers too, not from Debian's libfmt.so.
+    list(GET mci_torch_inc 0 mci_torch_inc0)
+    if(NOT mci_torch_inc0 STREQUAL "/usr/include" AND EXISTS ${mci_torch_inc0}/fmt/format.h)
+      set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
+    endif()
   endif()
 endif()

@@ -16,6 +16,7 @@
 // the fresh gradient into the bucket once per step and re-points it.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -109,7 +110,9 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
   std::unique_ptr<ddp::Reducer> reducer;
   // The parameters hold their AccumulateGrad nodes weakly: keep them alive
   // so our hooks stay attached, and remove the hooks when DDP goes away.
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
+  // (A std::shared_ptr in LibTorch 1.13, a c10::intrusive_ptr in 2.x.)
+  using NodePtr = decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  std::vector<NodePtr> accumulators;
   std::vector<std::uintptr_t> hook_keys;
   std::vector<const ::torch::autograd::FunctionPreHook*> pre_hooks;  // ours, to remove
   // Gradients that live in the reducer's buckets (no copy in or out).
