@@ -64,8 +64,12 @@ if [ -z "$sanitize" ] && [ $clang = 0 ]; then
   if [ -x "$torch2_python" ]; then
     libtorch2=1
     start=$SECONDS
+    # MCI_WITH_NCCL=OFF: a CUDA wheel's libtorch_cuda needs its own NCCL
+    # (nvidia-nccl, newer than Debian's); libmci's nccl backend links
+    # Debian's, and one process cannot hold both libnccl.so.2.
     cmake -S . -B build-libtorch2 -G Ninja -DMCI_WERROR=ON "${mci_launcher[@]}" -DMCI_WITH_TORCH=ON \
-      -DMCI_LIBTORCH_PYTHON="$torch2_python" -DMCI_WITH_TORCH_EXT=OFF -DMCI_TORCH2_PYTHON="$torch2_python" >/dev/null
+      -DMCI_LIBTORCH_PYTHON="$torch2_python" -DMCI_WITH_TORCH_EXT=OFF -DMCI_TORCH2_PYTHON="$torch2_python" \
+      -DMCI_WITH_NCCL=OFF >/dev/null
     cmake --build build-libtorch2 --target test_torch_ddp
     libtorch2_build_s=$((SECONDS - start))
   else
