@@ -62,5 +62,12 @@ if(MCI_HAVE_TORCH)
     if(NOT mci_torch_inc0 STREQUAL "/usr/include" AND EXISTS ${mci_torch_inc0}/fmt/format.h)
       set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
     endif()
+    # A CUDA wheel's libraries find their CUDA and NCCL in the pip packages
+    # beside torch (RPATH $ORIGIN/../../nvidia/*/lib); ld, linking a program,
+    # would take the system's older libnccl.so.2 instead: look there first.
+    file(GLOB mci_torch_nvidia_libs LIST_DIRECTORIES TRUE ${mci_torch_inc0}/../../nvidia/*/lib)
+    foreach(d ${mci_torch_nvidia_libs})
+      set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "-Wl,-rpath-link,${d}")
+    endforeach()
   endif()
 endif()
