@@ -64,12 +64,13 @@ if [ -z "$sanitize" ] && [ $clang = 0 ]; then
   if [ -x "$torch2_python" ]; then
     libtorch2=1
     start=$SECONDS
-    # MCI_WITH_NCCL=OFF: a CUDA wheel's libtorch_cuda needs its own NCCL
-    # (nvidia-nccl, newer than Debian's); libmci's nccl backend links
-    # Debian's, and one process cannot hold both libnccl.so.2.
+    # MCI_WITH_NCCL=OFF, MCI_WITH_GLOO=OFF: the wheel's libtorch carries
+    # its own NCCL (nvidia-nccl, newer than Debian's) and its own Gloo;
+    # libmci's backends link Debian's, and one process cannot hold both
+    # (the gloo example crashes in it). The gloo case then skips, saying so.
     cmake -S . -B build-libtorch2 -G Ninja -DMCI_WERROR=ON "${mci_launcher[@]}" -DMCI_WITH_TORCH=ON \
       -DMCI_LIBTORCH_PYTHON="$torch2_python" -DMCI_WITH_TORCH_EXT=OFF -DMCI_TORCH2_PYTHON="$torch2_python" \
-      -DMCI_WITH_NCCL=OFF >/dev/null
+      -DMCI_WITH_NCCL=OFF -DMCI_WITH_GLOO=OFF >/dev/null
     cmake --build build-libtorch2 --target test_torch_ddp
     libtorch2_build_s=$((SECONDS - start))
   else
