@@ -57,8 +57,9 @@ cmake --build "$build"
 
 # The libtorch2 tier, plain build only: the same sources configured against
 # the wheel's LibTorch, building only test_torch_ddp and what it starts
-# (mcirun, train_ddp, train_multinode); libmci's objects are ccache hits
-# (the same compile lines as build/'s). Skipped, saying so, without the venv.
+# (mcirun, train_ddp, train_multinode); its objects are ccache hits from
+# build/'s (most of libmci) or from the last run (the backends layer, built
+# here without gloo and nccl). Skipped, saying so, without the venv.
 libtorch2=0
 if [ -z "$sanitize" ] && [ $clang = 0 ]; then
   if [ -x "$torch2_python" ]; then
