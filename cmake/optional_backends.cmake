@@ -40,13 +40,12 @@ list(JOIN MCI_BACKEND_SWITCHES ", " MCI_BACKEND_SWITCHES)
 
 # LibTorch (PyTorch's C++ frontend): the optional mci::torch module
 # (DistributedDataParallel for torch::nn::Module) and its examples. Found
-# through Torch's own CMake package (Debian: libtorch-dev).
-macro(mci_find_torch)
-  find_package(Torch QUIET HINTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/cmake/Torch)
-endmacro()
+# through Torch's own CMake package: Torch_DIR, a pip wheel's (the active
+# venv's) or Debian's libtorch-dev (cmake/find_libtorch.cmake).
+include(${CMAKE_CURRENT_LIST_DIR}/find_libtorch.cmake)
 mci_optional(TORCH "Build the LibTorch module (mci::torch): AUTO, ON or OFF" mci_find_torch
-  "; module torch (LibTorch @Torch_VERSION@)"
-  "MCI_WITH_TORCH=ON but LibTorch was not found (apt-get install libtorch-dev, or set Torch_DIR)"
+  "; module torch (LibTorch @Torch_VERSION@, @MCI_TORCH_HOW@: @Torch_DIR@)"
+  "MCI_WITH_TORCH=ON but LibTorch was not found (apt-get install libtorch-dev, or set Torch_DIR, or MCI_LIBTORCH_PYTHON to a Python with torch 2.7 or newer)"
   "LibTorch not found: the mci::torch module and train_ddp/train_multinode are not built (apt-get install libtorch-dev)"
   TARGET torch)
 if(MCI_HAVE_TORCH)
@@ -55,5 +54,20 @@ if(MCI_HAVE_TORCH)
   get_target_property(mci_torch_inc torch INTERFACE_INCLUDE_DIRECTORIES)
   if(mci_torch_inc)
     set_property(TARGET torch APPEND PROPERTY INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${mci_torch_inc})
+    # A wheel's include folder carries its own {fmt} (a newer one than
+    # Debian's libfmt-dev, which fmt::fmt links): code that sees torch's
+    # headers then gets that fmt's headers, whose functions must come from
+    # the headers too, not from Debian's libfmt.so.
+    list(GET mci_torch_inc 0 mci_torch_inc0)
+    if(NOT mci_torch_inc0 STREQUAL "/usr/include" AND EXISTS ${mci_torch_inc0}/fmt/format.h)
+      set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
+    endif()
+    # A CUDA wheel's libraries find their CUDA and NCCL in the pip packages
+    # beside torch (RPATH $ORIGIN/../../nvidia/*/lib); ld, linking a program,
+    # would take the system's older libnccl.so.2 instead: look there first.
+    file(GLOB mci_torch_nvidia_libs LIST_DIRECTORIES TRUE ${mci_torch_inc0}/../../nvidia/*/lib)
+    foreach(d ${mci_torch_nvidia_libs})
+      set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "-Wl,-rpath-link,${d}")
+    endforeach()
   endif()
 endif()

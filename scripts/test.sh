@@ -8,6 +8,10 @@
 #   scripts/test.sh --clang                       build-clang/, clang++ Release
 #   scripts/test.sh --no-tests                    build only
 #   scripts/test.sh -R Matrix                     extra arguments go to ctest
+# The plain build also builds and runs the LibTorch tier on PyPI's torch
+# (scripts/torch-pin.txt) in build-libtorch2/: mci::torch's tests
+# (libtorch2.*) against the wheel's LibTorch, while build/ keeps Debian's
+# (libtorch1.*); one CMake tree holds one Torch (cmake/find_libtorch.cmake).
 # Compiles through ccache when it is installed, its cache outside the clone
 # (scripts/cache-root.sh), so a fresh clone rebuilds only what changed.
 set -euo pipefail
@@ -45,12 +49,51 @@ if [ $clang = 1 ]; then
   compiler=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release)
 fi
 
+torch2_python=$(scripts/torch-venv.sh --python)
+# MCI_LIBTORCH_PYTHON=OFF: build/ keeps Debian's LibTorch (the libtorch1
+# tier) even when run from a venv that has a torch wheel.
 cmake -S . -B "$build" -G Ninja -DMCI_SANITIZE="$sanitize" -DMCI_WERROR=ON "${mci_launcher[@]}" "${compiler[@]}" \
-  -DMCI_TORCH2_PYTHON="$(scripts/torch-venv.sh --python)" >/dev/null
+  -DMCI_TORCH2_PYTHON="$torch2_python" -DMCI_LIBTORCH_PYTHON=OFF >/dev/null
 cmake --build "$build"
+
+# The libtorch2 tier, plain build only: the same sources configured against
+# the wheel's LibTorch, building only test_torch_ddp and what it starts
+# (mcirun, train_ddp, train_multinode); its objects are ccache hits from
+# build/'s (most of libmci) or from the last run (the backends layer, built
+# here without gloo and nccl). Skipped, saying so, without the venv.
+libtorch2=0
+if [ -z "$sanitize" ] && [ $clang = 0 ]; then
+  if [ -x "$torch2_python" ]; then
+    libtorch2=1
+    start=$SECONDS
+    # MCI_WITH_NCCL=OFF, MCI_WITH_GLOO=OFF: the wheel's libtorch carries
+    # its own NCCL (nvidia-nccl, newer than Debian's) and its own Gloo;
+    # libmci's backends link Debian's, and one process cannot hold both
+    # (the gloo example crashes in it). The gloo case then skips, saying so.
+    cmake -S . -B build-libtorch2 -G Ninja -DMCI_WERROR=ON "${mci_launcher[@]}" -DMCI_WITH_TORCH=ON \
+      -DMCI_LIBTORCH_PYTHON="$torch2_python" -DMCI_WITH_TORCH_EXT=OFF -DMCI_TORCH2_PYTHON="$torch2_python" \
+      -DMCI_WITH_NCCL=OFF -DMCI_WITH_GLOO=OFF >/dev/null
+    cmake --build build-libtorch2 --target test_torch_ddp
+    libtorch2_build_s=$((SECONDS - start))
+  else
+    echo "test.sh: libtorch2 tier skipped: $torch2_python does not exist (scripts/torch-venv.sh installs $(grep -m1 '^torch==' scripts/torch-pin.txt) there)"
+  fi
+fi
 [ $run_tests = 1 ] || exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+rc=0
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}" || rc=$?
+if [ $libtorch2 = 1 ]; then
+  # Only the libtorch2.* tests are built there; arguments given to this
+  # script select among them (the other programs' placeholders, *_NOT_BUILT,
+  # are left out).
+  select=(-R '^libtorch2\.')
+  [ ${#ctest_args[@]} = 0 ] || select=(-E '_NOT_BUILT$' "${ctest_args[@]}")
+  start=$SECONDS
+  ctest --test-dir build-libtorch2 --output-on-failure -j "$(nproc)" "${select[@]}" || rc=$?
+  echo "test.sh: libtorch2 tier (LibTorch of $torch2_python): build ${libtorch2_build_s}s, tests $((SECONDS - start))s"
+fi
+exit $rc

@@ -5,8 +5,18 @@
 // runs when backward ends and completes the step, so backward returns with
 // averaged gradients. c10d's own Reducer is not used: its header does not
 // compile from Debian's libtorch-dev.
+//
+// Gradients of parameters that share a bucket live in it (PyTorch's
+// gradient_as_bucket_view): the reducer then neither copies them in nor out.
+// LibTorch 2.x's optimizer.zero_grad() sets them to None (undefined) each
+// step, and autograd would then give each a fresh tensor; so a pre hook on
+// each AccumulateGrad node puts a zeroed bucket view back just before
+// autograd writes the gradient, which it then accumulates into in place
+// (a memset, as zero_grad(false) costs). PyTorch's reducer instead copies
+// the fresh gradient into the bucket once per step and re-points it.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -100,8 +110,11 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
   std::unique_ptr<ddp::Reducer> reducer;
   // The parameters hold their AccumulateGrad nodes weakly: keep them alive
   // so our hooks stay attached, and remove the hooks when DDP goes away.
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
+  // (A std::shared_ptr in LibTorch 1.13, a c10::intrusive_ptr in 2.x.)
+  using NodePtr = decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  std::vector<NodePtr> accumulators;
   std::vector<std::uintptr_t> hook_keys;
+  std::vector<const ::torch::autograd::FunctionPreHook*> pre_hooks;  // ours, to remove
   // Gradients that live in the reducer's buckets (no copy in or out).
   std::vector<bool> in_bucket;
   bool sync = true;
@@ -110,6 +123,12 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
   ~State() {
     for (std::size_t i = 0; i < accumulators.size() && i < hook_keys.size(); ++i) {
       accumulators[i]->del_post_hook(hook_keys[i]);
+    }
+    // Node has no del_pre_hook: ours are found by address.
+    for (std::size_t i = 0; i < accumulators.size() && i < pre_hooks.size(); ++i) {
+      if (!pre_hooks[i]) continue;
+      auto& hooks = accumulators[i]->pre_hooks();
+      std::erase_if(hooks, [&](const auto& h) { return h.get() == pre_hooks[i]; });
     }
     // The buckets go with us; gradients still in them move to memory of their own.
     for (std::size_t i = 0; i < in_bucket.size(); ++i) {
@@ -125,19 +144,38 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
   void place_gradients_in_buckets() {
     in_bucket.assign(params.size(), false);
     for (std::size_t i = 0; i < params.size(); ++i) {
-      const BufferView slot = reducer->slot(i);
-      if (!slot.data) continue;
-      at::Tensor& p = params[i];
-      at::Tensor alias = at::from_blob(slot.data, p.sizes(), p.options().requires_grad(false));
-      if (p.grad().defined()) {
-        alias.copy_(p.grad());
-      } else {
-        alias.zero_();
-      }
-      p.mutable_grad() = alias;
+      if (!reducer->slot(i).data) continue;
       in_bucket[i] = true;
+      grad_in_bucket(i);
     }
   }
+
+  // Parameter i's gradient (in_bucket[i]), made to live in its bucket if it
+  // does not: zeros there when it is undefined (zero_grad() of LibTorch 2.x,
+  // or a gradient set to None), a copy when it was replaced by another
+  // tensor (then once: it stays in the bucket).
+  at::Tensor& grad_in_bucket(std::size_t i) {
+    const BufferView slot = reducer->slot(i);
+    at::Tensor& p = params[i];
+    at::Tensor& g = p.mutable_grad();
+    if (g.defined() && g.data_ptr() == slot.data) return g;
+    at::Tensor alias = at::from_blob(slot.data, p.sizes(), p.options().requires_grad(false));
+    if (g.defined()) {
+      alias.copy_(g);
+    } else {
+      alias.zero_();
+    }
+    g = alias;
+    return g;
+  }
+
+  // Before autograd accumulates parameter i's gradient of this backward.
+  void before_accumulate(std::size_t i) {
+    if (in_bucket[i]) grad_in_bucket(i);
+  }
+
+  // The gradient the reducer averages: in its bucket, or contiguous.
+  at::Tensor& grad_for_reducer(std::size_t i) { return in_bucket[i] ? grad_in_bucket(i) : contiguous_grad(params[i]); }
 
   void on_grad_ready(std::size_t i) {
     if (!sync) return;  // no_sync(): gradients only accumulate
@@ -147,7 +185,7 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
         if (auto s = weak.lock()) s->finish_backward();
       });
     }
-    reducer->grad_ready(i, view_of(contiguous_grad(params[i]), names[i]));
+    reducer->grad_ready(i, view_of(grad_for_reducer(i), names[i]));
   }
 
   // Runs as backward ends. Parameters whose gradient never came still take
@@ -159,7 +197,7 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
     for (std::size_t i = 0; i < params.size(); ++i) {
       if (reducer->is_ready(i)) continue;
       unused.push_back("'" + names[i] + "'");
-      reducer->grad_ready(i, view_of(contiguous_grad(params[i]), names[i]));
+      reducer->grad_ready(i, view_of(grad_for_reducer(i), names[i]));
     }
     reducer->finish();
     if (!unused.empty() && !opts.find_unused_parameters) {
@@ -174,6 +212,21 @@ struct Replica::State : std::enable_shared_from_this<Replica::State> {
 };
 
 namespace {
+
+// On the AccumulateGrad node: runs with the incoming gradient, before the
+// node stores or adds it into the parameter's .grad.
+class BucketViewHook final : public ::torch::autograd::FunctionPreHook {
+ public:
+  BucketViewHook(std::weak_ptr<Replica::State> state, std::size_t index) : state_(std::move(state)), index_(index) {}
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
+    if (auto s = state_.lock()) s->before_accumulate(index_);
+    return grads;
+  }
+
+ private:
+  std::weak_ptr<Replica::State> state_;
+  std::size_t index_;
+};
 
 class GradReadyHook final : public ::torch::autograd::FunctionPostHook {
  public:
@@ -229,6 +282,13 @@ Replica::Replica(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<::torch::nn::
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     auto acc = ::torch::autograd::impl::grad_accumulator(s.params[i]);
     s.hook_keys.push_back(acc->add_post_hook(std::make_unique<GradReadyHook>(state_, i)));
+    if (s.in_bucket[i]) {
+      auto pre = std::make_unique<BucketViewHook>(state_, i);
+      s.pre_hooks.push_back(pre.get());
+      acc->add_pre_hook(std::move(pre));
+    } else {
+      s.pre_hooks.push_back(nullptr);
+    }
     s.accumulators.push_back(std::move(acc));
   }
 }

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -94,6 +96,46 @@ bool identical_on_every_rank(ProcessGroup& pg, Net& net) {
   return true;
 }
 
+// Where each parameter's gradient lives: its first byte and its size.
+using GradPlaces = std::vector<std::pair<const std::byte*, std::size_t>>;
+GradPlaces grad_places(Net& net) {
+  GradPlaces places;
+  for (const auto& p : net->parameters()) {
+    const auto& g = p.grad();
+    places.emplace_back(g.defined() ? static_cast<const std::byte*>(g.data_ptr()) : nullptr,
+                        g.defined() ? g.nbytes() : 0);
+  }
+  return places;
+}
+
+// Whether the gradients lie back to back in one buffer (DDP's bucket).
+bool one_buffer(GradPlaces places) {
+  std::sort(places.begin(), places.end());
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    if (!places[i].first) return false;
+    if (i > 0 && places[i].first != places[i - 1].first + places[i - 1].second) return false;
+  }
+  return true;
+}
+
+// How many of the gradients are no longer where they were at `home`.
+std::size_t moved(const GradPlaces& home, const GradPlaces& now) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < home.size(); ++i) n += home[i].first != now[i].first;
+  return n;
+}
+
+// The optimizer's zero_grad() (MCI_TEST_ZERO_GRAD=default: zeros on
+// LibTorch 1.13, None on 2.x), or every gradient set to None by hand as
+// 2.x's does (none), on either LibTorch.
+void zero_grad(::torch::optim::Optimizer& opt, Net& net, const std::string& how) {
+  if (how == "none") {
+    for (auto& p : net->parameters()) p.mutable_grad().reset();
+  } else {
+    opt.zero_grad();
+  }
+}
+
 ::torch::Tensor loss_of(Net& net, int step, int r, bool use_b = true) {
   auto [x, y] = batch(step, r);
   return ::torch::nn::functional::cross_entropy(net->forward(x, use_b), y);
@@ -113,7 +155,9 @@ void reference_backward(Net& ref, int step, int world, const std::vector<bool>& 
 }
 
 // MCI_TEST_BUCKET_MB, MCI_TEST_HOOK (bf16), MCI_TEST_TOLERANCE: 20 steps of
-// SGD with DDP beside the one-process reference.
+// SGD with DDP beside the one-process reference. MCI_TEST_ZERO_GRAD
+// (default, none): how gradients are cleared, and every step checks that
+// each gradient is still where DDP put it at construction, in one bucket.
 MCI_SCENARIO(torch_matches_one_process) {
   auto pg = join();
   const int rank = pg->rank(), world = pg->size();
@@ -123,15 +167,27 @@ MCI_SCENARIO(torch_matches_one_process) {
   o.bucket_cap_mb = std::stod(env_or("MCI_TEST_BUCKET_MB", "25"));
   if (env_or("MCI_TEST_HOOK", "") == "bf16") o.comm_hook = bf16_compress_hook();
   const double tolerance = std::stod(env_or("MCI_TEST_TOLERANCE", "1e-5"));
+  const std::string zero = env_or("MCI_TEST_ZERO_GRAD", "");
   mci::torch::DistributedDataParallel ddp(pg, net, o);
   say(fmt::format("buckets {}", ddp.num_buckets()));
+  const GradPlaces home = grad_places(net);
+  if (!zero.empty() && !one_buffer(home)) {
+    say("after construction the gradients are not in one bucket");
+    return exit_code::failed;
+  }
   ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(0.1));
   ::torch::optim::SGD ref_opt(ref->parameters(), ::torch::optim::SGDOptions(0.1));
   if (max_abs_diff(net, ref) != 0.0) return exit_code::failed;
   double worst = 0;
+  std::size_t left_bucket = 0;  // gradients found outside their bucket, over all steps
   for (int step = 0; step < 20; ++step) {
-    opt.zero_grad();
+    zero_grad(opt, net, zero);
     loss_of(net, step, rank).backward();
+    if (!zero.empty()) {
+      const std::size_t n = moved(home, grad_places(net));
+      if (n > 0) say(fmt::format("step {}: {} of {} gradients are outside their bucket", step, n, home.size()));
+      left_bucket += n;
+    }
     opt.step();
     ref_opt.zero_grad();
     reference_backward(ref, step, world, std::vector<bool>(static_cast<std::size_t>(world), true));
@@ -148,6 +204,8 @@ MCI_SCENARIO(torch_matches_one_process) {
     }
   }
   say(fmt::format("20 steps, max abs difference {:.3g}, identical on every rank", worst));
+  if (left_bucket > 0) return exit_code::failed;
+  if (!zero.empty()) say("every gradient stayed in its bucket");
   return exit_code::ok;
 }
 
@@ -305,6 +363,21 @@ TEST(TorchDdp, EveryBucketSizeGivesTheSameTraining) {
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(job.status(r).code, exit_code::ok) << job.all_output();
       EXPECT_NE(job.output(r).find("buckets " + buckets + "\n"), std::string::npos) << job.all_output();
+    }
+  }
+}
+
+// LibTorch 2.x's zero_grad() leaves every gradient undefined (None); the
+// next backward must still accumulate into the bucket (no copy in or out),
+// and average right. "none" clears them by hand, so 1.13 is checked too.
+TEST(TorchDdp, GradientsStayInTheirBucketWhenZeroGradSetsThemToNone) {
+  for (const char* how : {"default", "none"}) {
+    Job job(2, Scenario{"torch_matches_one_process"}, {{"MCI_TEST_ZERO_GRAD", how}});
+    job.wait(std::chrono::seconds(120));
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(job.status(r).code, exit_code::ok) << how << "\n" << job.all_output();
+      EXPECT_NE(job.output(r).find("every gradient stayed in its bucket"), std::string::npos) << how << "\n"
+                                                                                              << job.all_output();
     }
   }
 }
