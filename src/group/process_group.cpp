@@ -230,7 +230,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
         std::lock_guard q(mu_);
         why = abort_reason_;
       }
-      const Error err(fmt::format("mci: {} on rank {} was {}", live.front().t.d.fingerprint().describe(), rank, why));
+      const Error err(fmt::format("mci: {} on rank {} was {}", live.front().t.rec.describe(), rank, why));
       record_failure(live.front().t.d, err);
       for (auto& l : live) {
         recorder_->finish(l.t.rec, false, diag::now_ns());

@@ -278,9 +278,6 @@ TEST(InitTcp, DuplicateRankIsCaught) {
   EXPECT_NE(both.find("RANK 1 is used by two processes"), std::string::npos) << both;
 }
 
-}  // namespace
-}  // namespace mci
-
 // abort() fails a point-to-point operation the progress thread is running
 // (a recv whose send never comes) at once, with the abort's reason: it does
 // not wait for it until the group's timeout (a program leaving with an
@@ -310,3 +307,6 @@ TEST(Abort, FailsARunningRecvAtOnceWithItsReason) {
   EXPECT_NE(out[0].find("recv"), std::string::npos) << out[0];
   EXPECT_NE(out[0].find("aborted by the user: the program is leaving"), std::string::npos) << out[0];
 }
+
+}  // namespace
+}  // namespace mci

@@ -2,10 +2,10 @@
 // registers it). Built against one torch; __init__.py checks that the torch
 // it runs under is that one (TORCH_VERSION) before using it.
 #include <map>
-#include <mutex>
-#include <vector>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
