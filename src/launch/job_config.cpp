@@ -341,6 +341,18 @@ void check_virtual_local_rank(const JobConfig& c, const EnvLookup& env) {
 // --nnodes MIN:MAX: which node hosts the store (torchrun's c10d ignores
 // --node_rank; here 0 says "this one hosts it", any other "this one does
 // not"), and node 0's address under a scheduler.
+// Node 0's host under a scheduler: the one it names, else MASTER_ADDR; what
+// says what the scheduler started, for the error when neither says.
+template <class Placement>
+std::string node0_host(const Placement& p, const EnvLookup& env, const std::string& what) {
+  if (p.master_addr) return *p.master_addr;
+  if (auto m = env("MASTER_ADDR"); m && !m->empty()) return *m;
+  throw ConfigError(
+      fmt::format("{} started {} but does not say which host is node 0: pass "
+                  "--master_addr=<host of node 0> (or export MASTER_ADDR)",
+                  p.source, what));
+}
+
 void resolve_elastic(const CliArgs& a, const EnvLookup& env, JobConfig& c, bool store_given) {
   ElasticNodes& e = *c.elastic;
   std::optional<int> rank;
@@ -350,16 +362,7 @@ void resolve_elastic(const CliArgs& a, const EnvLookup& env, JobConfig& c, bool 
     c.placement_source = p->source;
     if (!rank) rank = p->node_rank;
     if (!store_given) {
-      if (p->master_addr) {
-        c.master_addr = *p->master_addr;
-      } else if (auto m = env("MASTER_ADDR"); m && !m->empty()) {
-        c.master_addr = *m;
-      } else {
-        throw ConfigError(
-            fmt::format("{} started this node of an elastic job but does not say which host is node 0: pass "
-                        "--master_addr=<host of node 0> (or export MASTER_ADDR)",
-                        p->source));
-      }
+      c.master_addr = node0_host(*p, env, "this node of an elastic job");
     }
   }
   if (rank && e.is_host && *e.is_host != (*rank == 0)) {
@@ -538,16 +541,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
         if (!a.nnodes) c.nnodes = p->nnodes;
         if (!a.node_rank) c.node_rank = p->node_rank;
         if (c.nnodes > 1 && !master_addr && !rdzv_endpoint) {
-          if (p->master_addr) {
-            c.master_addr = *p->master_addr;
-          } else if (auto m = env("MASTER_ADDR"); m && !m->empty()) {
-            c.master_addr = *m;
-          } else {
-            throw ConfigError(
-                fmt::format("{} started {} nodes but does not say which host is node 0: pass "
-                            "--master_addr=<host of node 0> (or export MASTER_ADDR)",
-                            p->source, c.nnodes));
-          }
+          c.master_addr = node0_host(*p, env, fmt::format("{} nodes", c.nnodes));
         }
       } else if (c.nnodes > 1 && !a.node_rank) {
         throw UsageError(
