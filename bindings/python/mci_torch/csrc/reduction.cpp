@@ -28,20 +28,6 @@ at::ScalarType signed_of_width(at::ScalarType s) {
   }
 }
 
-bool mci_reduces(at::ScalarType s) {
-  switch (s) {
-    case at::kFloat:
-    case at::kDouble:
-    case at::kHalf:
-    case at::kBFloat16:
-    case at::kChar:
-    case at::kByte:
-    case at::kInt:
-    case at::kLong: return true;
-    default: return false;
-  }
-}
-
 // t's bits as the signed type of its width, zero-extended to `to`.
 at::Tensor widen_unsigned(const at::Tensor& t, at::ScalarType to, int64_t mask) {
   return t.view(signed_of_width(t.scalar_type())).to(to).bitwise_and_(mask);
@@ -107,7 +93,7 @@ Reduction::Reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const std::
     case R::MIN: code_ = mci::ReduceOp::min; break;
     default: code_ = mci::ReduceOp::max; break;
   }
-  if (mci_reduces(dtype)) return;
+  if (carried_dtype(dtype)) return;  // mci reduces it as it is (bool was handled above)
   if (complex) {
     if (op.op_ != R::SUM && op.op_ != R::AVG && op.op_ != R::PREMUL_SUM) {
       refuse(
