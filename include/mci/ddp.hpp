@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,9 +69,27 @@ class DistributedDataParallel {
   // back. After it returns, every rank holds the same gradients.
   void finish_gradient_sync();
 
+  // Going on without a lost rank (docs/fault-tolerance.md, "In place"):
+  // after a PeerError anywhere in a step, every surviving rank calls
+  // recover(). The group shrinks (ProcessGroup::shrink), this DDP moves to
+  // the survivors' group, and every replica is made the same: the survivor
+  // that completed the most steps broadcasts its parameters and `state`
+  // (the optimizer's buffers, the same shapes on every rank) to the others.
+  // A step that some rank finished counts (its average had every rank's
+  // gradient); a step nobody finished is redone: its partial sums are
+  // dropped (host gradients are zeroed), never reaching the parameters.
+  // `steps_done`: the optimizer steps this rank completed.
+  struct Recovery {
+    std::uint64_t steps_done = 0;  // where the group resumes: redo step steps_done + 1
+    std::vector<int> lost;         // ranks of the old group left out
+    int source = 0;                // the new group rank whose values everyone took
+  };
+  Recovery recover(std::uint64_t steps_done, const std::vector<BufferView>& state = {});
+
   std::size_t num_buckets() const;
   const std::vector<Parameter>& parameters() const;
   ProcessGroup& process_group() const;
+  std::shared_ptr<ProcessGroup> group() const;
 
   struct Impl;
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mci/types.hpp"
 #include "mci/work.hpp"
@@ -67,6 +68,24 @@ class ProcessGroup {
   // Fails queued work and breaks the connections so peers notice at once.
   // Every later call throws.
   void abort(const std::string& reason);
+
+  // Going on without lost ranks (docs/fault-tolerance.md, "In place"):
+  // typically after a PeerError, every rank still alive calls shrink(); they
+  // agree through the store on who is gone (the same set on every one, also
+  // when ranks die during the agreement) and form the group of the others,
+  // ranks renumbered in their old order, over the same store, with the
+  // same options. This group is aborted first, so a peer still inside an
+  // operation fails at once and comes to shrink() too. `exclude` leaves
+  // ranks out although alive (they must not call shrink). A rank that the
+  // others declared lost (it came after they decided, or was excluded) gets
+  // a PeerError naming its rank: it cannot rejoin. Needs mci's store (the
+  // launcher's, rank 0's or a TcpStore): it tells when a process is gone.
+  struct Shrunk {
+    std::shared_ptr<ProcessGroup> group;  // the survivors' group
+    std::vector<int> kept;                // their ranks in this group, in order: group rank i was kept[i]
+    std::vector<int> lost;                // ranks of this group left out
+  };
+  Shrunk shrink(const std::vector<int>& exclude = {});
 
  private:
   friend class CollectiveTimer;  // records CUDA events on the group's stream

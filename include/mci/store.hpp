@@ -30,6 +30,14 @@ class Store {
   // Sets desired if the current value equals expected (a missing key equals
   // an empty expected); returns the value after the call.
   virtual StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) = 0;
+  // Appends value to the key's value (a missing key is empty) and returns the
+  // value after, in one atomic step. The default retries compare_set.
+  virtual StoreValue append(const std::string& key, const StoreValue& value);
+  // When this client's connection ends (the process exits, is killed, or
+  // destroys the client), the server appends value to key. A group's
+  // survivors read it to know who is gone without waiting for a timeout.
+  // False where the store cannot (only mci's TCP store can).
+  virtual bool append_on_close(const std::string& /*key*/, const StoreValue& /*value*/) { return false; }
   // Waits until every key exists, at most the given timeout.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
@@ -102,6 +110,8 @@ class TcpStore final : public Store {
   StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
   StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) override;
+  StoreValue append(const std::string& key, const StoreValue& value) override;
+  bool append_on_close(const std::string& key, const StoreValue& value) override;
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
@@ -133,6 +143,8 @@ class PrefixStore final : public Store {
   StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
   StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) override;
+  StoreValue append(const std::string& key, const StoreValue& value) override;
+  bool append_on_close(const std::string& key, const StoreValue& value) override;
   using Store::wait;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;

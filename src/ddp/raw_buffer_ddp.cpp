@@ -4,6 +4,8 @@
 // ready (grad_ready) or, for the rest, at finish_gradient_sync. LibTorch
 // modules have their own front end over the same Reducer:
 // src/torch/libtorch_ddp.cpp.
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "ddp/model_check.hpp"
@@ -16,6 +18,8 @@ namespace mci {
 struct DistributedDataParallel::Impl {
   std::shared_ptr<ProcessGroup> pg;
   std::vector<Parameter> params;
+  std::vector<ddp::ParamInfo> infos;  // what a new Reducer needs after recover()
+  DdpOptions opts;
   std::unique_ptr<ddp::Reducer> reducer;
 };
 
@@ -41,8 +45,33 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> p
   if (opts.broadcast_parameters) {
     for (auto& p : impl_->params) g.broadcast(p.value, 0);
   }
+  impl_->infos = infos;
+  impl_->opts = opts;
   impl_->reducer =
       std::make_unique<ddp::Reducer>(g, std::move(infos), opts.bucket_cap_bytes, std::move(opts.comm_hook));
+}
+
+DistributedDataParallel::Recovery DistributedDataParallel::recover(std::uint64_t steps_done,
+                                                                   const std::vector<BufferView>& state) {
+  // shrink() aborts the old group and drains its queue, so no bucket of the
+  // old Reducer is still being written when it goes.
+  ProcessGroup::Shrunk shrunk = impl_->pg->shrink();
+  impl_->reducer.reset();
+  impl_->pg = shrunk.group;
+  ProcessGroup& g = *impl_->pg;
+  // The most steps any survivor completed, then the lowest rank that did.
+  auto most = static_cast<std::int64_t>(steps_done);
+  g.all_reduce(view(&most, 1), ReduceOp::max);
+  std::int32_t source = static_cast<std::int64_t>(steps_done) == most ? g.rank() : g.size();
+  g.all_reduce(view(&source, 1), ReduceOp::min);
+  for (auto& p : impl_->params) g.broadcast(p.value, source);
+  for (const auto& s : state) g.broadcast(s, source);
+  for (auto& p : impl_->params) {
+    if (!p.grad.device.is_cuda() && p.grad.data) std::memset(p.grad.data, 0, p.grad.bytes());
+  }
+  impl_->reducer =
+      std::make_unique<ddp::Reducer>(g, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
+  return Recovery{static_cast<std::uint64_t>(most), std::move(shrunk.lost), source};
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -64,5 +93,6 @@ void DistributedDataParallel::finish_gradient_sync() {
 std::size_t DistributedDataParallel::num_buckets() const { return impl_->reducer->num_buckets(); }
 const std::vector<Parameter>& DistributedDataParallel::parameters() const { return impl_->params; }
 ProcessGroup& DistributedDataParallel::process_group() const { return *impl_->pg; }
+std::shared_ptr<ProcessGroup> DistributedDataParallel::group() const { return impl_->pg; }
 
 }  // namespace mci

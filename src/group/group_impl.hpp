@@ -17,6 +17,7 @@
 #include "collectives/desc.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
+#include "group/join.hpp"
 #include "group/settings.hpp"
 #include "group/tick_clock.hpp"
 #include "group/validate.hpp"
@@ -36,10 +37,16 @@ struct GroupIdentity {
   std::chrono::milliseconds timeout{};
 };
 
+// The group's keys in the store.
+struct GroupSession {
+  std::string prefix;      // every key of this group is under it
+  bool certified = false;  // the store writes a death certificate for each rank (shrink() needs them)
+};
+
 struct ProcessGroup::Impl {
-  // `hosted_store` is the server this rank hosts (rank 0 without a
-  // launcher), or null; `store` is the group's (prefixed) store.
-  Impl(const GroupIdentity& id, const GroupSettings& settings, std::unique_ptr<StoreServer> hosted_store,
+  // `origin` keeps the job's store (and the server this rank may host);
+  // `store` is the group's, prefixed with session.prefix.
+  Impl(const GroupIdentity& id, const GroupSettings& settings, GroupOrigin origin, GroupSession session,
        std::shared_ptr<Store> store, std::unique_ptr<Backend> backend, std::unique_ptr<TickClock> clock);
   ~Impl();
 
@@ -55,11 +62,13 @@ struct ProcessGroup::Impl {
   void shutdown();
   std::uint64_t last_seq() const { return seq_; }
   void* cuda_stream() const { return backend_->cuda_stream(); }
+  Shrunk shrink(const std::vector<int>& exclude);  // group/shrink.cpp
 
  private:
   // Declared in this order so the backend closes before the store client,
   // and the store client before the server this rank may host.
-  std::unique_ptr<StoreServer> hosted_store_;
+  const GroupOrigin origin_;
+  const GroupSession session_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<diag::FlightRecorder> recorder_;

@@ -11,6 +11,7 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "group/job_coordinates.hpp"
+#include "group/join.hpp"
 #include "group/tick_clock.hpp"
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
@@ -185,7 +186,7 @@ std::optional<BackendInfo> find_backend_info(const std::string& name) {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   // Before anything connects: an unknown or unbuilt backend fails here.
-  const BackendEntry& entry = require_backend(opts.backend);
+  require_backend(opts.backend);
   if (opts.timeout.count() <= 0) {
     throw ConfigError(fmt::format("timeout must be positive (got {}ms)", opts.timeout.count()));
   }
@@ -212,10 +213,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     log::warn("MCI_LOG_LEVEL='{}' is not a log level: use {}; logging at warn", *level,
               choices_text(setting("MCI_LOG_LEVEL"), false));
   }
-  // Made first: it measures the counter's rate while the ranks meet, so the
-  // first collectives already read the counter.
-  auto clock = std::make_unique<TickClock>(settings.counter_clock && TickClock::counter_usable());
-
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.
   if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0) {
@@ -224,13 +221,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
         "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
         "mcirun makes one for a single-node job");
   }
-  std::shared_ptr<Store> base = opts.store;
-  std::unique_ptr<StoreServer> hosted_store;
-  std::string listen_host;
-  if (!base) {
+  GroupOrigin origin;
+  origin.opts = opts;
+  origin.base = opts.store;
+  if (!origin.base) {
     // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
     if (c.rank == 0 && !settings.launcher_hosts_store) {
-      hosted_store = std::make_unique<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
+      origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
     }
     TcpStoreOptions so;
     so.host = c.host;
@@ -238,53 +235,75 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
     so.timeout = opts.timeout;
     so.connect_timeout = opts.timeout;
     so.token = settings.token;
-    base = std::make_shared<TcpStore>(so);
+    origin.base = std::make_shared<TcpStore>(so);
   }
   // Peers reach this rank on the address it reaches the store from (its
   // own or the user's, when that is a TcpStore).
-  if (auto* tcp = dynamic_cast<TcpStore*>(base.get())) listen_host = tcp->local_address();
-  if (!settings.host_addr.empty()) listen_host = settings.host_addr;
-  if (listen_host.empty()) listen_host = "127.0.0.1";
-  base->set_timeout(opts.timeout);
+  if (auto* tcp = dynamic_cast<TcpStore*>(origin.base.get())) origin.listen_host = tcp->local_address();
+  if (!settings.host_addr.empty()) origin.listen_host = settings.host_addr;
+  if (origin.listen_host.empty()) origin.listen_host = "127.0.0.1";
+  origin.base->set_timeout(opts.timeout);
+
+  // Each start of a restarted job (mcirun --max-restarts, torchrun) counts
+  // apart: the ranks of a failed start that arrived must not count toward
+  // the next.
+  const std::string root = "mci/" + restart_scope(process_env()) + opts.group_name;
+  return join_group(origin, root, Place{c.rank, c.world, c.local_rank, c.local_world});
+}
+
+std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place) {
+  const InitOptions& opts = origin.opts;
+  const BackendEntry& entry = require_backend(opts.backend);
+  const SettingSource source(opts.settings, process_env());
+  const GroupSettings settings = GroupSettings::from(opts, source);
+  // Made first: it measures the counter's rate while the ranks meet, so the
+  // first collectives already read the counter.
+  auto clock = std::make_unique<TickClock>(settings.counter_clock && TickClock::counter_usable());
 
   // A generation number keeps successive groups of the same name apart: all
   // ranks of one generation arrive before any rank can arrive for the next,
-  // because init does not return until every rank has connected. Each start
-  // of a restarted job (mcirun --max-restarts, torchrun) counts apart: the
-  // ranks of a failed start that arrived must not count toward the next.
-  const std::string root = "mci/" + restart_scope(process_env()) + opts.group_name;
-  auto named = std::make_shared<PrefixStore>(root, base);
+  // because init does not return until every rank has connected.
+  auto named = std::make_shared<PrefixStore>(root, origin.base);
   const std::int64_t arrival = named->add("arrivals", 1);
-  const std::int64_t generation = (arrival - 1) / c.world;
+  const std::int64_t generation = (arrival - 1) / place.world;
   const std::string session = fmt::format("{}/{}", root, generation);
-  auto store = std::make_shared<PrefixStore>(session, base);
+  auto store = std::make_shared<PrefixStore>(session, origin.base);
+  // Death certificates, written by the store when this process's connection
+  // ends: a rank lost while the others meet stops their check-in at once
+  // (";lost R" after any failure already there), and shrink() reads "gone"
+  // to know who is lost without waiting for a timeout. Stores other than
+  // mci's cannot: their groups cannot shrink.
+  const bool certified = store->append_on_close("checkin/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
+                         store->append_on_close("gone", to_bytes(fmt::format("{};", place.rank)));
+  Coordinates c;
+  c.rank = place.rank;
+  c.world = place.world;
   check_in(*store, c, Deadline(opts.timeout));
 
   BackendContext ctx;
-  ctx.rank = c.rank;
-  ctx.size = c.world;
-  ctx.local_rank = c.local_rank;
+  ctx.rank = place.rank;
+  ctx.size = place.world;
+  ctx.local_rank = place.local_rank;
   ctx.device = opts.device;
   ctx.store = store;
   ctx.session = session;
-  ctx.listen_host = listen_host;
+  ctx.listen_host = origin.listen_host;
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
   ctx.settings = source;
   auto backend = entry.make(ctx);
   // A setting the backend does not honour is said once, by rank 0, rather
   // than ignored in silence.
-  if (c.rank == 0) {
+  if (place.rank == 0) {
     for (const auto& row : setting_rows()) {
       if (!source.chosen(row.name)) continue;
       if (auto notice = ignored_setting(entry, row, *source.raw(row.name))) log::warn("{}", *notice);
     }
   }
-  auto impl = std::make_unique<ProcessGroup::Impl>(GroupIdentity{c.rank, c.world, c.local_rank, c.local_world,
-                                                                 opts.backend, opts.timeout},
-                                                   settings, std::move(hosted_store), store, std::move(backend),
-                                                   std::move(clock));
-  log::info("rank {} of {} joined group '{}' (backend {}, generation {})", c.rank, c.world, opts.group_name,
+  auto impl = std::make_unique<ProcessGroup::Impl>(
+      GroupIdentity{place.rank, place.world, place.local_rank, place.local_world, opts.backend, opts.timeout}, settings,
+      origin, GroupSession{session, certified}, store, std::move(backend), std::move(clock));
+  log::info("rank {} of {} joined group '{}' (backend {}, generation {})", place.rank, place.world, opts.group_name,
             opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));
 }

@@ -338,16 +338,17 @@ void ProcessGroup::Impl::shutdown() {
   if (broken_.empty()) backend_->close();
 }
 
-ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
-                         std::unique_ptr<StoreServer> hosted_store, std::shared_ptr<Store> store,
-                         std::unique_ptr<Backend> backend, std::unique_ptr<TickClock> clock)
+ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings, GroupOrigin origin,
+                         GroupSession session, std::shared_ptr<Store> store, std::unique_ptr<Backend> backend,
+                         std::unique_ptr<TickClock> clock)
     : rank(id.rank),
       size(id.size),
       local_rank(id.local_rank),
       local_size(id.local_size),
       backend_name(id.backend_name),
       timeout(id.timeout),
-      hosted_store_(std::move(hosted_store)),
+      origin_(std::move(origin)),
+      session_(std::move(session)),
       store_(std::move(store)),
       backend_(std::move(backend)),
       recorder_(std::make_unique<diag::FlightRecorder>(settings.flight_recorder_entries)),
@@ -373,6 +374,7 @@ const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
 std::uint64_t ProcessGroup::last_seq() const { return impl_->last_seq(); }
 void ProcessGroup::abort(const std::string& reason) { impl_->abort(reason); }
+ProcessGroup::Shrunk ProcessGroup::shrink(const std::vector<int>& exclude) { return impl_->shrink(exclude); }
 
 Work ProcessGroup::all_reduce(BufferView data, ReduceOp op, Exec e) {
   return impl_->submit(Call{.kind = OpKind::all_reduce, .in = data, .out = data, .op = op}, e);

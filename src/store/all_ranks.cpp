@@ -97,13 +97,22 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
                     dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
   }
   GroupVerdict v;
-  const std::string who = to_string(store.get(failed_key(topic), dl.wait_left()));
+  // "R" (rank R published its failure), then ";lost R" for each rank whose
+  // process ended (the store appends it when its connection closes): the
+  // first one decides.
+  const std::string all = to_string(store.get(failed_key(topic), dl.wait_left()));
+  const bool lost = all.starts_with(";lost ");
+  const std::string who = lost ? all.substr(6, all.find(';', 1) - 6) : all.substr(0, all.find(';'));
   const bool number = !who.empty() && who.size() < 10 &&
                       std::all_of(who.begin(), who.end(), [](char c) { return c >= '0' && c <= '9'; });
   v.failed_rank = number ? std::stoi(who) : size;
-  v.failure = number && v.failed_rank < size
-                  ? decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text
-                  : fmt::format("an unreadable failure '{}' was published", who);
+  if (!number || v.failed_rank >= size) {
+    v.failure = fmt::format("an unreadable failure '{}' was published", all);
+  } else if (lost) {
+    v.failure = "its process ended (its connection to the store closed) before every rank had arrived";
+  } else {
+    v.failure = decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text;
+  }
   return v;
 }
 

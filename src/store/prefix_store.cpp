@@ -26,6 +26,10 @@ std::int64_t PrefixStore::add(const std::string& key, std::int64_t d) { return b
 StoreValue PrefixStore::compare_set(const std::string& key, const StoreValue& e, const StoreValue& d) {
   return base_->compare_set(k(key), e, d);
 }
+StoreValue PrefixStore::append(const std::string& key, const StoreValue& v) { return base_->append(k(key), v); }
+bool PrefixStore::append_on_close(const std::string& key, const StoreValue& v) {
+  return base_->append_on_close(k(key), v);
+}
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { base_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(k(keys)); }
 std::vector<std::optional<StoreValue>> PrefixStore::get_range(const std::string& prefix, std::int64_t first,

@@ -60,6 +60,9 @@ struct Client {
   bool doomed = false;       // dropped by the loop: too much unread output
   std::uint64_t waiter = 0;  // its parked request, 0 if none
   auth::Nonce nonce{};
+  // Appended when the connection ends, however it ends (append_on_close):
+  // how a group's survivors learn that a process is gone without waiting.
+  std::vector<std::pair<std::string, StoreValue>> on_close;
 };
 
 struct Waiter {
@@ -358,6 +361,25 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
       park(c, std::move(w));
       return;
     }
+    case Op::append:
+    case Op::append_on_close: {
+      const auto it = data.find(r.keys[0]);
+      const std::size_t now = it == data.end() ? 0 : it->second.size();
+      if (now + r.value.size() > store::kMaxBody) {
+        drop(id, "append would grow a value past the 64 MiB a frame can carry");
+        return;
+      }
+      if (r.op == Op::append_on_close) {
+        c.on_close.emplace_back(std::move(r.keys[0]), std::move(r.value));
+        break;
+      }
+      auto& v = data[r.keys[0]];
+      v.insert(v.end(), r.value.begin(), r.value.end());
+      resp.value = v;
+      reply(c, resp);
+      wrote(r.keys[0]);
+      return;
+    }
     case Op::add: {
       auto& v = data[r.keys[0]];
       std::int64_t cur = 0;
@@ -587,7 +609,16 @@ void StoreServer::Impl::drop(std::uint64_t id, const char* why) {
   }
   if (!it->second.authed) unauthed_gone();
   if (it->second.waiter) waiters.erase(it->second.waiter);
+  auto on_close = std::move(it->second.on_close);
   clients.erase(it);  // closing the socket takes it out of the epoll set
+  // After the erase: answering the waiters these writes release may drop
+  // other clients, never this one again.
+  for (auto& [key, value] : on_close) {
+    auto& v = data[key];
+    if (v.size() + value.size() > store::kMaxBody) continue;
+    v.insert(v.end(), value.begin(), value.end());
+    wrote(key);
+  }
 }
 
 }  // namespace mci

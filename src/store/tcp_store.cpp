@@ -35,6 +35,18 @@ std::vector<std::optional<StoreValue>> Store::get_range(const std::string& prefi
 }
 std::string to_string(const StoreValue& b) { return std::string(b.begin(), b.end()); }
 
+StoreValue Store::append(const std::string& key, const StoreValue& value) {
+  // compare_set answers the value it found, so each retry costs one round.
+  StoreValue seen = check({key}) ? get(key) : StoreValue{};
+  while (true) {
+    StoreValue want = seen;
+    want.insert(want.end(), value.begin(), value.end());
+    StoreValue now = compare_set(key, seen, want);
+    if (now == want) return now;
+    seen = std::move(now);
+  }
+}
+
 struct TcpStore::Impl {
   TcpStoreOptions opts;
   Fd fd;  // closed only by the destructor, so interrupt() is safe
@@ -224,6 +236,23 @@ StoreValue TcpStore::compare_set(const std::string& key, const StoreValue& expec
   r.value = expected;
   r.value2 = desired;
   return std::move(impl_->call(r, timeout()).value);
+}
+
+StoreValue TcpStore::append(const std::string& key, const StoreValue& value) {
+  store::Request r;
+  r.op = store::Op::append;
+  r.keys = {key};
+  r.value = value;
+  return std::move(impl_->call(r, timeout()).value);
+}
+
+bool TcpStore::append_on_close(const std::string& key, const StoreValue& value) {
+  store::Request r;
+  r.op = store::Op::append_on_close;
+  r.keys = {key};
+  r.value = value;
+  impl_->call(r, timeout());
+  return true;
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) {

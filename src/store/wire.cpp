@@ -82,7 +82,8 @@ class Reader {
 };
 
 bool takes_one_key(Op op) {
-  return op == Op::set || op == Op::get || op == Op::add || op == Op::compare_set || op == Op::remove;
+  return op == Op::set || op == Op::get || op == Op::add || op == Op::compare_set || op == Op::remove ||
+         op == Op::append || op == Op::append_on_close;
 }
 
 }  // namespace
@@ -96,6 +97,8 @@ void encode(const Request& r, StoreValue& out) {
       w.put_bytes(r.value2.data(), r.value2.size());
       break;
     case Op::set:
+    case Op::append:
+    case Op::append_on_close:
       w.put_str(r.keys.at(0));
       w.put_bytes(r.value.data(), r.value.size());
       break;
@@ -170,6 +173,8 @@ std::optional<Request> decode_request(std::span<const std::uint8_t> body) {
       if (!rd.bytes(r.value, 64) || !rd.bytes(r.value2, 64)) return std::nullopt;
       break;
     case Op::set:
+    case Op::append:
+    case Op::append_on_close:
       if (!rd.bytes(r.value, kMaxBody)) return std::nullopt;
       break;
     case Op::get:

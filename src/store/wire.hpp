@@ -37,8 +37,10 @@ enum class Op : std::uint8_t {
   remove,
   num_keys,
   get_range,  // keys[0] prefix, keys[1] stop key (or empty), first, count, num: timeout ms
+  append,     // key, value: the key's value grows by value; answers the value after
+  append_on_close,  // key, value: appended when this connection ends (a death certificate)
 };
-inline constexpr Op kLastOp = Op::get_range;
+inline constexpr Op kLastOp = Op::append_on_close;
 // get_range answers at most this many keys at once.
 inline constexpr std::int64_t kMaxRange = 1 << 22;
 
@@ -47,7 +49,7 @@ enum class Status : std::uint8_t { ok = 0, timeout = 1, missing = 2 };
 struct Request {
   Op op{};
   std::vector<std::string> keys;  // one key for set/get/add/cas/remove
-  StoreValue value;               // set: value; cas: expected; auth: proof
+  StoreValue value;               // set, append: value; cas: expected; auth: proof
   StoreValue value2;              // cas: desired; auth: client nonce
   std::int64_t num = 0;           // add: delta; get/wait: timeout ms
   std::int64_t first = 0;         // get_range

@@ -1,0 +1,34 @@
+// Forming a group once the job's store is reached: what init_process_group
+// does after it found its coordinates, and what shrink() does again for the
+// survivors of a group, over the same store and with the same options.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "mci/init.hpp"
+#include "mci/store.hpp"
+
+namespace mci {
+
+// Where a group comes from: every group made from it (the first, then each
+// shrink's) keeps it, so the store this rank may host outlives them all.
+struct GroupOrigin {
+  InitOptions opts;                     // backend, timeout, name, device, settings, token
+  std::shared_ptr<Store> base;          // the job's store, without a prefix
+  std::shared_ptr<StoreServer> hosted;  // the server this rank hosts (rank 0 without a launcher), or null
+  std::string listen_host;              // where peers reach this rank
+};
+
+struct Place {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;
+};
+
+// Meets the group's other ranks under `root` (a store prefix unique to this
+// group: its generations count there) and connects the backend.
+std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place);
+
+}  // namespace mci
