@@ -20,7 +20,9 @@
 //                    step starts), backward (mid-compute, before any
 //                    gradient is sent), collective (with its first bucket's
 //                    all-reduce running), recovery (when it would recover
-//                    from another rank's loss).
+//                    from another rank's loss). Only on a job's first
+//                    start: a restarted job (TORCHELASTIC_RESTART_COUNT > 0,
+//                    mcirun --max-restarts) runs without the fault.
 // Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as mcirun sets
 // them; MCI_BACKEND (default cpu).
 #include <unistd.h>
@@ -201,6 +203,7 @@ class Trainer {
   mci::ProcessGroup& group() const { return ddp_->process_group(); }
 
   void maybe_die(int step, Point p) const {
+    if (const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT"); attempt && std::atoi(attempt) > 0) return;
     for (const auto& d : o_.deaths) {
       if (d.rank == start_rank_ && d.step == step && d.point == p) {
         say(fmt::format("dying: rank {} at step {} at {}", start_rank_, step, now_ms()));

@@ -61,6 +61,23 @@ std::vector<Member> parse_members(const StoreValue& v) {
   return out;
 }
 
+// The ranks some survivor excludes: "xR;" items of the arrivals. Every
+// survivor honours every survivor's exclusions: a rank excluded by one is
+// never kept by a decision another writes (the excluding rank's arrival,
+// with its exclusions, comes before any decision that counts it).
+std::set<int> exclusions(const StoreValue& v) {
+  std::set<int> out;
+  const std::string s = to_string(v);
+  for (std::size_t at = s.find('x'); at != std::string::npos; at = s.find('x', at + 1)) {
+    if (at > 0 && s[at - 1] != ';') continue;
+    try {
+      out.insert(std::stoi(s.substr(at + 1)));
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
 std::string members_text(const std::vector<Member>& ms) {
   std::string s;
   for (const auto& m : ms) s += fmt::format("{}@{};", m.rank, m.host);
@@ -99,45 +116,54 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   fail_group(fmt::format("rank {} left the group to shrink it", rank));
 
   const Deadline dl(timeout);
-  const std::string me = fmt::format("{}@{};", rank, host_name());
+  std::string me;
+  for (int r : excluded) me += fmt::format("x{};", r);
+  me += fmt::format("{}@{};", rank, host_name());
   std::set<int> out_before;  // ranks a failed attempt's decision left out: they never come again
   for (int attempt = 0;; ++attempt) {
     const std::string topic = fmt::format("shrink/{}", attempt);
     Store& s = *store_;
-    auto arrived = parse_members(s.append(topic + "/arrived", to_bytes(me)));
+    // The list first, then the count: a count of k means k arrivals listed.
+    StoreValue arrivals = s.append(topic + "/arrived", to_bytes(me));
+    std::int64_t count = s.add(topic + "/count", 1);
     StoreValue decision;
-    std::set<int> gone;
+    const auto poll = kPoll * std::max(1, size / 64);  // the server sees at most ~32k polls/s
     while (true) {
-      // A decision already written is the one: never a second.
-      if (s.check({topic + "/decision"})) {
-        decision = s.get(topic + "/decision");
-        break;
-      }
-      gone.clear();
+      std::set<int> gone;
       for (const auto& m : parse_members(s.append("gone", {}))) gone.insert(m.rank);
-      std::set<int> accounted(gone.begin(), gone.end());
-      accounted.insert(excluded.begin(), excluded.end());
-      accounted.insert(out_before.begin(), out_before.end());
-      for (const auto& m : arrived) accounted.insert(m.rank);
-      const bool everyone = static_cast<int>(accounted.size()) >= size;
-      if (everyone || dl.expired()) {
-        // Past the group's timeout, a rank that did not come is lost too.
-        std::vector<Member> keep;
-        for (const auto& m : arrived) {
-          if (!gone.count(m.rank) && !excluded.count(m.rank) &&
-              std::none_of(keep.begin(), keep.end(), [&](const Member& k) { return k.rank == m.rank; })) {
-            keep.push_back(m);
+      // Each poll costs O(1) bytes (a counter, the short list of the gone);
+      // the whole list is read only when the counts say everyone may be in.
+      const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
+      if (count + known >= size || dl.expired()) {
+        arrivals = s.append(topic + "/arrived", {});
+        const auto arrived = parse_members(arrivals);
+        const std::set<int> left_out = exclusions(arrivals);
+        std::set<int> accounted(gone.begin(), gone.end());
+        accounted.insert(left_out.begin(), left_out.end());
+        accounted.insert(out_before.begin(), out_before.end());
+        for (const auto& m : arrived) accounted.insert(m.rank);
+        if (static_cast<int>(accounted.size()) >= size || dl.expired()) {
+          // Past the group's timeout, a rank that did not come is lost too.
+          std::vector<Member> keep;
+          for (const auto& m : arrived) {
+            if (!gone.count(m.rank) && !left_out.count(m.rank) &&
+                std::none_of(keep.begin(), keep.end(), [&](const Member& k) { return k.rank == m.rank; })) {
+              keep.push_back(m);
+            }
           }
+          std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
+          // A decision already written is the one: never a second.
+          decision = s.compare_set(topic + "/decision", {}, to_bytes(members_text(keep)));
+          break;
         }
-        std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
-        decision = s.compare_set(topic + "/decision", {}, to_bytes(members_text(keep)));
-        break;
       }
       try {
-        s.wait({topic + "/decision"}, kPoll);
+        s.wait({topic + "/decision"}, poll);
+        decision = s.get(topic + "/decision");
+        break;
       } catch (const TimeoutError&) {
       }
-      arrived = parse_members(s.append(topic + "/arrived", {}));
+      count = s.add(topic + "/count", 0);
     }
 
     const auto kept = parse_members(decision);
@@ -159,12 +185,11 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
       if (std::find(result.kept.begin(), result.kept.end(), r) == result.kept.end()) result.lost.push_back(r);
     }
     if (found < 0) {
-      throw PeerError(fmt::format("rank {} was left out when its group of {} shrank: the others {} (kept ranks {}). "
-                                  "It cannot rejoin that group: end this process (a replacement is a new process)",
-                                  rank, size,
-                                  excluded.count(rank) ? "excluded it"
-                                                       : "decided before it arrived, or the store saw it gone",
-                                  fmt::join(result.kept, ", ")),
+      throw PeerError(fmt::format("rank {} was left out when its group of {} shrank: the others decided without it "
+                                  "(they excluded it, it came after they had decided, or the store saw its "
+                                  "connection end); kept ranks: {}. It cannot rejoin that group: end this process "
+                                  "(a replacement is a new process)",
+                                  rank, size, fmt::join(result.kept, ", ")),
                       rank);
     }
     place.rank = found;

@@ -1,0 +1,159 @@
+// elastic_train in place: real processes killed by SIGKILL at chosen points
+// of a step; the survivors shrink their group, take the most advanced
+// replica, redo the interrupted step and finish with the parameters of the
+// same training never interrupted (the global batch does not depend on the
+// world size). The test hosts the store, as mcirun does; the launcher's
+// --on-rank-loss=continue runs are in test_launcher_rank_loss.cpp.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../support/job.hpp"
+
+namespace mci::test {
+namespace {
+
+struct TrainRun {
+  std::map<int, double> final_sum;  // start rank -> the sum it printed
+  std::map<int, int> final_world;
+  std::vector<int> steps;           // every "step S" line, in the order of the ranks' outputs
+  std::vector<std::string> recoveries;
+  std::string all;
+};
+
+std::vector<std::string> shm_segments() {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind("mci-", 0) == 0) out.push_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+TrainRun train(int world, int steps, const std::vector<std::string>& deaths, const std::string& transport) {
+  std::vector<std::string> argv{"elastic_train", "--steps", std::to_string(steps), "--step-ms", "10"};
+  for (const auto& d : deaths) {
+    argv.push_back("--die");
+    argv.push_back(d);
+  }
+  Job job(world, argv, {{"MCI_TRANSPORT", transport}});
+  job.wait(std::chrono::seconds(60));
+  TrainRun run;
+  run.all = job.all_output();
+  for (int r = 0; r < world; ++r) {
+    const auto st = job.status(r);
+    EXPECT_FALSE(st.timed_out) << run.all;
+    const bool dies = std::any_of(deaths.begin(), deaths.end(),
+                                  [&](const std::string& d) { return d.rfind(std::to_string(r) + "@", 0) == 0; });
+    if (dies) {
+      EXPECT_EQ(st.sig, SIGKILL) << "rank " << r << "\n" << run.all;
+    } else {
+      EXPECT_EQ(st.code, 0) << "rank " << r << "\n" << run.all;
+    }
+    // A killed rank 0 printed the steps before its death.
+    std::istringstream in(job.output(r));
+    for (std::string line; std::getline(in, line);) {
+      int s = 0, w = 0, fr = 0;
+      char sum[64] = {};
+      if (std::sscanf(line.c_str(), "step %d world %d", &s, &w) == 2) run.steps.push_back(s);
+      if (std::sscanf(line.c_str(), "final rank %d world %d sum %63s", &fr, &w, sum) == 3) {
+        run.final_sum[r] = std::strtod(sum, nullptr);
+        run.final_world[r] = w;
+      }
+      if (line.rfind("recovered ", 0) == 0) run.recoveries.push_back(line);
+    }
+  }
+  return run;
+}
+
+// Each step completed once, in order: none skipped, none done twice.
+void expect_every_step_once(const TrainRun& run, int steps) {
+  std::vector<int> want(static_cast<std::size_t>(steps));
+  for (int i = 0; i < steps; ++i) want[static_cast<std::size_t>(i)] = i + 1;
+  std::vector<int> got = run.steps;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want) << run.all;
+}
+
+double uninterrupted(int steps) {
+  static std::map<int, double> cache;
+  if (!cache.count(steps)) {
+    const TrainRun r = train(4, steps, {}, "shm");
+    EXPECT_EQ(r.final_sum.size(), 4u) << r.all;
+    cache[steps] = r.final_sum.empty() ? 0.0 : r.final_sum.begin()->second;
+  }
+  return cache[steps];
+}
+
+void expect_survivors_agree(const TrainRun& run, std::size_t survivors, int steps) {
+  ASSERT_EQ(run.final_sum.size(), survivors) << run.all;
+  const double want = uninterrupted(steps);
+  for (const auto& [rank, sum] : run.final_sum) {
+    EXPECT_EQ(sum, run.final_sum.begin()->second) << "rank " << rank << "\n" << run.all;
+    EXPECT_NEAR(sum, want, 1e-9 * std::abs(want)) << "rank " << rank << "\n" << run.all;
+    EXPECT_EQ(run.final_world.at(rank), static_cast<int>(survivors)) << run.all;
+  }
+}
+
+class ElasticTrainKill : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+INSTANTIATE_TEST_SUITE_P(Points, ElasticTrainKill,
+                         ::testing::Combine(::testing::Values("between", "backward", "collective"),
+                                            ::testing::Values("shm", "tcp")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+TEST_P(ElasticTrainKill, SurvivorsRedoTheStepAndEndWithTheUninterruptedModel) {
+  const auto& [point, transport] = GetParam();
+  const auto before = shm_segments();
+  const TrainRun run = train(4, 12, {"2@6:" + point}, transport);
+  expect_survivors_agree(run, 3, 12);
+  expect_every_step_once(run, 12);
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
+  // Killed at step 6: step 6 is redone, nothing before it.
+  EXPECT_NE(run.recoveries[0].find("recovered world 3 lost 2 in "), std::string::npos) << run.all;
+  EXPECT_NE(run.recoveries[0].find("redo step 6 "), std::string::npos) << run.all;
+  EXPECT_EQ(shm_segments(), before);
+}
+
+TEST(ElasticTrain, TwoRanksKilledInTheSameStep) {
+  const TrainRun run = train(4, 10, {"1@4:backward", "2@4:collective"}, "shm");
+  expect_survivors_agree(run, 2, 10);
+  expect_every_step_once(run, 10);
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
+  EXPECT_NE(run.recoveries[0].find("lost 1,2 "), std::string::npos) << run.all;
+}
+
+TEST(ElasticTrain, ARankKilledDuringTheRecoveryIsLeftOutToo) {
+  const TrainRun run = train(4, 10, {"1@4:backward", "3@4:recovery"}, "tcp");
+  expect_survivors_agree(run, 2, 10);
+  expect_every_step_once(run, 10);
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
+  EXPECT_NE(run.recoveries[0].find("lost 1,3 "), std::string::npos) << run.all;
+}
+
+TEST(ElasticTrain, RankZeroKilledAndLaterAnotherOne) {
+  // The store is the launcher's (here the test's): losing rank 0 is a loss
+  // like any other; its successor prints the step lines.
+  const TrainRun run = train(4, 12, {"0@3:collective", "3@8:backward"}, "shm");
+  expect_survivors_agree(run, 2, 12);
+  expect_every_step_once(run, 12);
+  ASSERT_EQ(run.recoveries.size(), 2u) << run.all;
+  EXPECT_NE(run.recoveries[0].find("lost 0 "), std::string::npos) << run.all;
+  EXPECT_NE(run.recoveries[1].find("world 2 lost 2 "), std::string::npos) << run.all;  // rank 2 of the 3
+}
+
+}  // namespace
+}  // namespace mci::test
