@@ -29,6 +29,10 @@ constexpr std::array kLogLevels{
     SettingChoice{"info", ""},
     SettingChoice{"debug", ""},
 };
+constexpr std::array kRankLoss{
+    SettingChoice{"stop", "a lost rank stops the job (mcirun's default)"},
+    SettingChoice{"continue", "the survivors go on (mcirun --on-rank-loss=continue)"},
+};
 constexpr std::array kClocks{
     SettingChoice{"auto", "the CPU's time-stamp counter where it is invariant, else the steady clock"},
     SettingChoice{"steady", "the steady clock"},
@@ -307,6 +311,16 @@ constexpr std::array kRows{
         .scope = SettingScope::job,
         .ranks_agree = false,
         .use = SettingUse::group,
+        .section = SettingSection::launcher},
+    SettingRow{
+        .name = "MCI_ON_RANK_LOSS",
+        .kind = SettingKind::choice,
+        .fallback = "stop",
+        .choices = kRankLoss,
+        .noun = "an answer to a lost rank",
+        .scope = SettingScope::job,
+        .ranks_agree = false,  // mcirun gives every rank the same (its nodes check they agree)
+        .use = SettingUse::launcher,
         .section = SettingSection::launcher},
     SettingRow{
         .name = "MCI_PERF_STARTED_RANKS",

@@ -39,9 +39,11 @@ constexpr const char* kFooter =
     "SIGHUP or SIGQUIT to mcirun (or another of --signals-to-handle) is passed on as that signal,\n"
     "then SIGKILL after --grace. On a multi-node job every node's mcirun passes on the signal that\n"
     "one of them got. A second signal to mcirun while it stops the job sends SIGKILL at once. When\n"
-    "a process fails, the others get SIGTERM, then SIGKILL after --grace.\n"
+    "a process fails, the others get SIGTERM, then SIGKILL after --grace (with --on-rank-loss=continue\n"
+    "they go on, and the summary lists the lost ones).\n"
     "\n"
-    "Exit status: 0 when every process exits 0; 1 when one fails (or mcirun cannot start them);\n"
+    "Exit status: 0 when every process exits 0 (with --on-rank-loss=continue: when at least one\n"
+    "survived and every survivor exits 0); 1 when one fails (or mcirun cannot start them);\n"
     "2 for a bad command line; 128+N after signal N (SIGINT, SIGTERM, SIGHUP, ...) stopped the job.\n"
     "\n"
     "Examples:\n"
@@ -160,6 +162,10 @@ const std::vector<Row>& rows() {
        "pin each process: none; numa (the CPUs of its GPU's NUMA node,\nNUMA nodes in turn without GPUs); core "
        "(cores of its own)",
        "none"},
+      {"on_rank_loss", "", &CliArgs::on_rank_loss, false, false, "stop|continue",
+       "what a rank's loss (a non-zero exit, a signal) does: stop (every\nprocess on every node stops; --max-restarts "
+       "starts them again) or\ncontinue (the other ranks go on; MCI_ON_RANK_LOSS tells them)",
+       "stop"},
   };
   return table;
 }

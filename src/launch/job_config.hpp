@@ -12,6 +12,7 @@
 #include "common/env_lookup.hpp"
 #include "launch/cli.hpp"
 #include "launch/program.hpp"
+#include "launch/rank_loss.hpp"
 #include "launch/torch_version.hpp"
 #include "launch/worker_logs.hpp"
 #include "topo/binding.hpp"
@@ -62,6 +63,9 @@ struct JobConfig {
   // --max-restarts: how many times a failed job is started again, every
   // process on every node (torchrun's semantics); 0: a failure ends it.
   int max_restarts = 0;
+  // --on-rank-loss: whether a rank's loss stops the job (and restarts it,
+  // with max_restarts) or the others go on; MCI_ON_RANK_LOSS for the ranks.
+  OnRankLoss on_rank_loss = OnRankLoss::stop;
   // The signals that stop the job (passed on to the processes), and their
   // list as torchrun gives it to its workers (TORCHELASTIC_SIGNALS_TO_HANDLE).
   std::vector<int> stop_signals;

@@ -71,6 +71,26 @@ std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
   return cpus;
 }
 
+// A node given another --on-rank-loss than node 0 would stop where the
+// others go on, or the reverse: it starts nothing, and tells the other
+// nodes through the store (as a failure, so they stop their ranks rather
+// than wait for this node's).
+int refuse_other_on_rank_loss(const JobConfig& job, const std::string& token, const std::string& node0s) {
+  const std::string why = fmt::format(
+      "--on-rank-loss={} on node {} (host {}), but node 0 runs with --on-rank-loss={}: give every node the "
+      "same --on-rank-loss",
+      on_rank_loss_name(job.on_rank_loss), job.node_rank, host_name(), node0s);
+  say(fmt::format("mcirun: {}; this node starts nothing", why));
+  NodeLinkOptions o;
+  o.host = job.master_addr;
+  o.port = job.master_port;
+  o.token = token;
+  o.nnodes = job.nnodes;
+  o.node_rank = job.node_rank;
+  NodeLink(o).report_failure(why);  // published before the link goes (its destructor waits for that)
+  return 1;
+}
+
 }  // namespace
 
 int run_job(JobConfig job, const EnvLookup& env) {
@@ -156,7 +176,8 @@ int run_job(JobConfig job, const EnvLookup& env) {
   try {
     if (job.hosts_store()) {
       program_port.emplace();
-      const ProgramEndpoint e{job.local_addr.value_or(job.master_addr), program_port->port()};
+      const ProgramEndpoint e{job.local_addr.value_or(job.master_addr), program_port->port(),
+                              on_rank_loss_name(job.on_rank_loss)};
       publish_program_endpoint(ports, e);
       job.program_addr = e.addr;
       job.program_port = e.port;
@@ -166,6 +187,9 @@ int run_job(JobConfig job, const EnvLookup& env) {
       if (!e) return 128 + stop_signal;
       job.program_addr = e->addr;
       job.program_port = e->port;
+      if (e->on_rank_loss != on_rank_loss_name(job.on_rank_loss)) {
+        return refuse_other_on_rank_loss(job, token, e->on_rank_loss);
+      }
     }
   } catch (const Error& e) {
     say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));

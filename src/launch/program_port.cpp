@@ -52,6 +52,7 @@ PortReservation::PortReservation() {
 void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
   TcpStore store(client_options(o, std::chrono::seconds(10)));
   store.set(kProgramAddrKey, to_bytes(e.addr));
+  store.set(kOnRankLossKey, to_bytes(e.on_rank_loss));
   store.set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
 }
 
@@ -70,7 +71,10 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
                         "must run the same mcirun version",
                         v));
       }
-      return ProgramEndpoint{to_string(store->get(kProgramAddrKey, kSlice)), static_cast<int>(*port)};
+      ProgramEndpoint e{to_string(store->get(kProgramAddrKey, kSlice)), static_cast<int>(*port)};
+      // Set before the port; absent only from an mcirun older than --on-rank-loss, which stops.
+      if (store->check({kOnRankLossKey})) e.on_rank_loss = to_string(store->get(kOnRankLossKey, kSlice));
+      return e;
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet
     }

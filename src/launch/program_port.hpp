@@ -48,6 +48,10 @@ struct ProgramPortOptions {
 struct ProgramEndpoint {
   std::string addr;
   int port = 0;
+  // Node 0's --on-rank-loss ("stop" or "continue"), published with the
+  // endpoint: every node must answer a loss the same way, and this is the
+  // one thing every node reads from node 0 before its ranks start.
+  std::string on_rank_loss = "stop";
 };
 
 // Node 0: publishes where the program's rank 0 listens.
@@ -60,5 +64,6 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
 
 inline constexpr const char* kProgramPortKey = "mcirun/program_port";
 inline constexpr const char* kProgramAddrKey = "mcirun/program_addr";
+inline constexpr const char* kOnRankLossKey = "mcirun/on_rank_loss";
 
 }  // namespace mci::launch

@@ -84,6 +84,102 @@ std::vector<std::string> split_lines(const std::string& text) {
   return out;
 }
 
+// Why rank f failed: its last stderr lines (stdout's when stderr was
+// empty), the exception it recorded, and for Python what the text shows.
+void explain(const JobReport& job, const RankReport& f, std::vector<std::string>& out) {
+  std::vector<std::string> err = f.stderr_tail;
+  std::vector<std::string> std_out = f.stdout_tail;
+  bool hang_report = trim_tail(err);
+  if (err.empty()) {
+    // A program that prints its traceback to stdout (or logs there) said
+    // why it failed on stdout: quote that rather than "nothing".
+    hang_report = trim_tail(std_out) || hang_report;
+    if (std_out.empty()) {
+      out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr or stdout", f.rank));
+    } else {
+      out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stdout:", std_out.size(), f.rank));
+      for (const auto& l : std_out) out.push_back("mcirun: | " + l);
+    }
+  } else {
+    out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", err.size(), f.rank));
+    for (const auto& l : err) out.push_back("mcirun: | " + l);
+  }
+  if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
+  if (f.python_exception) {
+    out.push_back(fmt::format("mcirun: rank {} raised (from its TORCHELASTIC_ERROR_FILE):", f.rank));
+    std::size_t start = 0;
+    while (start <= f.python_exception->size()) {
+      auto nl = f.python_exception->find('\n', start);
+      if (nl == std::string::npos) nl = f.python_exception->size();
+      out.push_back("mcirun: | " + f.python_exception->substr(start, nl - start));
+      start = nl + 1;
+    }
+  }
+  if (!job.python.empty()) {
+    const std::vector<std::string> raised =
+        f.python_exception ? split_lines(*f.python_exception) : std::vector<std::string>{};
+    if (const auto module = missing_module({&f.stderr_tail, &f.stdout_tail, &raised})) {
+      out.push_back(
+          fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
+                      "'{}'",
+                      f.rank, job.python,
+                      job.python_from == "MCI_PYTHON"    ? "chosen by MCI_PYTHON"
+                      : job.python_from == "PYTHON_EXEC" ? "chosen by PYTHON_EXEC"
+                      : job.python_from == "PATH"        ? "python3 found on PATH"
+                                                         : "named on the command line",
+                      *module));
+      out.push_back(
+          "mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
+          "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
+          "script.py; or install the module for this one");
+    }
+    if (mci_backend_unknown({&f.stderr_tail, &f.stdout_tail, &raised})) {
+      out.push_back(
+          fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
+                      "which registers it: add `import mci_torch` before init_process_group",
+                      f.rank));
+    }
+  }
+}
+
+std::string rank_list(const JobReport& job, const std::vector<std::size_t>& which) {
+  std::string text;
+  for (std::size_t i : which) text += fmt::format("{}{}", text.empty() ? "" : ", ", job.ranks.at(i).rank);
+  return text;
+}
+
+// --on-rank-loss=continue: each lost rank, why, and what became of the others.
+void explain_losses(const JobReport& job, bool only_losses, std::vector<std::string>& out) {
+  const std::string node = fmt::format("node {} (host {})", job.node_rank, job.host);
+  if (!job.lost.empty()) {
+    out.push_back(fmt::format("mcirun: {} rank(s) lost on {}, --on-rank-loss=continue:", job.lost.size(), node));
+    for (std::size_t i : job.lost) {
+      const RankReport& r = job.ranks.at(i);
+      out.push_back(fmt::format("mcirun:   rank {} (pid {} on {}): {}, lost at {:.1f} s", r.rank, r.pid, job.host,
+                                r.wait_status ? describe_exit(*r.wait_status) : "an unknown status",
+                                r.lost_at ? static_cast<double>(r.lost_at->count()) / 1000 : 0.0));
+    }
+    for (std::size_t i : job.lost) explain(job, job.ranks.at(i), out);
+  }
+  if (!only_losses) return;
+  std::vector<std::size_t> survivors;
+  for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+    if (!job.ranks[i].lost_at) survivors.push_back(i);
+  }
+  if (survivors.empty()) {
+    out.push_back(job.multi_node
+                      ? fmt::format("mcirun: every rank of {} was lost: this node failed (the other nodes' ranks "
+                                    "were not stopped, and their mcirun says how they ended)",
+                                    node)
+                      : "mcirun: job failed: every rank was lost; --on-rank-loss=continue goes on only while one is "
+                        "left");
+  } else {
+    out.push_back(fmt::format("mcirun: {} went on without {} lost rank(s): its {} survivor(s) (rank(s) {}) exited 0",
+                              job.multi_node ? node : "the job", job.lost.size(), survivors.size(),
+                              rank_list(job, survivors)));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> summary_lines(const JobReport& job) {
@@ -108,9 +204,13 @@ std::vector<std::string> summary_lines(const JobReport& job) {
     out.push_back(fmt::format("mcirun: job stopped by {} sent to mcirun (node {}, host {})",
                               signal_name(*job.stop_signal), job.node_rank, job.host));
   }
-  for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+  // Under continue, a job that ended with nothing but losses: the survivors' line says how the others ended.
+  const bool only_losses = job.on_rank_loss_continue && !job.first_failure && job.start_error.empty() &&
+                           job.peer_failure.empty() && !job.stop_signal;
+  for (std::size_t i = 0; i < job.ranks.size() && !only_losses; ++i) {
     if (job.first_failure && i == *job.first_failure) continue;
     const RankReport& r = job.ranks[i];
+    if (r.lost_at) continue;  // listed with the losses below
     std::string how = r.wait_status ? describe_exit(*r.wait_status) : "still running";
     if (r.signal_sent != 0 && r.wait_status) {
       how += WIFSIGNALED(*r.wait_status) && WTERMSIG(*r.wait_status) == r.signal_sent
@@ -119,62 +219,8 @@ std::vector<std::string> summary_lines(const JobReport& job) {
     }
     out.push_back(fmt::format("mcirun:   rank {} (pid {}): {}", r.rank, r.pid, how));
   }
-  if (job.first_failure) {
-    const RankReport& f = job.ranks.at(*job.first_failure);
-    std::vector<std::string> err = f.stderr_tail;
-    std::vector<std::string> std_out = f.stdout_tail;
-    bool hang_report = trim_tail(err);
-    if (err.empty()) {
-      // A program that prints its traceback to stdout (or logs there) said
-      // why it failed on stdout: quote that rather than "nothing".
-      hang_report = trim_tail(std_out) || hang_report;
-      if (std_out.empty()) {
-        out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr or stdout", f.rank));
-      } else {
-        out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stdout:", std_out.size(), f.rank));
-        for (const auto& l : std_out) out.push_back("mcirun: | " + l);
-      }
-    } else {
-      out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", err.size(), f.rank));
-      for (const auto& l : err) out.push_back("mcirun: | " + l);
-    }
-    if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
-    if (f.python_exception) {
-      out.push_back(fmt::format("mcirun: rank {} raised (from its TORCHELASTIC_ERROR_FILE):", f.rank));
-      std::size_t start = 0;
-      while (start <= f.python_exception->size()) {
-        auto nl = f.python_exception->find('\n', start);
-        if (nl == std::string::npos) nl = f.python_exception->size();
-        out.push_back("mcirun: | " + f.python_exception->substr(start, nl - start));
-        start = nl + 1;
-      }
-    }
-    if (!job.python.empty()) {
-      const std::vector<std::string> raised =
-          f.python_exception ? split_lines(*f.python_exception) : std::vector<std::string>{};
-      if (const auto module = missing_module({&f.stderr_tail, &f.stdout_tail, &raised})) {
-        out.push_back(
-            fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
-                        "'{}'",
-                        f.rank, job.python,
-                        job.python_from == "MCI_PYTHON"    ? "chosen by MCI_PYTHON"
-                        : job.python_from == "PYTHON_EXEC" ? "chosen by PYTHON_EXEC"
-                        : job.python_from == "PATH"        ? "python3 found on PATH"
-                                                           : "named on the command line",
-                        *module));
-        out.push_back(
-            "mcirun: to run it under another one, set MCI_PYTHON=/path/to/python (for a PROGRAM ending "
-            "in .py), or name the interpreter before the script: mcirun [OPTIONS] /path/to/python "
-            "script.py; or install the module for this one");
-      }
-      if (mci_backend_unknown({&f.stderr_tail, &f.stdout_tail, &raised})) {
-        out.push_back(
-            fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
-                        "which registers it: add `import mci_torch` before init_process_group",
-                        f.rank));
-      }
-    }
-  }
+  if (job.on_rank_loss_continue) explain_losses(job, only_losses, out);
+  if (job.first_failure) explain(job, job.ranks.at(*job.first_failure), out);
   out.push_back("mcirun: " + rule);
   return out;
 }

@@ -2,11 +2,13 @@
 // failed first and how, where it ran, and its last stderr lines (its last
 // stdout lines when its stderr was empty: a traceback printed to stdout),
 // and for a Python rank that could not import a module, which interpreter
-// ran it and how to choose another.
+// ran it and how to choose another. Under --on-rank-loss=continue, each
+// lost rank the same way, and how the survivors ended.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,8 @@ struct RankReport {
   std::vector<std::string> stdout_tail;
   // What torch's @record wrote to the rank's TORCHELASTIC_ERROR_FILE.
   std::optional<std::string> python_exception;
+  // --on-rank-loss=continue: when it was lost, since its start; unset for a survivor.
+  std::optional<std::chrono::milliseconds> lost_at;
 };
 
 struct JobReport {
@@ -41,6 +45,9 @@ struct JobReport {
   std::string python_from;
   std::string peer_failure;  // another node's failure, as it reported it
   std::string start_error;   // a rank that could not start
+  bool on_rank_loss_continue = false;
+  bool multi_node = false;        // "of this node" where the other nodes' ranks are not counted
+  std::vector<std::size_t> lost;  // --on-rank-loss=continue: indexes into ranks, in the order they were lost
   std::vector<RankReport> ranks;
 };
 

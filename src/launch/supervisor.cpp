@@ -87,6 +87,7 @@ RelaySinks Supervisor::sinks_for(const StreamPlan& plan, int console) {
 }
 
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
+  started_at_ = Clock::now();
   procs_.reserve(ranks.size());
   for (const RankSpec& r : ranks) {
     try {
@@ -94,7 +95,8 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
       RelaySinks err = sinks_for(r.streams.err, STDERR_FILENO);
       StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
       procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
-                            StreamRelay(std::move(c.err), std::move(err), kTailLines), std::nullopt});
+                            StreamRelay(std::move(c.err), std::move(err), kTailLines), std::nullopt, 0, std::nullopt,
+                            std::nullopt});
     } catch (const std::exception& e) {
       start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
       say(fmt::format("mcirun: {}", e.what()));
@@ -167,6 +169,7 @@ Supervisor::Proc* Supervisor::exiting_before(const Proc& failed) {
 
 void Supervisor::on_exit(Proc& failed) {
   if (phase_ != Phase::running || exited_ok(*failed.status)) return;
+  if (goes_on()) return on_loss(failed);
   Proc* cause = exiting_before(failed);
   Proc& p = cause ? *cause : failed;
   first_failure_ = static_cast<std::size_t>(&p - procs_.data());
@@ -174,6 +177,47 @@ void Supervisor::on_exit(Proc& failed) {
   say(fmt::format("mcirun: rank {} (pid {}) failed: {}", p.rank, p.pid, what));
   if (link_) link_->report_failure(fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, what));
   begin_stop();
+}
+
+void Supervisor::on_loss(Proc& p) {
+  p.lost_at = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_);
+  losses_.push_back(static_cast<std::size_t>(&p - procs_.data()));
+  int running = 0;
+  for (const auto& q : procs_) running += q.status ? 0 : 1;
+  say(fmt::format("mcirun: rank {} (pid {} on {}) was lost at {:.1f} s ({}); --on-rank-loss=continue: {}", p.rank,
+                  p.pid, host_, static_cast<double>(p.lost_at->count()) / 1000, describe_exit(*p.status),
+                  running == 0
+                      ? std::string("no other rank of this node is still running")
+                      : fmt::format("the {} other rank(s){} go on", running, job_.nnodes > 1 ? " of this node" : "")));
+  // What the rank started (data loader workers, a shell's children) dies
+  // with it, as when a loss stops the job: SIGTERM now, SIGKILL after --grace.
+  if (!group_alive(p)) return;
+  ::kill(-p.pid, SIGTERM);
+  say(fmt::format("mcirun: sent SIGTERM to what rank {} (pid {}) left running in its process group", p.rank, p.pid));
+  p.group_kill_at = Clock::now() + job_.grace;
+  if (job_.grace.count() == 0) kill_lost_groups();
+}
+
+void Supervisor::kill_lost_groups() {
+  const auto now = Clock::now();
+  for (auto& p : procs_) {
+    if (!p.group_kill_at || now < *p.group_kill_at) continue;
+    p.group_kill_at.reset();
+    if (!group_alive(p)) continue;
+    ::kill(-p.pid, SIGKILL);
+    say(
+        fmt::format("mcirun: sent SIGKILL to what rank {} (pid {}) left running in its process group: still there "
+                    "{} after SIGTERM",
+                    p.rank, p.pid, seconds(job_.grace)));
+  }
+}
+
+std::optional<Clock::time_point> Supervisor::next_wakeup() const {
+  std::optional<Clock::time_point> at = killed_ ? std::nullopt : next_step_at_;
+  for (const auto& p : procs_) {
+    if (p.group_kill_at && (!at || *p.group_kill_at < *at)) at = p.group_kill_at;
+  }
+  return at;
 }
 
 // Signals go to each rank's process group: the rank and whatever it started
@@ -317,7 +361,7 @@ int Supervisor::run() {
         relays.push_back(s);
       }
     }
-    const int timeout = poll_timeout(killed_ ? settle_until : next_step_at_);
+    const int timeout = poll_timeout(killed_ ? settle_until : next_wakeup());
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "mcirun: poll");
     }
@@ -329,6 +373,7 @@ int Supervisor::run() {
     }
     if (link_ && fds[1].revents != 0) on_link_events();
     if (next_step_at_ && !killed_ && Clock::now() >= *next_step_at_) next_step();
+    kill_lost_groups();
   }
   groups_settled_ = true;
   for (auto& p : procs_) {
@@ -337,11 +382,16 @@ int Supervisor::run() {
   }
 
   int rc = exit_code();
-  if (rc == 0 && link_) {
+  // Under continue, a node that lost every rank is done as well: the other
+  // nodes go on, and node 0 keeps their store up until they finish.
+  if (link_ && (rc == 0 || (goes_on() && only_losses()))) {
     link_->report_done();
-    if (job_.hosts_store()) rc = wait_for_other_nodes();
+    if (job_.hosts_store()) {
+      const int others = wait_for_other_nodes();
+      if (others != 0) rc = others;
+    }
   }
-  if (rc != 0 && !procs_.empty()) print_summary();
+  if ((rc != 0 || !losses_.empty()) && !procs_.empty()) print_summary();
   return rc;
 }
 
@@ -433,9 +483,16 @@ std::string Supervisor::failure_line() const {
   return line;
 }
 
+bool Supervisor::only_losses() const {
+  return !first_failure_ && start_error_.empty() && peer_failure_.empty() && !store_lost_ && !stop_signal_;
+}
+
 int Supervisor::exit_code() const {
   if (first_failure_ || !start_error_.empty() || !peer_failure_.empty()) return 1;
   if (stop_signal_) return 128 + *stop_signal_;
+  // Under continue, every survivor exited 0 (a survivor that failed is a
+  // loss too): the job succeeded if any rank survived.
+  if (losses_.size() == procs_.size() && !procs_.empty()) return 1;
   return 0;
 }
 
@@ -450,6 +507,9 @@ void Supervisor::print_summary() const {
   r.python_from = job_.program.python_from;
   r.peer_failure = peer_failure_;
   r.start_error = start_error_;
+  r.on_rank_loss_continue = goes_on();
+  r.multi_node = job_.nnodes > 1;
+  for (std::size_t i : losses_) r.lost.push_back(i);
   for (const auto& p : procs_) {
     RankReport rr;
     rr.rank = p.rank;
@@ -457,6 +517,7 @@ void Supervisor::print_summary() const {
     rr.pid = p.pid;
     rr.wait_status = p.status;
     rr.signal_sent = p.signal_sent;
+    rr.lost_at = p.lost_at;
     if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
     if (const LineTail* t = p.out.tail()) rr.stdout_tail = t->lines();
     if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {

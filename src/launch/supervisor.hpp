@@ -12,6 +12,11 @@
 // another node's stop is passed on the same way, with the signal that node
 // got. Then a summary of the first failure, and exit code 1 (128+N after
 // signal N).
+// With --on-rank-loss=continue, a rank that fails is lost instead: one line
+// says so, what it left in its process group gets SIGTERM (then SIGKILL),
+// and the others go on; the summary lists the lost ranks, and the exit code
+// is 0 when at least one rank survived and every survivor exited 0. Other
+// nodes are not told (they go on too), but node 0 still waits for them.
 // Each rank leads its own process group and mcirun is a subreaper, so what a
 // rank leaves behind is stopped the same way and nothing outlives mcirun
 // (short of a process that leaves the group with setsid).
@@ -76,6 +81,10 @@ class Supervisor {
     StreamRelay err;
     std::optional<int> status;
     int signal_sent = 0;
+    // --on-rank-loss=continue: when it was lost (since start()), and when
+    // what it left in its process group gets SIGKILL if still there.
+    std::optional<std::chrono::milliseconds> lost_at;
+    std::optional<std::chrono::steady_clock::time_point> group_kill_at;
   };
   enum class Phase { running, stopping };
 
@@ -85,6 +94,15 @@ class Supervisor {
   bool any_group_alive() const;
   void reap();
   void on_exit(Proc& p);
+  // --on-rank-loss=continue: p failed, the others go on.
+  void on_loss(Proc& p);
+  // The lost ranks' process groups whose SIGKILL is due; and when the next is.
+  void kill_lost_groups();
+  std::optional<std::chrono::steady_clock::time_point> next_wakeup() const;
+  bool goes_on() const { return job_.on_rank_loss == OnRankLoss::go_on; }
+  // Whether the job ended only with losses, the survivors' own outcome to
+  // judge: no stop by signal, no failure elsewhere, no rank that could not start.
+  bool only_losses() const;
   // A rank that was already exiting when `failed` failed, once it has
   // exited itself with a failure; nullptr when there is none.
   Proc* exiting_before(const Proc& failed);
@@ -108,6 +126,8 @@ class Supervisor {
   NodeLink* link_;
   std::string host_;
   std::vector<Proc> procs_;
+  std::chrono::steady_clock::time_point started_at_;
+  std::vector<std::size_t> losses_;  // --on-rank-loss=continue: indexes into procs_, in order
   std::map<std::string, Fd> shared_files_;  // filtered_stdout.log and filtered_stderr.log
   std::vector<char> buf_;
   Phase phase_ = Phase::running;

@@ -101,6 +101,14 @@ TEST(ChildEnv, RoleAddressSignalsAndLogFolderFromTheJob) {
   EXPECT_EQ(m["TORCHELASTIC_ERROR_FILE"], "/logs/job7_abc/attempt_0/2/error.json") << "by local rank, as torchrun";
 }
 
+TEST(ChildEnv, TellsTheProgramWhetherSurvivorsGoOn) {
+  JobConfig j = two_nodes();
+  EXPECT_EQ(as_map(child_environment({"MCI_ON_RANK_LOSS=continue"}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "stop")
+      << "the default, replacing an inherited value";
+  j.on_rank_loss = OnRankLoss::go_on;
+  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "continue");
+}
+
 TEST(ChildEnv, VirtualLocalRankShowsEachProcessItsOwnGpuAsDeviceZero) {
   JobConfig j = two_nodes();
   j.virtual_local_rank = true;

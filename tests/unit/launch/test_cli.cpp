@@ -99,6 +99,7 @@ const std::map<std::string, std::string> kValues{
     {"shutdown_timeout", "7"},
     {"grace", "0.5"},
     {"bind", "core"},
+    {"on_rank_loss", "continue"},
 };
 const std::set<std::string> kFlags{"standalone", "module", "no_python", "run_path", "virtual_local_rank", "prefix"};
 

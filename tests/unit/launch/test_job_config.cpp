@@ -203,6 +203,27 @@ TEST(JobConfig, GraceAndTorchrunLeftovers) {
   EXPECT_TRUE(job({}).notices.empty()) << "no notice when no torchrun leftover is given";
 }
 
+TEST(JobConfig, OnRankLossStopsByDefaultAndRefusesWhatItCannotDo) {
+  EXPECT_EQ(job({}).on_rank_loss, OnRankLoss::stop);
+  EXPECT_EQ(job({"--on-rank-loss=stop"}).on_rank_loss, OnRankLoss::stop);
+  EXPECT_EQ(job({"--on-rank-loss=continue"}).on_rank_loss, OnRankLoss::go_on);
+  EXPECT_EQ(job({"--on_rank_loss", "continue"}).on_rank_loss, OnRankLoss::go_on);
+  EXPECT_EQ(job({"--on-rank-loss=continue", "--max-restarts=0"}).on_rank_loss, OnRankLoss::go_on);
+  EXPECT_EQ(job({"--on-rank-loss=stop", "--max-restarts=2"}).max_restarts, 2);
+  EXPECT_EQ(error({"--on-rank-loss=replace"}),
+            "--on-rank-loss=replace is not built yet: use continue (the survivors go on, see "
+            "docs/fault-tolerance.md) or --max-restarts");
+  for (const char* bad : {"Continue", "shrink"}) {
+    const std::string e = error({std::string("--on-rank-loss=") + bad});
+    expect_has(e, "is not valid: use stop");
+    expect_has(e, "or continue");
+  }
+  expect_has(error({"--on-rank-loss=continue", "--max_restarts=1"}),
+             "--on-rank-loss=continue and --max-restarts=1 are two answers to a lost rank");
+  expect_has(error({"--on-rank-loss=continue", "--nnodes=1:2", "--node_rank=0", "--master_addr=127.0.0.1"}),
+             "--on-rank-loss=continue with an elastic --nnodes=1:2 is not built yet");
+}
+
 TEST(JobConfig, ShutdownTimeoutIsTorchrunsGrace) {
   EXPECT_EQ(job({}).grace, std::chrono::milliseconds(3000));
   EXPECT_EQ(job({"--shutdown-timeout=7"}).grace, std::chrono::milliseconds(7000));

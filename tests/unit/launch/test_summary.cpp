@@ -77,6 +77,57 @@ TEST(Summary, OtherCausesOfAFailedJob) {
   EXPECT_NE(joined(summary_lines(r)).find("job failed on node 0 (host h): rank 1 could not start"), std::string::npos);
 }
 
+// --on-rank-loss=continue: each lost rank with when and why, then the survivors.
+TEST(Summary, ListsEachLostRankAndHowTheSurvivorsEnded) {
+  JobReport r;
+  r.host = "node07";
+  r.on_rank_loss_continue = true;
+  r.ranks.resize(3);
+  for (int i = 0; i < 3; ++i) {
+    r.ranks[i].rank = i;
+    r.ranks[i].pid = 1000 + i;
+    r.ranks[i].wait_status = exited(0);
+  }
+  r.ranks[1].wait_status = killed(SIGKILL);
+  r.ranks[1].lost_at = std::chrono::milliseconds(12345);
+  r.ranks[1].stderr_tail = {"about to die"};
+  r.lost = {1};
+  std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("1 rank(s) lost on node 0 (host node07), --on-rank-loss=continue:\n"
+                   "mcirun:   rank 1 (pid 1001 on node07): signal SIGKILL, lost at 12.3 s\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("last 1 line(s) of rank 1's stderr:\nmcirun: | about to die"), std::string::npos) << s;
+  EXPECT_NE(s.find("the job went on without 1 lost rank(s): its 2 survivor(s) (rank(s) 0, 2) exited 0"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("job failed"), std::string::npos) << s;
+
+  r.multi_node = true;
+  EXPECT_NE(joined(summary_lines(r)).find("node 0 (host node07) went on without 1 lost rank(s)"), std::string::npos);
+
+  for (int i : {0, 2}) {
+    r.ranks[i].wait_status = exited(3);
+    r.ranks[i].lost_at = std::chrono::milliseconds(20000);
+  }
+  r.lost = {1, 0, 2};
+  r.multi_node = false;
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("3 rank(s) lost"), std::string::npos) << s;
+  EXPECT_NE(s.find("job failed: every rank was lost"), std::string::npos) << s;
+
+  r.ranks[2].lost_at.reset();  // a survivor still running when mcirun was stopped
+  r.ranks[2].wait_status = killed(SIGTERM);
+  r.ranks[2].signal_sent = SIGTERM;
+  r.lost = {1, 0};
+  r.stop_signal = SIGTERM;
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("job stopped by SIGTERM"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 2 (pid 1002): signal SIGTERM (sent by mcirun)"), std::string::npos) << s;
+  EXPECT_NE(s.find("2 rank(s) lost"), std::string::npos) << s;
+  EXPECT_EQ(s.find("survivor"), std::string::npos) << "a stop is no survivors' outcome: " << s;
+}
+
 TEST(Summary, AHangReportIsNamedNotRepeated) {
   JobReport r;
   r.host = "node0";
