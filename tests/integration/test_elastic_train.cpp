@@ -19,7 +19,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "../support/job.hpp"
+#include "../support/ports.hpp"
+#include "launcher_run.hpp"
 
 namespace mci::test {
 namespace {
@@ -153,6 +157,61 @@ TEST(ElasticTrain, RankZeroKilledAndLaterAnotherOne) {
   ASSERT_EQ(run.recoveries.size(), 2u) << run.all;
   EXPECT_NE(run.recoveries[0].find("lost 0 "), std::string::npos) << run.all;
   EXPECT_NE(run.recoveries[1].find("world 2 lost 2 "), std::string::npos) << run.all;  // rank 2 of the 3
+}
+
+// The finals of an mcirun's output: "final rank R world W sum X" lines.
+std::vector<std::pair<int, double>> finals(const std::string& out) {
+  std::vector<std::pair<int, double>> f;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    int r = 0, w = 0;
+    char sum[64] = {};
+    if (std::sscanf(line.c_str(), "final rank %d world %d sum %63s", &r, &w, sum) == 3) {
+      f.emplace_back(w, std::strtod(sum, nullptr));
+    }
+  }
+  return f;
+}
+
+TEST(ElasticTrain, UnderMcirunOnRankLossContinue) {
+  const std::vector<std::string> args{"--standalone", "--nproc_per_node=4", "--on-rank-loss=continue",
+                                      built("elastic_train"), "--steps", "12", "--step-ms", "10", "--die",
+                                      "1@6:collective"};
+  Mcirun m(args);
+  ASSERT_EQ(m.code(std::chrono::seconds(60)), 0) << m.all();
+  EXPECT_NE(m.err().find("mcirun: rank 1 (pid "), std::string::npos) << m.all();
+  EXPECT_NE(m.err().find("(signal SIGKILL); --on-rank-loss=continue"), std::string::npos) << m.all();
+  const auto f = finals(m.out());
+  ASSERT_EQ(f.size(), 3u) << m.all();
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, 3) << m.all();
+    EXPECT_NEAR(sum, uninterrupted(12), 1e-9 * std::abs(uninterrupted(12))) << m.all();
+  }
+}
+
+TEST(ElasticTrain, AcrossTwoMcirunNodes) {
+  // Two launchers as two nodes of two ranks: rank 3 (node 1) is lost inside
+  // a collective; the three survivors, on both nodes, go on.
+  const int port = free_port();
+  auto node = [&](int n) {
+    return std::vector<std::string>{"--nnodes=2", fmt::format("--node_rank={}", n), "--nproc_per_node=2",
+                                    "--master_addr=127.0.0.1", fmt::format("--master_port={}", port),
+                                    "--on-rank-loss=continue", built("elastic_train"), "--steps", "12",
+                                    "--step-ms", "10", "--die", "3@6:collective"};
+  };
+  const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "elastic-train-token"}};
+  Mcirun n0(node(0), env);
+  Mcirun n1(node(1), env);
+  ASSERT_EQ(n1.code(std::chrono::seconds(60)), 0) << n0.all() << n1.all();
+  ASSERT_EQ(n0.code(std::chrono::seconds(60)), 0) << n0.all() << n1.all();
+  auto f = finals(n0.out());
+  const auto f1 = finals(n1.out());
+  f.insert(f.end(), f1.begin(), f1.end());
+  ASSERT_EQ(f.size(), 3u) << n0.all() << n1.all();
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, 3);
+    EXPECT_NEAR(sum, uninterrupted(12), 1e-9 * std::abs(uninterrupted(12))) << n0.all() << n1.all();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""In place against restart: 4 ranks of elastic_train, rank 2 killed by
+SIGKILL at step 10 (mid-backward), under mcirun --on-rank-loss=continue
+(the survivors shrink their group) and under mcirun --max-restarts=1 (every
+process starts again; elastic_train keeps no checkpoint, so the restart
+resumes at step 1). Rounds interleaved; prints the median and the range.
+
+  python3 bench/elastic_compare.py [--build build] [--rounds 5] [--step-ms 50]
+
+Resume time: from the dying rank's own timestamp (just before it raises
+SIGKILL) to the first step line completed after it (rank 0's "at T", same
+clock); progress back: to the completion of the step it was killed in."""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+
+
+def run(build, mode, step_ms, steps):
+    mcirun = os.path.join(build, "bin", "mcirun")
+    prog = os.path.join(build, "bin", "elastic_train")
+    flags = ["--on-rank-loss=continue"] if mode == "in place" else ["--max-restarts=1"]
+    cmd = [mcirun, "--standalone", "--nproc_per_node=4", *flags, prog, "--steps", str(steps), "--step-ms",
+           str(step_ms), "--timestamps", "--die", "2@10:backward"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        raise SystemExit(f"{mode}: mcirun exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    died = int(re.search(r"dying: rank 2 at step 10 at (\d+)", p.stdout).group(1))
+    after = [(int(s), int(t)) for s, t in re.findall(r"^step (\d+) world \d+ loss \S+ at (\d+)$", p.stdout, re.M)
+             if int(t) > died]
+    first_step, first_at = after[0]
+    before = [int(s) for s, t in re.findall(r"^step (\d+) world \d+ loss \S+ at (\d+)$", p.stdout, re.M)
+              if int(t) <= died]
+    lost = max(before) - (first_step - 1)  # completed steps done again
+    # Progress back: the first step past the last one completed before the kill.
+    back_at = next(t for st, t in after if st == max(before) + 1)
+    worlds = re.findall(r"^final rank \d+ world (\d+)", p.stdout, re.M)
+    return first_at - died, lost, max(int(w) for w in worlds), back_at - died
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--step-ms", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=14)
+    a = ap.parse_args()
+    results = {"in place": [], "restart": []}
+    for _ in range(a.rounds):
+        for mode in results:
+            results[mode].append(run(a.build, mode, a.step_ms, a.steps))
+    print("| path | kill to next completed step, ms | kill to step 10 completed (progress back), ms "
+          "| completed steps redone | world after |")
+    print("|---|---|---|---|---|")
+    for mode, rs in results.items():
+        ms = [r[0] for r in rs]
+        back = [r[3] for r in rs]
+        print(f"| {mode} | {statistics.median(ms):.0f} ({min(ms)}-{max(ms)}) | "
+              f"{statistics.median(back):.0f} ({min(back)}-{max(back)}) | "
+              f"{sorted(set(r[1] for r in rs))} | {sorted(set(r[2] for r in rs))} |")
+
+
+if __name__ == "__main__":
+    main()
