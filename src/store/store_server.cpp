@@ -613,12 +613,12 @@ void StoreServer::Impl::drop(std::uint64_t id, const char* why) {
   clients.erase(it);  // closing the socket takes it out of the epoll set
   // After the erase: answering the waiters these writes release may drop
   // other clients, never this one again.
+  // Every write first, then the wake-ups: a waiter reads them all at once.
   for (auto& [key, value] : on_close) {
     auto& v = data[key];
-    if (v.size() + value.size() > store::kMaxBody) continue;
-    v.insert(v.end(), value.begin(), value.end());
-    wrote(key);
+    if (v.size() + value.size() <= store::kMaxBody) v.insert(v.end(), value.begin(), value.end());
   }
+  for (const auto& kv : on_close) wrote(kv.first);
 }
 
 }  // namespace mci
