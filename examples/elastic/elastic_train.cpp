@@ -45,10 +45,10 @@
 
 namespace {
 
-constexpr int kDim = 8;             // inputs per sample
-constexpr int kBatch = 48;          // samples per step, split across the ranks
-constexpr double kLr = 0.05;        // SGD learning rate
-constexpr double kMomentum = 0.9;   // the optimizer's state: one buffer per parameter
+constexpr int kDim = 8;            // inputs per sample
+constexpr int kBatch = 48;         // samples per step, split across the ranks
+constexpr double kLr = 0.05;       // SGD learning rate
+constexpr double kMomentum = 0.9;  // the optimizer's state: one buffer per parameter
 
 enum class Point { between, backward, collective, recovery };
 
@@ -120,7 +120,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--die") {
       o.deaths.push_back(parse_death(value()));
     } else {
-      throw UsageError{fmt::format("unknown argument '{}' (flags: --steps N --step-ms M --timestamps --die R@S:POINT)", a)};
+      throw UsageError{
+          fmt::format("unknown argument '{}' (flags: --steps N --step-ms M --timestamps --die R@S:POINT)", a)};
     }
   }
   return o;
@@ -142,7 +143,8 @@ std::int64_t now_ms() {
 // targets from a fixed linear rule, so every run (and every world size)
 // sees the same samples.
 double input(std::int64_t sample, int k) {
-  const auto h = static_cast<std::uint64_t>(sample) * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(k) * 0xBF58476D1CE4E5B9ull;
+  const auto h = static_cast<std::uint64_t>(sample) * 0x9E3779B97F4A7C15ull +
+                 static_cast<std::uint64_t>(k) * 0xBF58476D1CE4E5B9ull;
   return static_cast<double>((h >> 11) % 2001) / 1000.0 - 1.0;
 }
 double target(std::int64_t sample) {

@@ -69,8 +69,7 @@ DistributedDataParallel::Recovery DistributedDataParallel::recover(std::uint64_t
   for (auto& p : impl_->params) {
     if (!p.grad.device.is_cuda() && p.grad.data) std::memset(p.grad.data, 0, p.grad.bytes());
   }
-  impl_->reducer =
-      std::make_unique<ddp::Reducer>(g, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
+  impl_->reducer = std::make_unique<ddp::Reducer>(g, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
   return Recovery{static_cast<std::uint64_t>(most), std::move(shrunk.lost), source};
 }
 

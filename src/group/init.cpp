@@ -300,9 +300,10 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
       if (auto notice = ignored_setting(entry, row, *source.raw(row.name))) log::warn("{}", *notice);
     }
   }
-  auto impl = std::make_unique<ProcessGroup::Impl>(
-      GroupIdentity{place.rank, place.world, place.local_rank, place.local_world, opts.backend, opts.timeout}, settings,
-      origin, GroupSession{session, certified}, store, std::move(backend), std::move(clock));
+  auto impl = std::make_unique<ProcessGroup::Impl>(GroupIdentity{place.rank, place.world, place.local_rank,
+                                                                 place.local_world, opts.backend, opts.timeout},
+                                                   settings, origin, GroupSession{session, certified}, store,
+                                                   std::move(backend), std::move(clock));
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", place.rank, place.world, opts.group_name,
             opts.backend, generation);
   return std::make_shared<ProcessGroup>(std::move(impl));

@@ -102,9 +102,10 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     excluded.insert(r);
   }
   if (excluded.count(rank)) {
-    throw ConfigError(fmt::format("shrink(exclude) on rank {}: this rank is excluded; only the ranks that stay call "
-                                  "shrink()",
-                                  rank));
+    throw ConfigError(
+        fmt::format("shrink(exclude) on rank {}: this rank is excluded; only the ranks that stay call "
+                    "shrink()",
+                    rank));
   }
   // Peers still inside an operation of this group fail now and come here,
   // instead of waiting for a rank that will never answer.

@@ -59,7 +59,7 @@ struct CliArgs {
   bool prefix = false;
   std::optional<std::string> bind;          // none, numa or core
   std::optional<std::string> on_rank_loss;  // stop or continue
-  std::vector<std::string> command;  // the program and its own arguments
+  std::vector<std::string> command;         // the program and its own arguments
 
   // The options whose value came from the environment: option -> PET_NAME.
   std::map<std::string, std::string> from_env;

@@ -127,7 +127,7 @@ class Supervisor {
   std::string host_;
   std::vector<Proc> procs_;
   std::chrono::steady_clock::time_point started_at_;
-  std::vector<std::size_t> losses_;  // --on-rank-loss=continue: indexes into procs_, in order
+  std::vector<std::size_t> losses_;         // --on-rank-loss=continue: indexes into procs_, in order
   std::map<std::string, Fd> shared_files_;  // filtered_stdout.log and filtered_stderr.log
   std::vector<char> buf_;
   Phase phase_ = Phase::running;

@@ -36,8 +36,8 @@ enum class Op : std::uint8_t {
   check,
   remove,
   num_keys,
-  get_range,  // keys[0] prefix, keys[1] stop key (or empty), first, count, num: timeout ms
-  append,     // key, value: the key's value grows by value; answers the value after
+  get_range,        // keys[0] prefix, keys[1] stop key (or empty), first, count, num: timeout ms
+  append,           // key, value: the key's value grows by value; answers the value after
   append_on_close,  // key, value: appended when this connection ends (a death certificate)
 };
 inline constexpr Op kLastOp = Op::append_on_close;

@@ -31,7 +31,7 @@ namespace {
 struct TrainRun {
   std::map<int, double> final_sum;  // start rank -> the sum it printed
   std::map<int, int> final_world;
-  std::vector<int> steps;           // every "step S" line, in the order of the ranks' outputs
+  std::vector<int> steps;  // every "step S" line, in the order of the ranks' outputs
   std::vector<std::string> recoveries;
   std::string all;
 };
@@ -174,8 +174,15 @@ std::vector<std::pair<int, double>> finals(const std::string& out) {
 }
 
 TEST(ElasticTrain, UnderMcirunOnRankLossContinue) {
-  const std::vector<std::string> args{"--standalone", "--nproc_per_node=4", "--on-rank-loss=continue",
-                                      built("elastic_train"), "--steps", "12", "--step-ms", "10", "--die",
+  const std::vector<std::string> args{"--standalone",
+                                      "--nproc_per_node=4",
+                                      "--on-rank-loss=continue",
+                                      built("elastic_train"),
+                                      "--steps",
+                                      "12",
+                                      "--step-ms",
+                                      "10",
+                                      "--die",
                                       "1@6:collective"};
   Mcirun m(args);
   ASSERT_EQ(m.code(std::chrono::seconds(60)), 0) << m.all();
@@ -194,10 +201,19 @@ TEST(ElasticTrain, AcrossTwoMcirunNodes) {
   // a collective; the three survivors, on both nodes, go on.
   const int port = free_port();
   auto node = [&](int n) {
-    return std::vector<std::string>{"--nnodes=2", fmt::format("--node_rank={}", n), "--nproc_per_node=2",
-                                    "--master_addr=127.0.0.1", fmt::format("--master_port={}", port),
-                                    "--on-rank-loss=continue", built("elastic_train"), "--steps", "12",
-                                    "--step-ms", "10", "--die", "3@6:collective"};
+    return std::vector<std::string>{"--nnodes=2",
+                                    fmt::format("--node_rank={}", n),
+                                    "--nproc_per_node=2",
+                                    "--master_addr=127.0.0.1",
+                                    fmt::format("--master_port={}", port),
+                                    "--on-rank-loss=continue",
+                                    built("elastic_train"),
+                                    "--steps",
+                                    "12",
+                                    "--step-ms",
+                                    "10",
+                                    "--die",
+                                    "3@6:collective"};
   };
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "elastic-train-token"}};
   Mcirun n0(node(0), env);

@@ -103,53 +103,58 @@ TEST(DdpRecover, SurvivorsTakeTheMostAdvancedReplicaAndRedoTheStep) {
   constexpr int kWorld = 4;
   std::mutex mu;
   std::vector<std::string> seen(kWorld);
-  auto errors = test::run_ranks(kWorld, [&](std::shared_ptr<ProcessGroup> pg) {
-    const int r = pg->rank();
-    std::vector<float> w(6, 1.0f), g(6);
-    std::vector<float> momentum(6, 0.0f);
-    DdpOptions o;
-    o.bucket_cap_bytes = 8;  // three buckets of two
-    DistributedDataParallel ddp(pg, {{"w", view(w), view(g)}}, o);
-    std::uint64_t steps = 0;
-    // Step 1 on every rank.
-    std::fill(g.begin(), g.end(), static_cast<float>(r));
-    ddp.finish_gradient_sync();  // the average: 1.5
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      momentum[i] = g[i];
-      w[i] -= g[i];
-    }
-    ++steps;
-    if (r == 3) return;  // lost before step 2
-    // Step 2: rank 1 claims it completed it (as a rank whose all-reduce
-    // finished before the loss would), with its own values: the others
-    // must take them, and its step count.
-    std::fill(g.begin(), g.end(), 100.0f);  // would poison the average if it reached the parameters
-    try {
-      ddp.finish_gradient_sync();
-      ADD_FAILURE() << "rank " << r << ": a step with a lost rank succeeded";
-    } catch (const PeerError&) {
-    }
-    if (r == 1) {
-      std::fill(w.begin(), w.end(), -7.0f);
-      std::fill(momentum.begin(), momentum.end(), 42.0f);
-      steps = 2;
-    }
-    const auto rec = ddp.recover(steps, {view(momentum)});
-    steps = rec.steps_done;
-    // Every gradient was dropped: the redone step starts from zero.
-    for (float x : g) EXPECT_EQ(x, 0.0f);
-    // Step 3 on the three survivors, with their new ranks.
-    const int nr = ddp.process_group().rank();
-    std::fill(g.begin(), g.end(), static_cast<float>(nr * 2));
-    ddp.finish_gradient_sync();  // (0 + 2 + 4) / 3 = 2
-    std::lock_guard lk(mu);
-    seen[static_cast<std::size_t>(r)] = fmt::format("world {} steps {} source {} lost {} w {} m {} g {}",
-                                                   ddp.process_group().size(), steps, rec.source,
-                                                   rec.lost.size() == 1 ? rec.lost[0] : -1, w[5], momentum[0], g[0]);
-  },
-  // Threads share a process: sockets close with a thread's group, shared
-  // memory would only see the process go.
-  "cpu", std::chrono::seconds(20), [](InitOptions& o) { o.settings = {{"MCI_TRANSPORT", "tcp"}}; });
+  auto errors = test::run_ranks(
+      kWorld,
+      [&](std::shared_ptr<ProcessGroup> pg) {
+        const int r = pg->rank();
+        std::vector<float> w(6, 1.0f), g(6);
+        std::vector<float> momentum(6, 0.0f);
+        DdpOptions o;
+        o.bucket_cap_bytes = 8;  // three buckets of two
+        DistributedDataParallel ddp(pg, {{"w", view(w), view(g)}}, o);
+        std::uint64_t steps = 0;
+        // Step 1 on every rank.
+        std::fill(g.begin(), g.end(), static_cast<float>(r));
+        ddp.finish_gradient_sync();  // the average: 1.5
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          momentum[i] = g[i];
+          w[i] -= g[i];
+        }
+        ++steps;
+        if (r == 3) return;  // lost before step 2
+        // Step 2: rank 1 claims it completed it (as a rank whose all-reduce
+        // finished before the loss would), with its own values: the others
+        // must take them, and its step count.
+        std::fill(g.begin(), g.end(), 100.0f);  // would poison the average if it reached the parameters
+        try {
+          ddp.finish_gradient_sync();
+          ADD_FAILURE() << "rank " << r << ": a step with a lost rank succeeded";
+        } catch (const PeerError&) {
+        }
+        if (r == 1) {
+          std::fill(w.begin(), w.end(), -7.0f);
+          std::fill(momentum.begin(), momentum.end(), 42.0f);
+          steps = 2;
+        }
+        const auto rec = ddp.recover(steps, {view(momentum)});
+        steps = rec.steps_done;
+        // Every gradient was dropped: the redone step starts from zero.
+        for (float x : g) EXPECT_EQ(x, 0.0f);
+        // Step 3 on the three survivors, with their new ranks.
+        const int nr = ddp.process_group().rank();
+        std::fill(g.begin(), g.end(), static_cast<float>(nr * 2));
+        ddp.finish_gradient_sync();  // (0 + 2 + 4) / 3 = 2
+        std::lock_guard lk(mu);
+        seen[static_cast<std::size_t>(r)] =
+            fmt::format("world {} steps {} source {} lost {} w {} m {} g {}", ddp.process_group().size(), steps,
+                        rec.source, rec.lost.size() == 1 ? rec.lost[0] : -1, w[5], momentum[0], g[0]);
+      },
+      // Threads share a process: sockets close with a thread's group, shared
+      // memory would only see the process go.
+      "cpu", std::chrono::seconds(20),
+      [](InitOptions& o) {
+        o.settings = {{"MCI_TRANSPORT", "tcp"}};
+      });
   for (const auto& e : errors) EXPECT_EQ(e, "");
   for (int r : {0, 1, 2}) {
     EXPECT_EQ(seen[static_cast<std::size_t>(r)], "world 3 steps 2 source 1 lost 3 w -7 m 42 g 2") << "rank " << r;
