@@ -28,6 +28,7 @@ __all__ = [
     "TimeoutError",
     "create_process_group",
     "monitored_barrier",
+    "shrink_group",
 ]
 
 
@@ -82,6 +83,45 @@ def _register():
 
 
 PATH = _register()
+
+
+def shrink_group(group=None):
+    """Goes on without the ranks that were lost (docs/fault-tolerance.md,
+    "In place"): every surviving rank of `group` (default: the whole world)
+    calls it, typically after a PeerError; they agree through mci's store on
+    which ranks' processes ended and form the group of the others, ranks
+    renumbered in their old order. Returns (new_group, lost ranks); the new
+    group replaces the default group when `group` was it, as torch's
+    shrink_group does. Wrap the model in DDP again on it.
+
+    Torch 2.x with the C++ backend (PATH == "ext"): the agreement, then
+    torch.distributed.shrink_group with the lost ranks (its own API, on
+    mci's shrink). Group rank 0 hosts the group's mci store: it must be
+    among the survivors."""
+    import torch
+    import torch.distributed as dist
+
+    if PATH != "ext" or not hasattr(dist, "shrink_group"):
+        raise ConfigError(
+            f"mci_torch.shrink_group needs torch.distributed.shrink_group and mci's C++ backend (torch "
+            f"{torch.__version__}, mci_torch.PATH={PATH!r}): use torch 2.15 or later with mci built for it, or "
+            "restart the job (mcirun --max-restarts) to go on after a lost rank")
+    from . import _C
+
+    pg = group if group is not None else dist.group.WORLD
+    lost = list(_C.agree_lost(pg._get_backend(torch.device("cpu"))))
+    if not lost:
+        raise ConfigError("mci_torch.shrink_group: no rank of the group was lost (the error came from a peer that "
+                          "is still alive); this group is aborted: make a new one (init_process_group) or restart")
+    new = dist.shrink_group(lost, group=group)
+    # torch 2.15's shrink_group registers the new backend as GLOO (it knows
+    # only its own); DDP's logger then treats mci's backend as Gloo's and
+    # crashes. Register it as what it is, a custom backend, as
+    # init_process_group("mci") does.
+    mine = new._get_backend(torch.device("cpu"))
+    new._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM, mine)
+    new._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+    return new, lost
 
 
 def _torch_entry_point():

@@ -39,7 +39,54 @@ BackendMCI::BackendMCI(BackendConfig config) : c10d::Backend(config.rank, config
   pg_ = mci::init_process_group(o);
 }
 
+namespace {
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+BackendMCI::BackendMCI(BackendConfig config, std::shared_ptr<mci::ProcessGroup> pg)
+    : c10d::Backend(config.rank, config.size), config_(std::move(config)), pg_(std::move(pg)) {}
+
 BackendMCI::~BackendMCI() { shutdown(); }
+
+std::vector<int64_t> BackendMCI::agree_lost() {
+  if (!agreed_) agreed_ = group().shrink();
+  return {agreed_->lost.begin(), agreed_->lost.end()};
+}
+
+c10::intrusive_ptr<c10d::Backend> BackendMCI::shrink(const std::vector<int64_t>& ranks_to_exclude, int /*shrink_flags*/,
+                                                     const c10::intrusive_ptr<Options>& opts_override) {
+  // SHRINK_ABORT or not, mci aborts the old group first: a peer still inside
+  // an operation with a lost rank fails at once rather than at its timeout.
+  std::vector<int> exclude(ranks_to_exclude.begin(), ranks_to_exclude.end());
+  std::sort(exclude.begin(), exclude.end());
+  mci::ProcessGroup::Shrunk s;
+  if (agreed_ && agreed_->lost == exclude) {
+    s = std::move(*agreed_);
+  } else {
+    s = group().shrink(exclude);
+    if (s.lost != exclude) {
+      // Torch numbers the new group from its own list: a rank mci also
+      // found lost would make the two disagree.
+      fail_config("shrink_group: rank(s) " + ranks_text(exclude) +
+                  " were excluded, but the survivors also lost rank(s) not in that list (lost: " + ranks_text(s.lost) +
+                  "); call mci_torch.shrink_group(), which finds them, or exclude them all");
+    }
+  }
+  agreed_.reset();
+  BackendConfig c = config_;
+  c.rank = s.group->rank();
+  c.size = s.group->size();
+  if (opts_override && opts_override->timeout.count() > 0) c.timeout = opts_override->timeout;
+  auto b = c10::make_intrusive<BackendMCI>(std::move(c), std::move(s.group));
+  if (config_.track) config_.track(b);
+  return b;
+}
 
 void BackendMCI::shutdown() {
   completer_.reset();  // completes what is queued first

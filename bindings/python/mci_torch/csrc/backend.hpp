@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,11 +44,16 @@ struct BackendConfig {
   std::function<c10::intrusive_ptr<c10d::Backend>(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                   std::chrono::milliseconds timeout)>
       make_group;
+  // Called with each backend shrink() makes, so the module can close it at
+  // exit like the ones it made itself.
+  std::function<void(const c10::intrusive_ptr<c10d::Backend>&)> track;
 };
 
 class BackendMCI final : public c10d::Backend {
  public:
   explicit BackendMCI(BackendConfig config);
+  // Over a group already formed (shrink's survivors' group).
+  BackendMCI(BackendConfig config, std::shared_ptr<mci::ProcessGroup> pg);
   ~BackendMCI() override;
 
   const std::string getBackendName() const override { return "mci"; }
@@ -58,6 +64,18 @@ class BackendMCI final : public c10d::Backend {
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // torch.distributed.shrink_group: the ranks left (not excluded) agree
+  // through mci's store and go on in a group of their own
+  // (mci::ProcessGroup::shrink; the ranks torch excludes are every
+  // survivor's exclusions). Only the ranks that stay call it.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts_override) override;
+  // mci_torch.shrink_group: the survivors agree on who is lost (the ranks
+  // whose process ended, as mci's store saw it) and form their group now;
+  // returns the lost ranks, which torch's shrink_group is then given: its
+  // shrink() hands over that group instead of agreeing again.
+  std::vector<int64_t> agree_lost();
   // Completes the queued operations, then closes the group; abort() fails
   // them first (peers notice at once). Later calls raise ConfigError.
   void shutdown() override;
@@ -144,6 +162,7 @@ class BackendMCI final : public c10d::Backend {
   std::shared_ptr<mci::ProcessGroup> pg_;
   std::shared_ptr<UnseenFailures> unseen_ = std::make_shared<UnseenFailures>();
   std::unique_ptr<Completer> completer_;  // made at the first async call
+  std::optional<mci::ProcessGroup::Shrunk> agreed_;  // agree_lost()'s group, until shrink() takes it
   int monitored_rounds_ = 0;
 };
 

@@ -12,7 +12,10 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <pybind11/stl.h>
+
 #include "backend.hpp"
+#include "mci/errors.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 
@@ -102,6 +105,17 @@ PYBIND11_MODULE(_C, m) {
       "exiting).");
 
   m.def(
+      "agree_lost",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend) {
+        auto* mine = dynamic_cast<mci_torch::BackendMCI*>(backend.get());
+        if (!mine) throw mci::ConfigError("agree_lost: this group's CPU backend is not mci's");
+        return mine->agree_lost();
+      },
+      py::arg("backend"), py::call_guard<py::gil_scoped_release>(),
+      "The survivors of an mci group agree on its lost ranks and form their group (handed to torch's "
+      "shrink_group next); returns the lost ranks.");
+
+  m.def(
       "new_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, const std::string& host,
          int port, const std::string& token, std::shared_ptr<mci::StoreServer> server, const std::string& engine,
@@ -125,6 +139,9 @@ PYBIND11_MODULE(_C, m) {
           py::object made = py::module_::import("mci_torch._ext")
                                 .attr("create_backend")(group_store, group_rank, group_size, timeout);
           return made.cast<c10::intrusive_ptr<c10d::Backend>>();
+        };
+        c.track = [](const c10::intrusive_ptr<c10d::Backend>& b) {
+          live_backends().add(c10::dynamic_intrusive_pointer_cast<mci_torch::BackendMCI>(b));
         };
         auto backend = c10::make_intrusive<mci_torch::BackendMCI>(std::move(c));
         live_backends().add(backend);
