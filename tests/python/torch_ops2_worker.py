@@ -297,6 +297,29 @@ def device_keyed():
     print(f"rank {rank}: device-keyed ok", flush=True)
 
 
+def shrink():
+    """torch's own shrink_group on "mci": rank 2, alive, is excluded by the
+    two others (torch's contract: only the ranks that stay call it); they go
+    on in a group of 2 that replaces the default group, on which DDP works
+    (the shrunk backend is registered as mci's, not as Gloo's)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    check(world == 3, "shrink runs on 3 ranks")
+    if rank == 2:
+        print("rank 2: excluded, leaves", flush=True)
+        return
+    new = dist.shrink_group([2])
+    check((new.rank(), new.size()) == (rank, 2), f"shrunk group rank {new.rank()} of {new.size()}")
+    check(dist.get_world_size() == 2, f"the default group has {dist.get_world_size()} ranks")
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    check(t.item() == 3.0, f"all_reduce in the shrunk group {t}")
+    model = torch.nn.Linear(4, 1)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp(torch.full((2, 4), float(rank))).sum().backward()
+    check(torch.allclose(model.weight.grad, torch.full((1, 4), 1.0)), f"DDP's averaged gradient {model.weight.grad}")
+    print(f"rank {rank}: shrink_group ok", flush=True)
+
+
 def exit_pending():
     """A program that ends with an operation still running and no
     destroy_process_group: rank 0 leaves an irecv from rank 1 that never

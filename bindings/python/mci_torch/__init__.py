@@ -113,15 +113,9 @@ def shrink_group(group=None):
     if not lost:
         raise ConfigError("mci_torch.shrink_group: no rank of the group was lost (the error came from a peer that "
                           "is still alive); this group is aborted: make a new one (init_process_group) or restart")
-    new = dist.shrink_group(lost, group=group)
-    # torch 2.15's shrink_group registers the new backend as GLOO (it knows
-    # only its own); DDP's logger then treats mci's backend as Gloo's and
-    # crashes. Register it as what it is, a custom backend, as
-    # init_process_group("mci") does.
-    mine = new._get_backend(torch.device("cpu"))
-    new._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM, mine)
-    new._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
-    return new, lost
+    # mci_torch._ext registers the shrunk backend as a custom one (torch's
+    # shrink_group would say Gloo).
+    return dist.shrink_group(lost, group=group), lost
 
 
 def _torch_entry_point():

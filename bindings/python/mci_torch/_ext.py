@@ -21,6 +21,34 @@ def _close_at_exit():
 atexit.register(_close_at_exit)
 
 
+def _register_shrunk_as_custom():
+    """torch 2.15's shrink_group registers the shrunk group's backend as
+    GLOO (it knows only its own backends); DDP's logger then takes mci's
+    backend for Gloo's and crashes. Wrap the step that registers it, so an
+    mci backend is registered as what it is, a custom backend, as
+    init_process_group("mci") does; other backends are left as they are."""
+    import torch
+    from torch.distributed import distributed_c10d as c10d
+
+    create = getattr(c10d, "_create_shrunk_process_group", None)
+    if create is None or getattr(create, "_mci", False):
+        return
+
+    def create_shrunk(new_backend, *args, **kwargs):
+        pg = create(new_backend, *args, **kwargs)
+        if new_backend.name() == "mci":
+            custom = c10d.ProcessGroup.BackendType.CUSTOM
+            pg._register_backend(torch.device("cpu"), custom, new_backend)
+            pg._set_default_backend(custom)
+        return pg
+
+    create_shrunk._mci = True
+    c10d._create_shrunk_process_group = create_shrunk
+
+
+_register_shrunk_as_custom()
+
+
 def create_backend(store, rank, size, timeout):
     """The creator torch.distributed calls for backend 'mci' (torch 2.x)."""
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
