@@ -6,6 +6,7 @@ process starts again; elastic_train keeps no checkpoint, so the restart
 resumes at step 1). Rounds interleaved; prints the median and the range.
 
   python3 bench/elastic_compare.py [--build build] [--rounds 5] [--step-ms 50]
+  python3 bench/elastic_compare.py --torch VENV/bin/python   the torch script, and torchrun
 
 Resume time: from the dying rank's own timestamp (just before it raises
 SIGKILL) to the first step line completed after it (rank 0's "at T", same
@@ -18,13 +19,24 @@ import statistics
 import subprocess
 
 
-def run(build, mode, step_ms, steps):
+TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "pytorch",
+                            "elastic_train.py")
+
+
+def run(build, mode, step_ms, steps, torch_python=None):
     mcirun = os.path.join(build, "bin", "mcirun")
-    prog = os.path.join(build, "bin", "elastic_train")
-    flags = ["--on-rank-loss=continue"] if mode == "in place" else ["--max-restarts=1"]
-    cmd = [mcirun, "--standalone", "--nproc_per_node=4", *flags, prog, "--steps", str(steps), "--step-ms",
-           str(step_ms), "--timestamps", "--die", "2@10:backward"]
+    prog = [torch_python, TORCH_SCRIPT] if torch_python else [os.path.join(build, "bin", "elastic_train")]
+    args = ["--steps", str(steps), "--step-ms", str(step_ms), "--timestamps", "--die", "2@10:backward"]
+    if mode == "in place":
+        cmd = [mcirun, "--standalone", "--nproc_per_node=4", "--on-rank-loss=continue", *prog, *args]
+    elif mode == "restart":
+        cmd = [mcirun, "--standalone", "--nproc_per_node=4", "--max-restarts=1", *prog, *args]
+    else:  # torchrun, torch's own restart
+        cmd = [torch_python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4",
+               "--max-restarts=1", "--monitor-interval=0.1", TORCH_SCRIPT, *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if torch_python:
+        env["PYTHONPATH"] = os.path.join(build, "python")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
         raise SystemExit(f"{mode}: mcirun exited {p.returncode}\n{p.stdout}\n{p.stderr}")
@@ -47,11 +59,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--step-ms", type=int, default=50)
     ap.add_argument("--steps", type=int, default=14)
+    ap.add_argument("--torch", metavar="PYTHON",
+                    help="run examples/pytorch/elastic_train.py with this interpreter, and torchrun's restart too")
     a = ap.parse_args()
     results = {"in place": [], "restart": []}
+    if a.torch:
+        results["torchrun"] = []
     for _ in range(a.rounds):
         for mode in results:
-            results[mode].append(run(a.build, mode, a.step_ms, a.steps))
+            results[mode].append(run(a.build, mode, a.step_ms, a.steps, a.torch))
     print("| path | kill to next completed step, ms | kill to step 10 completed (progress back), ms "
           "| completed steps redone | world after |")
     print("|---|---|---|---|---|")

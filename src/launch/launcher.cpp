@@ -75,19 +75,26 @@ std::vector<std::vector<int>> place_ranks(const JobConfig& job) {
 // others go on, or the reverse: it starts nothing, and tells the other
 // nodes through the store (as a failure, so they stop their ranks rather
 // than wait for this node's).
-int refuse_other_on_rank_loss(const JobConfig& job, const std::string& token, const std::string& node0s) {
-  const std::string why = fmt::format(
-      "--on-rank-loss={} on node {} (host {}), but node 0 runs with --on-rank-loss={}: give every node the "
-      "same --on-rank-loss",
-      on_rank_loss_name(job.on_rank_loss), job.node_rank, host_name(), node0s);
-  say(fmt::format("mcirun: {}; this node starts nothing", why));
+// How this node reaches node 0's store, for its attempt.
+NodeLinkOptions link_options(const JobConfig& job, const std::string& token, int attempt) {
   NodeLinkOptions o;
   o.host = job.master_addr;
   o.port = job.master_port;
   o.token = token;
   o.nnodes = job.nnodes;
   o.node_rank = job.node_rank;
-  NodeLink(o).report_failure(why);  // published before the link goes (its destructor waits for that)
+  o.attempt = attempt;
+  return o;
+}
+
+int refuse_other_on_rank_loss(const JobConfig& job, const std::string& token, const std::string& node0s) {
+  const std::string why = fmt::format(
+      "--on-rank-loss={} on node {} (host {}), but node 0 runs with --on-rank-loss={}: give every node the "
+      "same --on-rank-loss",
+      on_rank_loss_name(job.on_rank_loss), job.node_rank, host_name(), node0s);
+  say(fmt::format("mcirun: {}; this node starts nothing", why));
+  NodeLink(link_options(job, token, 0))
+      .report_failure(why);  // published before the link goes (its destructor waits for that)
   return 1;
 }
 
@@ -303,13 +310,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
       say(fmt::format("mcirun: {}", e.what()));
       return finish(1);
     }
-    NodeLinkOptions o;
-    o.host = job.master_addr;
-    o.port = job.master_port;
-    o.token = token;
-    o.nnodes = job.nnodes;
-    o.node_rank = job.node_rank;
-    o.attempt = attempt;
+    NodeLinkOptions o = link_options(job, token, attempt);
     if (attempt > 0 && job.nnodes > 1 && !rdzv) {
       try {
         if (const auto sig = join_attempt(o, job.join_timeout, signals)) {

@@ -6,8 +6,6 @@
 // --on-rank-loss=continue runs are in test_launcher_rank_loss.cpp.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cmath>
 #include <csignal>
@@ -35,17 +33,6 @@ struct TrainRun {
   std::vector<std::string> recoveries;
   std::string all;
 };
-
-std::vector<std::string> shm_segments() {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name).rfind("mci-", 0) == 0) out.push_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return out;
-}
 
 TrainRun train(int world, int steps, const std::vector<std::string>& deaths, const std::string& transport) {
   std::vector<std::string> argv{"elastic_train", "--steps", std::to_string(steps), "--step-ms", "10"};
@@ -121,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Points, ElasticTrainKill,
 
 TEST_P(ElasticTrainKill, SurvivorsRedoTheStepAndEndWithTheUninterruptedModel) {
   const auto& [point, transport] = GetParam();
-  const auto before = shm_segments();
+  const auto before = mci_shm_segments();
   const TrainRun run = train(4, 12, {"2@6:" + point}, transport);
   expect_survivors_agree(run, 3, 12);
   expect_every_step_once(run, 12);
@@ -129,23 +116,25 @@ TEST_P(ElasticTrainKill, SurvivorsRedoTheStepAndEndWithTheUninterruptedModel) {
   // Killed at step 6: step 6 is redone, nothing before it.
   EXPECT_NE(run.recoveries[0].find("recovered world 3 lost 2 in "), std::string::npos) << run.all;
   EXPECT_NE(run.recoveries[0].find("redo step 6 "), std::string::npos) << run.all;
-  EXPECT_EQ(shm_segments(), before);
+  EXPECT_EQ(mci_shm_segments(), before);
+}
+
+// Two of 4 ranks killed in step 4 of 10: one recovery leaves both out.
+void expect_two_lost_in_one_recovery(const std::vector<std::string>& deaths, const std::string& transport,
+                                     const std::string& lost) {
+  const TrainRun run = train(4, 10, deaths, transport);
+  expect_survivors_agree(run, 2, 10);
+  expect_every_step_once(run, 10);
+  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
+  EXPECT_NE(run.recoveries[0].find("lost " + lost + " "), std::string::npos) << run.all;
 }
 
 TEST(ElasticTrain, TwoRanksKilledInTheSameStep) {
-  const TrainRun run = train(4, 10, {"1@4:backward", "2@4:collective"}, "shm");
-  expect_survivors_agree(run, 2, 10);
-  expect_every_step_once(run, 10);
-  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
-  EXPECT_NE(run.recoveries[0].find("lost 1,2 "), std::string::npos) << run.all;
+  expect_two_lost_in_one_recovery({"1@4:backward", "2@4:collective"}, "shm", "1,2");
 }
 
 TEST(ElasticTrain, ARankKilledDuringTheRecoveryIsLeftOutToo) {
-  const TrainRun run = train(4, 10, {"1@4:backward", "3@4:recovery"}, "tcp");
-  expect_survivors_agree(run, 2, 10);
-  expect_every_step_once(run, 10);
-  ASSERT_EQ(run.recoveries.size(), 1u) << run.all;
-  EXPECT_NE(run.recoveries[0].find("lost 1,3 "), std::string::npos) << run.all;
+  expect_two_lost_in_one_recovery({"1@4:backward", "3@4:recovery"}, "tcp", "1,3");
 }
 
 TEST(ElasticTrain, RankZeroKilledAndLaterAnotherOne) {
@@ -173,6 +162,15 @@ std::vector<std::pair<int, double>> finals(const std::string& out) {
   return f;
 }
 
+// Every survivor's final line: the shrunk world, the uninterrupted sum.
+void expect_finals(const std::vector<std::pair<int, double>>& f, int survivors, int steps, const std::string& out) {
+  ASSERT_EQ(f.size(), static_cast<std::size_t>(survivors)) << out;
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, survivors) << out;
+    EXPECT_NEAR(sum, uninterrupted(steps), 1e-9 * std::abs(uninterrupted(steps))) << out;
+  }
+}
+
 TEST(ElasticTrain, UnderMcirunOnRankLossContinue) {
   const std::vector<std::string> args{"--standalone",
                                       "--nproc_per_node=4",
@@ -188,12 +186,7 @@ TEST(ElasticTrain, UnderMcirunOnRankLossContinue) {
   ASSERT_EQ(m.code(std::chrono::seconds(60)), 0) << m.all();
   EXPECT_NE(m.err().find("mcirun: rank 1 (pid "), std::string::npos) << m.all();
   EXPECT_NE(m.err().find("(signal SIGKILL); --on-rank-loss=continue"), std::string::npos) << m.all();
-  const auto f = finals(m.out());
-  ASSERT_EQ(f.size(), 3u) << m.all();
-  for (const auto& [world, sum] : f) {
-    EXPECT_EQ(world, 3) << m.all();
-    EXPECT_NEAR(sum, uninterrupted(12), 1e-9 * std::abs(uninterrupted(12))) << m.all();
-  }
+  expect_finals(finals(m.out()), 3, 12, m.all());
 }
 
 TEST(ElasticTrain, AcrossTwoMcirunNodes) {
@@ -223,11 +216,7 @@ TEST(ElasticTrain, AcrossTwoMcirunNodes) {
   auto f = finals(n0.out());
   const auto f1 = finals(n1.out());
   f.insert(f.end(), f1.begin(), f1.end());
-  ASSERT_EQ(f.size(), 3u) << n0.all() << n1.all();
-  for (const auto& [world, sum] : f) {
-    EXPECT_EQ(world, 3);
-    EXPECT_NEAR(sum, uninterrupted(12), 1e-9 * std::abs(uninterrupted(12))) << n0.all() << n1.all();
-  }
+  expect_finals(f, 3, 12, n0.all() + n1.all());
 }
 
 }  // namespace

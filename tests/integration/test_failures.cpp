@@ -1,6 +1,5 @@
 // Bounded waits and failures: a rank that never arrives, a rank that dies
 // mid-collective, ranks that call different collectives.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <csignal>
 
@@ -154,17 +153,6 @@ TEST(SlowStep, TheLateRankIsNamedAsSlowNotHung) {
   EXPECT_EQ(lines, 3u) << out;
 }
 
-std::vector<std::string> shm_segments() {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name).rfind("mci-", 0) == 0) out.push_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 class PeerDeath : public ::testing::TestWithParam<std::string> {};
 
 // "hosts": ranks pretend to be on two hosts, so all-reduce is hierarchical
@@ -172,7 +160,7 @@ class PeerDeath : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp", "hosts"));
 
 TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDevShm) {
-  const auto before = shm_segments();
+  const auto before = mci_shm_segments();
   for (int world : {2, 3}) {
     std::map<std::string, std::string> env{{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TEST_SIGKILL", "1"}};
     if (GetParam() == "hosts") {
@@ -196,7 +184,7 @@ TEST_P(PeerDeath, SurvivorsGetPeerErrorLongBeforeTheTimeoutAndNothingIsLeftInDev
       EXPECT_LT(std::stol(out.substr(at + 11)), 5000) << out;
     }
   }
-  EXPECT_EQ(shm_segments(), before);
+  EXPECT_EQ(mci_shm_segments(), before);
 }
 
 TEST(Mismatch, DifferentCollectivesAtTheSameSequenceNumberAreCaught) {

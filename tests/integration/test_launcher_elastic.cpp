@@ -42,15 +42,6 @@ Strings node(int port, int n, const std::string& nnodes, const std::string& conf
               script};
 }
 
-// Whether a process is gone (or a zombie: dead, only not yet reaped).
-bool gone(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return true;
-  const auto close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' || stat[close + 2] == 'X';
-}
-
 // The processes of a node whose mcirun the test SIGKILLs: they must die
 // with it (no orphan); whatever happens, none outlives the test.
 class RankPids {
@@ -58,13 +49,13 @@ class RankPids {
   void add(pid_t p) { pids_.push_back(p); }
   bool all_gone() const {
     for (pid_t p : pids_) {
-      if (!gone(p)) return false;
+      if (process_alive(p)) return false;
     }
     return true;
   }
   ~RankPids() {
     for (pid_t p : pids_) {
-      if (!gone(p)) ::kill(p, SIGKILL);
+      if (process_alive(p)) ::kill(p, SIGKILL);
     }
   }
 

@@ -40,22 +40,13 @@ Strings with_program(Strings flags, const std::string& script) {
   return flags;
 }
 
-// Whether a process is gone (or a zombie: dead, only not yet reaped).
-bool gone(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return true;
-  const auto close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' || stat[close + 2] == 'X';
-}
-
 // The helper the lost rank left: mcirun must have ended it; whatever
 // happened, it does not outlive the test.
 class Helper {
  public:
   explicit Helper(std::string file) : file_(std::move(file)) {}
   ~Helper() {
-    if (const pid_t p = pid(); p > 0 && !gone(p)) ::kill(p, SIGKILL);
+    if (const pid_t p = pid(); p > 0 && process_alive(p)) ::kill(p, SIGKILL);
   }
   Helper(const Helper&) = delete;
   Helper& operator=(const Helper&) = delete;
@@ -91,7 +82,7 @@ TEST(RankLoss, ContinueLetsTheOtherRanksGoOn) {
   // What the lost rank left in its process group was ended with it.
   EXPECT_TRUE(contains(err, "left running in its process group")) << err;
   ASSERT_GT(helper.pid(), 0) << m.all();
-  EXPECT_TRUE(gone(helper.pid())) << "the lost rank's helper outlived mcirun: " << m.all();
+  EXPECT_TRUE(!process_alive(helper.pid())) << "the lost rank's helper outlived mcirun: " << m.all();
 }
 
 TEST(RankLoss, StopIsTheDefault) {
@@ -184,7 +175,7 @@ TEST(RankLoss, ContinueAcrossNodes) {
   EXPECT_FALSE(contains(n0.err(), "lost")) << "node 0 lost nothing: " << n0.all();
   EXPECT_FALSE(contains(n0.err(), "another node failed")) << n0.all();
   ASSERT_GT(helper.pid(), 0) << n1.all();
-  EXPECT_TRUE(gone(helper.pid())) << n1.all();
+  EXPECT_TRUE(!process_alive(helper.pid())) << n1.all();
 }
 
 // A node given another policy than node 0's starts nothing and says why;

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -136,7 +138,17 @@ bool process_alive(pid_t pid) {
   std::getline(f, line);
   auto rp = line.rfind(')');
   if (rp == std::string::npos || rp + 2 >= line.size()) return false;
-  return line[rp + 2] != 'Z';
+  return line[rp + 2] != 'Z' && line[rp + 2] != 'X';
+}
+
+std::vector<std::string> mci_shm_segments() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("mci-", 0) == 0) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace mci::test

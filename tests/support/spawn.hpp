@@ -56,4 +56,8 @@ std::string built(const std::string& name);
 // True if a process with this pid exists and is not a zombie.
 bool process_alive(pid_t pid);
 
+// mci's shared-memory segments in /dev/shm now, sorted (what a job must
+// not leave behind).
+std::vector<std::string> mci_shm_segments();
+
 }  // namespace mci::test

@@ -161,7 +161,7 @@ class BackendMCI final : public c10d::Backend {
   BackendConfig config_;
   std::shared_ptr<mci::ProcessGroup> pg_;
   std::shared_ptr<UnseenFailures> unseen_ = std::make_shared<UnseenFailures>();
-  std::unique_ptr<Completer> completer_;  // made at the first async call
+  std::unique_ptr<Completer> completer_;             // made at the first async call
   std::optional<mci::ProcessGroup::Shrunk> agreed_;  // agree_lost()'s group, until shrink() takes it
   int monitored_rounds_ = 0;
 };

@@ -16,7 +16,6 @@
 
 #include "backend.hpp"
 #include "mci/errors.hpp"
-#include "mci/errors.hpp"
 #include "mci/store.hpp"
 
 #ifndef MCI_TORCH_EXT_TORCH_VERSION
