@@ -22,9 +22,13 @@
 //                    all-reduce running), recovery (when it would recover
 //                    from another rank's loss). Only on a job's first
 //                    start: a restarted job (TORCHELASTIC_RESTART_COUNT > 0,
-//                    mcirun --max-restarts) runs without the fault.
+//                    mcirun --max-restarts) and a replacement run without
+//                    the fault.
 // Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as mcirun sets
-// them; MCI_BACKEND (default cpu).
+// them; MCI_BACKEND (default cpu). Under mcirun --on-rank-loss=replace
+// (MCI_ON_RANK_LOSS=replace) the members look for replacements at each step
+// boundary and grow the group; a replacement (MCI_REPLACEMENT set) joins
+// the running group and takes the model from the others.
 #include <unistd.h>
 
 #include <chrono>
@@ -155,7 +159,7 @@ double target(std::int64_t sample) {
 
 class Trainer {
  public:
-  Trainer(const Options& o, int start_rank, std::shared_ptr<mci::ProcessGroup> pg)
+  Trainer(const Options& o, int start_rank, std::shared_ptr<mci::ProcessGroup> pg, bool joining)
       : o_(o),
         start_rank_(start_rank),
         w_(kDim, 0.0),
@@ -166,17 +170,35 @@ class Trainer {
         vb_(1, 0.0) {
     mci::DdpOptions opts;
     opts.bucket_cap_bytes = 0;  // a bucket per parameter: two all-reduces per step
+    opts.broadcast_parameters = !joining;
     ddp_ = std::make_unique<mci::DistributedDataParallel>(
         std::move(pg),
         std::vector<mci::Parameter>{{"weight", mci::view(w_), mci::view(dw_)}, {"bias", mci::view(b_), mci::view(db_)}},
         opts);
+    if (joining) {
+      // The members grow() at a step boundary: take the most advanced replica.
+      done_ = ddp_->sync_replicas(0, {mci::view(vw_), mci::view(vb_)});
+      say(fmt::format("joined as rank {} of world {} at step {}", group().rank(), group().size(), done_ + 1));
+    }
   }
 
   int run() {
-    std::uint64_t done = 0;
+    std::uint64_t& done = done_;
+    const char* policy = std::getenv("MCI_ON_RANK_LOSS");
+    const bool replace = policy && std::string(policy) == "replace";
     while (done < static_cast<std::uint64_t>(o_.steps)) {
       const int step = static_cast<int>(done) + 1;
       try {
+        // A step boundary: replacements waiting join here.
+        if (replace && group().joiners_waiting()) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const auto g = ddp_->grow(done, {mci::view(vw_), mci::view(vb_)});
+          const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          if (group().rank() == 0) {
+            say(fmt::format("grew world {} joined {} in {:.1f} ms at step {}{}", group().size(), g.joined, ms, step,
+                            o_.timestamps ? fmt::format(" at {}", now_ms()) : ""));
+          }
+        }
         const double loss = train_step(step);
         ++done;
         if (group().rank() == 0) {
@@ -206,6 +228,7 @@ class Trainer {
 
   void maybe_die(int step, Point p) const {
     if (const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT"); attempt && std::atoi(attempt) > 0) return;
+    if (mci::is_replacement()) return;  // the fault was the process it replaces'
     for (const auto& d : o_.deaths) {
       if (d.rank == start_rank_ && d.step == step && d.point == p) {
         say(fmt::format("dying: rank {} at step {} at {}", start_rank_, step, now_ms()));
@@ -255,6 +278,7 @@ class Trainer {
 
   const Options& o_;
   const int start_rank_;
+  std::uint64_t done_ = 0;  // optimizer steps completed
   std::vector<double> w_, b_, dw_, db_, vw_, vb_;
   std::unique_ptr<mci::DistributedDataParallel> ddp_;
 };
@@ -272,8 +296,10 @@ int main(int argc, char** argv) {
   try {
     mci::InitOptions init;
     if (const char* b = std::getenv("MCI_BACKEND")) init.backend = b;
-    auto pg = mci::init_process_group(init);
-    Trainer t(o, pg->rank(), pg);
+    const bool joining = mci::is_replacement();
+    auto pg = joining ? mci::join_running_group(init) : mci::init_process_group(init);
+    const char* rank = std::getenv("RANK");
+    Trainer t(o, joining && rank ? std::atoi(rank) : pg->rank(), pg, joining);
     return t.run();
   } catch (const mci::Error& e) {
     std::fprintf(stderr, "elastic_train: %s\n", e.what());

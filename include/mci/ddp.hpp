@@ -86,6 +86,23 @@ class DistributedDataParallel {
   };
   Recovery recover(std::uint64_t steps_done, const std::vector<BufferView>& state = {});
 
+  // Replacing lost ranks: at a step boundary, when
+  // process_group().joiners_waiting(), every member calls grow(); the
+  // processes waiting in join_running_group() build their DDP on the group
+  // it returned (DdpOptions::broadcast_parameters = false) and call
+  // sync_replicas(0, state). Both sides then hold the replica of the member
+  // that completed the most steps. Returns the steps the group resumes
+  // after, and how many processes joined.
+  struct Growth {
+    std::uint64_t steps_done = 0;
+    int joined = 0;
+  };
+  Growth grow(std::uint64_t steps_done, const std::vector<BufferView>& state = {});
+  // Collective: every replica takes the parameters and `state` of the rank
+  // that completed the most steps (the lowest such rank); gradients are
+  // zeroed. Returns that number of steps. recover() and grow() end with it.
+  std::uint64_t sync_replicas(std::uint64_t steps_done, const std::vector<BufferView>& state = {});
+
   std::size_t num_buckets() const;
   const std::vector<Parameter>& parameters() const;
   ProcessGroup& process_group() const;

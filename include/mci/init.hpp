@@ -47,6 +47,17 @@ struct InitOptions {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts = {});
 
+// A process started in a lost rank's place (mcirun --on-rank-loss=replace
+// sets MCI_REPLACEMENT): instead of forming a new group, it joins the job's
+// running group when its members next grow it (ProcessGroup::grow, at a
+// step boundary), as its last rank. Reaches the store as init_process_group
+// does (env://: MASTER_ADDR, MASTER_PORT; its RANK is not used); waits at
+// most opts.timeout. Then take the model from the others
+// (DistributedDataParallel::sync_replicas).
+std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& opts = {});
+// Whether this process is such a replacement (MCI_REPLACEMENT is set).
+bool is_replacement();
+
 // The options for joining a group of world_size through the TCP store at
 // host:port (the StoreServer that rank 0 or a launcher runs): a client of
 // it whose every wait, connecting included, is bounded by `timeout`, as the

@@ -87,6 +87,22 @@ class ProcessGroup {
   };
   Shrunk shrink(const std::vector<int>& exclude = {});
 
+  // Replacing lost ranks (docs/fault-tolerance.md, "Replacing a lost
+  // rank"): processes started in their place call join_running_group() and
+  // wait; the members learn of them at a step boundary.
+  // joiners_waiting(): collective; rank 0 asks the store (one request) and
+  // every rank gets its answer (a one-byte broadcast), so all decide alike.
+  bool joiners_waiting();
+  // grow(): collective over this group's ranks once joiners_waiting() said
+  // so; the group of the members (same ranks) and the processes waiting now
+  // (the next ranks, in the order they came), over the same store. This
+  // group stays usable until dropped.
+  struct Grown {
+    std::shared_ptr<ProcessGroup> group;
+    int joined = 0;  // processes added, ranks size() .. size()+joined-1
+  };
+  Grown grow();
+
  private:
   friend class CollectiveTimer;  // records CUDA events on the group's stream
   std::unique_ptr<Impl> impl_;

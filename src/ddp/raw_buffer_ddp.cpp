@@ -21,6 +21,7 @@ struct DistributedDataParallel::Impl {
   std::vector<ddp::ParamInfo> infos;  // what a new Reducer needs after recover()
   DdpOptions opts;
   std::unique_ptr<ddp::Reducer> reducer;
+  int source = 0;  // the rank whose replica the last sync_replicas took
 };
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> pg, std::vector<Parameter> params,
@@ -58,8 +59,28 @@ DistributedDataParallel::Recovery DistributedDataParallel::recover(std::uint64_t
   ProcessGroup::Shrunk shrunk = impl_->pg->shrink();
   impl_->reducer.reset();
   impl_->pg = shrunk.group;
+  impl_->reducer =
+      std::make_unique<ddp::Reducer>(*impl_->pg, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
+  const std::uint64_t most = sync_replicas(steps_done, state);
+  const int source = impl_->source;
+  return Recovery{most, std::move(shrunk.lost), source};
+}
+
+DistributedDataParallel::Growth DistributedDataParallel::grow(std::uint64_t steps_done,
+                                                              const std::vector<BufferView>& state) {
+  ProcessGroup::Grown grown = impl_->pg->grow();
+  impl_->reducer.reset();
+  impl_->pg = grown.group;
+  // What the joiners' constructor runs: the same model everywhere, checked.
+  ddp::check_same_model(*impl_->pg, impl_->infos);
+  impl_->reducer =
+      std::make_unique<ddp::Reducer>(*impl_->pg, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
+  return Growth{sync_replicas(steps_done, state), grown.joined};
+}
+
+std::uint64_t DistributedDataParallel::sync_replicas(std::uint64_t steps_done, const std::vector<BufferView>& state) {
   ProcessGroup& g = *impl_->pg;
-  // The most steps any survivor completed, then the lowest rank that did.
+  // The most steps any rank completed, then the lowest rank that did.
   auto most = static_cast<std::int64_t>(steps_done);
   g.all_reduce(view(&most, 1), ReduceOp::max);
   std::int32_t source = static_cast<std::int64_t>(steps_done) == most ? g.rank() : g.size();
@@ -69,8 +90,8 @@ DistributedDataParallel::Recovery DistributedDataParallel::recover(std::uint64_t
   for (auto& p : impl_->params) {
     if (!p.grad.device.is_cuda() && p.grad.data) std::memset(p.grad.data, 0, p.grad.bytes());
   }
-  impl_->reducer = std::make_unique<ddp::Reducer>(g, impl_->infos, impl_->opts.bucket_cap_bytes, impl_->opts.comm_hook);
-  return Recovery{static_cast<std::uint64_t>(most), std::move(shrunk.lost), source};
+  impl_->source = source;
+  return static_cast<std::uint64_t>(most);
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

@@ -63,6 +63,8 @@ struct ProcessGroup::Impl {
   std::uint64_t last_seq() const { return seq_; }
   void* cuda_stream() const { return backend_->cuda_stream(); }
   Shrunk shrink(const std::vector<int>& exclude);  // group/shrink.cpp
+  bool joiners_waiting();                          // group/grow.cpp
+  Grown grow();
 
  private:
   // Declared in this order so the backend closes before the store client,

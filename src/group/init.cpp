@@ -184,7 +184,16 @@ std::optional<BackendInfo> find_backend_info(const std::string& name) {
   return info_of(*b);
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
+namespace {
+
+// A process's start in the job: its coordinates and the group's origin.
+// A replacement never hosts the store (the launcher that started it does).
+struct JobStart {
+  GroupOrigin origin;
+  Coordinates c;
+};
+
+JobStart start_job(const InitOptions& opts, bool replacement) {
   // Before anything connects: an unknown or unbuilt backend fails here.
   require_backend(opts.backend);
   if (opts.timeout.count() <= 0) {
@@ -215,7 +224,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   }
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.
-  if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0) {
+  if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0 && !replacement) {
     log::warn(
         "MCI_JOB_TOKEN is not set: this job's store and data connections are not authenticated. Export the "
         "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
@@ -226,7 +235,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   origin.base = opts.store;
   if (!origin.base) {
     // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
-    if (c.rank == 0 && !settings.launcher_hosts_store) {
+    if (c.rank == 0 && !settings.launcher_hosts_store && !replacement) {
       origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
     }
     TcpStoreOptions so;
@@ -247,9 +256,24 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
   // Each start of a restarted job (mcirun --max-restarts, torchrun) counts
   // apart: the ranks of a failed start that arrived must not count toward
   // the next.
-  const std::string root = "mci/" + restart_scope(process_env()) + opts.group_name;
-  return join_group(origin, root, Place{c.rank, c.world, c.local_rank, c.local_world});
+  origin.lineage = "mci/" + restart_scope(process_env()) + opts.group_name;
+  return JobStart{std::move(origin), c};
 }
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& opts) {
+  const JobStart s = start_job(opts, false);
+  return join_group(s.origin, s.origin.lineage, Place{s.c.rank, s.c.world, s.c.local_rank, s.c.local_world});
+}
+
+std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& opts) {
+  const JobStart s = start_job(opts, true);
+  return wait_to_join(s.origin, s.c.local_rank);
+}
+
+bool is_replacement() { return process_env()("MCI_REPLACEMENT").has_value(); }
+
 
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place) {
   const InitOptions& opts = origin.opts;
@@ -306,6 +330,9 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
                                                    std::move(backend), std::move(clock));
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", place.rank, place.world, opts.group_name,
             opts.backend, generation);
+  // Where the group of this job is now (init, then each shrink and grow):
+  // what a replacement process reads to find it (join_running_group).
+  if (place.rank == 0) origin.base->set(origin.lineage + "/current", to_bytes(session));
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
 

@@ -18,6 +18,7 @@ struct GroupOrigin {
   std::shared_ptr<Store> base;          // the job's store, without a prefix
   std::shared_ptr<StoreServer> hosted;  // the server this rank hosts (rank 0 without a launcher), or null
   std::string listen_host;              // where peers reach this rank
+  std::string lineage;                  // the first group's root: LINEAGE/current names the group now
 };
 
 struct Place {
@@ -30,5 +31,9 @@ struct Place {
 // Meets the group's other ranks under `root` (a store prefix unique to this
 // group: its generations count there) and connects the backend.
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place);
+
+// A replacement: waits until the running group's members grow it with this
+// process (group/grow.cpp).
+std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_rank);
 
 }  // namespace mci

@@ -375,6 +375,8 @@ std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout;
 std::uint64_t ProcessGroup::last_seq() const { return impl_->last_seq(); }
 void ProcessGroup::abort(const std::string& reason) { impl_->abort(reason); }
 ProcessGroup::Shrunk ProcessGroup::shrink(const std::vector<int>& exclude) { return impl_->shrink(exclude); }
+bool ProcessGroup::joiners_waiting() { return impl_->joiners_waiting(); }
+ProcessGroup::Grown ProcessGroup::grow() { return impl_->grow(); }
 
 Work ProcessGroup::all_reduce(BufferView data, ReduceOp op, Exec e) {
   return impl_->submit(Call{.kind = OpKind::all_reduce, .in = data, .out = data, .op = op}, e);

@@ -201,5 +201,89 @@ TEST(Shrink, AGroupCanShrinkAgain) {
   EXPECT_EQ(out[2], "rank 1 of 2 kept 12 lost 0 sum 3");
 }
 
+// Replacing: a process calls join_running_group() and waits; the members
+// see it at a step boundary (joiners_waiting, the same answer on every
+// rank) and grow the group, the newcomer as its last rank.
+std::shared_ptr<ProcessGroup> joiner(const Job& job) {
+  InitOptions o;
+  o.store = job.client();
+  o.rank = 0;  // not used: the running group gives its rank
+  o.world_size = 1;
+  o.timeout = 10s;
+  o.settings = {{"MCI_TRANSPORT", "tcp"}};
+  return join_running_group(o);
+}
+
+// A member: steps (here, one all-reduce each) until a joiner waits, then
+// grows; returns the grown group.
+std::shared_ptr<ProcessGroup> step_until_joined(std::shared_ptr<ProcessGroup> pg) {
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!pg->joiners_waiting()) {
+    if (std::chrono::steady_clock::now() > give_up) throw Error("no joiner came within 10 s");
+    std::vector<float> step{1.0f};
+    pg->all_reduce(view(step));
+  }
+  return pg->grow().group;
+}
+
+std::string ranks_sum(ProcessGroup& g) {
+  std::vector<float> v{static_cast<float>(g.rank())};
+  g.all_reduce(view(v));
+  return fmt::format("{} of {} sum {}", g.rank(), g.size(), v[0]);
+}
+
+TEST(Grow, AReplacementJoinsAtAStepBoundaryAsTheLastRank) {
+  Job job;
+  std::string newcomer;
+  std::thread late([&] {
+    try {
+      newcomer = ranks_sum(*joiner(job));
+    } catch (const std::exception& e) {
+      newcomer = std::string("error: ") + e.what();
+    }
+  });
+  const auto out = job.run(3, 10s, [](int, std::shared_ptr<ProcessGroup> pg) {
+    return ranks_sum(*step_until_joined(std::move(pg)));
+  });
+  late.join();
+  EXPECT_EQ(out, (std::vector<std::string>{"0 of 4 sum 6", "1 of 4 sum 6", "2 of 4 sum 6"}));
+  EXPECT_EQ(newcomer, "3 of 4 sum 6");
+}
+
+TEST(Grow, AReplacementFindsTheGroupAfterAShrinkAndTheWorldIsBackToItsSize) {
+  // Rank 1 is lost; its replacement starts at once (as mcirun's replace
+  // does), possibly before the survivors have shrunk: it follows the group
+  // to its new session and joins it there.
+  Job job;
+  std::string newcomer;
+  std::promise<void> lost;
+  std::thread late([&] {
+    lost.get_future().wait();
+    try {
+      newcomer = ranks_sum(*joiner(job));
+    } catch (const std::exception& e) {
+      newcomer = std::string("error: ") + e.what();
+    }
+  });
+  const auto out = job.run(4, 10s, [&](int r, std::shared_ptr<ProcessGroup> pg) -> std::string {
+    if (r == 1) {
+      pg.reset();  // its group and store client go: the loss
+      lost.set_value();
+      return "lost";
+    }
+    std::vector<float> v{1.0f};
+    try {
+      pg->all_reduce(view(v));
+    } catch (const PeerError&) {
+    }
+    return ranks_sum(*step_until_joined(pg->shrink().group));
+  });
+  late.join();
+  EXPECT_EQ(out[0], "0 of 4 sum 6");
+  EXPECT_EQ(out[2], "1 of 4 sum 6");
+  EXPECT_EQ(out[3], "2 of 4 sum 6");
+  EXPECT_EQ(newcomer, "3 of 4 sum 6");
+}
+
 }  // namespace
 }  // namespace mci

@@ -1,0 +1,126 @@
+// Replacing lost ranks: a process started in a lost rank's place
+// (join_running_group) waits in the store of the group that runs now; the
+// members, at a step boundary, see it (joiners_waiting) and form the group
+// of the members and the processes waiting (grow). docs/fault-tolerance.md.
+//
+// Keys: LINEAGE/current names the session of the group that runs now (rank
+// 0 of every group made from one init writes it); SESSION/joiners lists
+// the processes waiting ("HOST@ID;"); SESSION/grow/decision, written once by
+// rank 0, is "N;" (the members) and the joiners taken, in their order. A
+// joiner not taken (it came after the decision) waits for the next group.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/auth.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "group/group_impl.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+
+namespace {
+
+// A joiner's checks while it waits for a decision: the group that runs may
+// change meanwhile (a shrink), and a decision wakes it at once.
+constexpr auto kJoinPoll = std::chrono::milliseconds(50);
+
+struct Decision {
+  int members = 0;
+  std::vector<std::string> joiners;  // "HOST@ID" each, in rank order
+};
+
+Decision parse_decision(const std::string& s) {
+  Decision d;
+  std::size_t at = 0;
+  bool first = true;
+  while (at < s.size()) {
+    const auto end = s.find(';', at);
+    const std::string item = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? s.size() : end + 1;
+    if (item.empty()) continue;
+    if (first) {
+      d.members = std::stoi(item);
+      first = false;
+    } else {
+      d.joiners.push_back(item);
+    }
+  }
+  return d;
+}
+
+std::string host_of(const std::string& token) { return token.substr(0, token.find('@')); }
+
+}  // namespace
+
+bool ProcessGroup::Impl::joiners_waiting() {
+  std::uint8_t waiting = 0;
+  if (rank == 0) waiting = store_->check({"joiners"}) ? 1 : 0;
+  submit(Call{.kind = OpKind::broadcast, .in = view(&waiting, 1), .out = view(&waiting, 1), .root = 0},
+         Exec::blocking);
+  return waiting != 0;
+}
+
+ProcessGroup::Grown ProcessGroup::Impl::grow() {
+  // Rank 0 takes the joiners waiting now; the others read what it took.
+  StoreValue decision;
+  if (rank == 0) {
+    const StoreValue joiners = store_->append("joiners", {});
+    decision = store_->compare_set("grow/decision", {}, to_bytes(fmt::format("{};{}", size, to_string(joiners))));
+  } else {
+    decision = store_->get("grow/decision");
+  }
+  const Decision d = parse_decision(to_string(decision));
+  const std::string me = host_name();
+  Place place{rank, d.members + static_cast<int>(d.joiners.size()), local_rank, local_size};
+  for (const auto& j : d.joiners) {
+    if (host_of(j) == me) ++place.local_world;
+  }
+  Grown g;
+  g.joined = static_cast<int>(d.joiners.size());
+  g.group = join_group(origin_, session_.prefix + "/grow/group", place);
+  log::info("rank {} of {}: the group grew by {} joiner(s)", place.rank, place.world, g.joined);
+  return g;
+}
+
+std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_rank) {
+  const Deadline dl(origin.opts.timeout);
+  const auto nonce = auth::random_nonce();
+  const std::string me =
+      fmt::format("{}@{}-{:02x}{:02x}{:02x}{:02x}", host_name(), ::getpid(), nonce[0], nonce[1], nonce[2], nonce[3]);
+  Store& s = *origin.base;
+  std::string registered;  // the session whose joiners list has this process
+  while (true) {
+    if (dl.expired()) {
+      throw TimeoutError(fmt::format(
+          "join_running_group: the running group did not take this process within {} ms. Its members must call "
+          "ProcessGroup::joiners_waiting() at each step boundary and grow() when it is true (elastic_train does "
+          "under mcirun --on-rank-loss=replace); check that the program does, or that the job is still running",
+          dl.budget().count()));
+    }
+    const std::string session = to_string(s.get(origin.lineage + "/current", dl.wait_left()));
+    if (session != registered) {
+      s.append(session + "/joiners", to_bytes(me + ";"));
+      registered = session;
+    }
+    try {
+      s.wait({session + "/grow/decision"}, std::min(kJoinPoll, dl.wait_left()));
+    } catch (const TimeoutError&) {
+      continue;
+    }
+    const Decision d = parse_decision(to_string(s.get(session + "/grow/decision", dl.wait_left())));
+    const auto it = std::find(d.joiners.begin(), d.joiners.end(), me);
+    if (it == d.joiners.end()) continue;  // came after the decision: the next group takes it
+    Place place;
+    place.rank = d.members + static_cast<int>(it - d.joiners.begin());
+    place.world = d.members + static_cast<int>(d.joiners.size());
+    place.local_rank = local_rank;
+    place.local_world = local_rank + 1;  // only rank, world and local_rank matter to the backends
+    auto g = join_group(origin, session + "/grow/group", place);
+    log::info("joined the running group as rank {} of {}", place.rank, place.world);
+    return g;
+  }
+}
+
+}  // namespace mci
