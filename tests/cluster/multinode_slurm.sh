@@ -136,6 +136,43 @@ if ip netns exec node1 pgrep -f "sleep 60" >/dev/null; then
 fi
 rm -f "${out}.1"
 
+# In place, no restart: elastic_train with rank 3 (node 1) killed inside a
+# collective; the three survivors, on both hosts, shrink their group and
+# finish with one sum. Under srun (one mcirun per node), then with one
+# mcirun per host started by hand.
+same_sum() {  # every "final ... sum X" line of the file has the same X
+  [ "$(grep -o 'world 3 sum .*' "$1" | sort -u | wc -l)" = 1 ]
+}
+run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
+  "$build/bin/elastic_train" --steps 12 --step-ms 10 --die 3@6:collective >"$out" 2>&1
+rc=$?
+same_sum "$out" || rc=99
+check "srun mcirun --on-rank-loss=continue elastic_train: rank 3 lost on node 1, in place" 0 $rc "$out" \
+  "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 1 world 3 sum" "final rank 2 world 3 sum"
+port=$(ip netns exec node0 /usr/bin/python3 -c \
+  'import socket; s = socket.socket(); s.bind(("10.77.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for n in 0 1; do
+  ip netns exec "node$n" timeout 120 env MCI_JOB_TOKEN=multinode-check OMP_NUM_THREADS=1 \
+    "$build/bin/mcirun" --nnodes=2 --node_rank=$n --nproc_per_node=2 --master_addr=10.77.0.1 \
+    --master_port="$port" --on-rank-loss=continue "$build/bin/elastic_train" --steps 12 --step-ms 10 \
+    --die 3@6:collective >"${out}.$n" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[0]}"; rc0=$?
+wait "${pids[1]}"; rc1=$?
+cat "${out}.0" "${out}.1" >"$out"
+rm -f "${out}.0" "${out}.1"
+rc=$((rc0 | rc1))
+same_sum "$out" || rc=99
+check "mcirun --on-rank-loss=continue elastic_train, one mcirun per host: in place" 0 $rc "$out" \
+  "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 1 world 3 sum" "final rank 2 world 3 sum"
+for n in node0 node1; do
+  if ip netns exec "$n" pgrep -f "bin/elastic_train" >/dev/null; then
+    echo "FAIL an elastic_train process is left on $n"; failures=$((failures + 1))
+  fi
+done
+
 # The seed's Example 2 (train_multinode.py, on CPU): PyTorch on gloo, then on
 # mci's backend.
 torch_python=${MCI_TORCH_PYTHON:-/usr/bin/python3}
