@@ -192,7 +192,13 @@ class Trainer {
         // A step boundary: replacements waiting join here.
         if (replace && group().joiners_waiting()) {
           const auto t0 = std::chrono::steady_clock::now();
-          const auto g = ddp_->grow(done, {mci::view(vw_), mci::view(vb_)});
+          mci::DistributedDataParallel::Growth g;
+          try {
+            g = ddp_->grow(done, {mci::view(vw_), mci::view(vb_)});
+          } catch (const mci::ConfigError& e) {
+            // A joiner lost while the group formed: go on as after a loss.
+            throw mci::PeerError(e.what(), -1);
+          }
           const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (group().rank() == 0) {
             say(fmt::format("grew world {} joined {} in {:.1f} ms at step {}{}", group().size(), g.joined, ms, step,

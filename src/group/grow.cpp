@@ -57,8 +57,7 @@ std::string host_of(const std::string& token) { return token.substr(0, token.fin
 bool ProcessGroup::Impl::joiners_waiting() {
   std::uint8_t waiting = 0;
   if (rank == 0) waiting = store_->check({"joiners"}) ? 1 : 0;
-  submit(Call{.kind = OpKind::broadcast, .in = view(&waiting, 1), .out = view(&waiting, 1), .root = 0},
-         Exec::blocking);
+  submit(Call{.kind = OpKind::broadcast, .in = view(&waiting, 1), .out = view(&waiting, 1), .root = 0}, Exec::blocking);
   return waiting != 0;
 }
 

@@ -274,7 +274,6 @@ std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& opts) {
 
 bool is_replacement() { return process_env()("MCI_REPLACEMENT").has_value(); }
 
-
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place) {
   const InitOptions& opts = origin.opts;
   const BackendEntry& entry = require_backend(opts.backend);

@@ -9,8 +9,9 @@
 // see it writes the decision with compare_set, and every survivor adopts
 // that one value: survivors that read the lists at different moments (a
 // rank dying meanwhile) still decide alike. If a rank of the decision dies
-// while the survivors form their group, that join fails for all of them (its
-// certificate stops the check-in) and they agree again, one attempt later.
+// while the survivors form their group, that join fails for all of them (the
+// certificate it registered when it arrived stops the check-in) and they
+// agree again, one attempt later.
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,6 +125,10 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   for (int attempt = 0;; ++attempt) {
     const std::string topic = fmt::format("shrink/{}", attempt);
     Store& s = *store_;
+    // If this process dies from now on, the store stops the check-in of the
+    // group this attempt forms (its first generation), so a rank lost
+    // between the decision and the group's forming costs no timeout.
+    s.append_on_close(fmt::format("{}/group/0/checkin/failed", topic), to_bytes(fmt::format(";lost {}", rank)));
     // The list first, then the count: a count of k means k arrivals listed.
     StoreValue arrivals = s.append(topic + "/arrived", to_bytes(me));
     std::int64_t count = s.add(topic + "/count", 1);
@@ -171,16 +176,15 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     Shrunk result;
     Place place;
     place.world = static_cast<int>(kept.size());
+    // The local rank stays: it names this process's device.
+    place.local_rank = local_rank;
     place.local_world = 0;
     const std::string my_host = host_name();
     int found = -1;
     for (std::size_t i = 0; i < kept.size(); ++i) {
       result.kept.push_back(kept[i].rank);
       if (kept[i].rank == rank) found = static_cast<int>(i);
-      if (kept[i].host == my_host) {
-        if (kept[i].rank == rank) place.local_rank = place.local_world;
-        ++place.local_world;
-      }
+      if (kept[i].host == my_host) ++place.local_world;
     }
     for (int r = 0; r < size; ++r) {
       if (std::find(result.kept.begin(), result.kept.end(), r) == result.kept.end()) result.lost.push_back(r);
