@@ -88,6 +88,7 @@ struct BackendCaps {
   bool fingerprints = false;      // ranks calling different collectives get a MismatchError, not a timeout
   bool reports_arrivals = false;  // a timeout's hang report says which rank arrived last, and when
   bool aborts_running = false;    // abort() ends an operation already running on the peers too
+  bool shrinks = false;           // survivors of a lost rank go on in place (ProcessGroup::shrink, grow)
 };
 
 struct BackendInfo {

@@ -49,14 +49,18 @@ constexpr BackendCaps kCpuCaps{.host_memory = true,
                                .mci_transports = true,
                                .fingerprints = true,
                                .reports_arrivals = true,
-                               .aborts_running = true};
-// Gloo: abort leaves its reason in the store and breaks the connections.
-constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true};
+                               .aborts_running = true,
+                               .shrinks = true};
+// Gloo: abort leaves its reason in the store and breaks the connections; a
+// shrink forms a new Gloo context over the store for the survivors.
+constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true, .shrinks = true};
 // NCCL: ncclCommAbort ends this rank's operations only; the peers learn at
-// their timeout.
+// their timeout, so survivors would not all reach shrink() at once (and no
+// GPU here to test a new communicator on).
 constexpr BackendCaps kNcclCaps{.cuda_memory = true, .gpu_per_rank = true};
 // MPI cannot end a peer's operation short of MPI_Abort, which ends the job:
-// peers learn at their timeout (mpi_backend.cpp).
+// peers learn at their timeout (mpi_backend.cpp); an MPI job cannot go on
+// without a rank (no ULFM).
 constexpr BackendCaps kMpiCaps{.host_memory = true};
 
 const std::array kBackends{

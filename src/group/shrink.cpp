@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "common/log.hpp"
+#include "backends/registry.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
@@ -88,6 +89,15 @@ std::string members_text(const std::vector<Member>& ms) {
 }  // namespace
 
 ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude) {
+  if (const BackendEntry* b = find_backend(backend_name); b && !b->caps.shrinks) {
+    throw ConfigError(fmt::format(
+        "shrink() on rank {}: backend {} cannot go on without a lost rank ({}); use backend cpu (mci's engine) or "
+        "gloo, or restart the job (mcirun --max-restarts)",
+        rank, backend_name,
+        backend_name == "mpi" ? "an MPI communicator cannot lose a rank: MPI has no shrink without ULFM"
+                              : "its peers learn of a failure only at their timeout, so the survivors would not "
+                                "agree at once"));
+  }
   if (!session_.certified) {
     throw ConfigError(
         fmt::format("shrink() on rank {}: this group was formed on a store that cannot tell when a process is gone "

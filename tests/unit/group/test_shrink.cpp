@@ -35,7 +35,8 @@ struct Job {
   // The group of `world` threads; `body(rank, group)` returns what the test
   // checks, or the text of what it threw.
   std::vector<std::string> run(int world, std::chrono::milliseconds timeout,
-                               const std::function<std::string(int, std::shared_ptr<ProcessGroup>)>& body) const {
+                               const std::function<std::string(int, std::shared_ptr<ProcessGroup>)>& body,
+                               const std::string& backend = "cpu") const {
     std::vector<std::string> out(static_cast<std::size_t>(world));
     std::vector<std::thread> ts;
     for (int r = 0; r < world; ++r) {
@@ -46,6 +47,7 @@ struct Job {
           o.rank = r;
           o.world_size = world;
           o.timeout = timeout;
+          o.backend = backend;
           // Threads share a process: shared memory would see a thread's
           // group go only at the timeout (it watches processes); sockets
           // close with the group.
@@ -89,6 +91,21 @@ TEST(Shrink, SurvivorsOfOneLostRankGoOnRenumberedInTheirOldOrder) {
   EXPECT_EQ(out[0], "rank 0 of 3 kept 013 lost 2 sum 4");
   EXPECT_EQ(out[1], "rank 1 of 3 kept 013 lost 2 sum 4");
   EXPECT_EQ(out[3], "rank 2 of 3 kept 013 lost 2 sum 4");
+}
+
+TEST(Shrink, OnGlooTheSurvivorsGetANewGlooContextOverTheStore) {
+  if (!backend_available("gloo")) GTEST_SKIP() << "this build has no gloo backend";
+  Job job;
+  const auto out = job.run(
+      3, 10s,
+      [](int r, std::shared_ptr<ProcessGroup> pg) -> std::string {
+        if (r == 0) return "lost";
+        auto s = survive(std::move(pg));
+        return s;
+      },
+      "gloo");
+  EXPECT_EQ(out[1], "rank 0 of 2 kept 12 lost 0 sum 3");
+  EXPECT_EQ(out[2], "rank 1 of 2 kept 12 lost 0 sum 3");
 }
 
 TEST(Shrink, TwoRanksLostAtOnce) {
