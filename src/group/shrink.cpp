@@ -10,8 +10,9 @@
 // that one value: survivors that read the lists at different moments (a
 // rank dying meanwhile) still decide alike. If a rank of the decision dies
 // while the survivors form their group, that join fails for all of them (the
-// certificate it registered when it arrived stops the check-in) and they
-// agree again, one attempt later.
+// certificate join_group registers first thing stops the check-in) and they
+// agree again, one attempt later. (A certificate registered earlier, at
+// arrival, would also fire for a rank the decision left out.)
 #include <unistd.h>
 
 #include <algorithm>
@@ -135,10 +136,6 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   for (int attempt = 0;; ++attempt) {
     const std::string topic = fmt::format("shrink/{}", attempt);
     Store& s = *store_;
-    // If this process dies from now on, the store stops the check-in of the
-    // group this attempt forms (its first generation), so a rank lost
-    // between the decision and the group's forming costs no timeout.
-    s.append_on_close(fmt::format("{}/group/0/checkin/failed", topic), to_bytes(fmt::format(";lost {}", rank)));
     // The list first, then the count: a count of k means k arrivals listed.
     StoreValue arrivals = s.append(topic + "/arrived", to_bytes(me));
     std::int64_t count = s.add(topic + "/count", 1);
