@@ -32,6 +32,9 @@ constexpr std::array kLogLevels{
 constexpr std::array kRankLoss{
     SettingChoice{"stop", "a lost rank stops the job (mcirun's default)"},
     SettingChoice{"continue", "the survivors go on (mcirun --on-rank-loss=continue)"},
+    SettingChoice{"replace",
+                  "the survivors go on and a new process takes the lost one's place (mcirun "
+                  "--on-rank-loss=replace)"},
 };
 constexpr std::array kClocks{
     SettingChoice{"auto", "the CPU's time-stamp counter where it is invariant, else the steady clock"},
@@ -320,6 +323,17 @@ constexpr std::array kRows{
         .noun = "an answer to a lost rank",
         .scope = SettingScope::job,
         .ranks_agree = false,  // mcirun gives every rank the same (its nodes check they agree)
+        .use = SettingUse::launcher,
+        .section = SettingSection::launcher},
+    SettingRow{
+        .name = "MCI_REPLACEMENT",
+        .kind = SettingKind::integer,
+        .fallback = "0",
+        .min = 0,
+        .max = 1'000'000,
+        .unit = "replacements",
+        .scope = SettingScope::rank,  // only a replacement has one: 1 for its node's first, then 2, ...
+        .ranks_agree = false,
         .use = SettingUse::launcher,
         .section = SettingSection::launcher},
     SettingRow{

@@ -103,6 +103,9 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       // A program that shrinks its group in place when a peer is lost needs
       // to know that the launcher lets the survivors go on.
       {"MCI_ON_RANK_LOSS", on_rank_loss_name(job.on_rank_loss)},
+      // Set for a replacement only (launch/rank_loss.hpp): an inherited one
+      // must not make a first start read as a replacement.
+      {"MCI_REPLACEMENT", std::nullopt},
   };
   // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING (torchrun 2.x
   // sets it) and warn on every rank when the old NCCL_ASYNC_ERROR_HANDLING

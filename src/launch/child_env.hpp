@@ -39,7 +39,8 @@ std::string error_file(const JobConfig& job, int local_rank);
 // MCI_STORE_HOSTED=1 so rank 0 does not host another), MCI_JOB_TOKEN
 // (removed when token is empty), OMP_NUM_THREADS=1 when set_omp,
 // GLOO_SOCKET_IFNAME = job.gloo_ifname unless inherited, MCI_ON_RANK_LOSS
-// (stop or continue: --on-rank-loss), and
+// (stop, continue or replace: --on-rank-loss), no MCI_REPLACEMENT (only a
+// replacement has one), and
 // python_path (when not empty) in front of PYTHONPATH; replacing any
 // inherited values.
 std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, int local_rank,

@@ -162,9 +162,11 @@ const std::vector<Row>& rows() {
        "pin each process: none; numa (the CPUs of its GPU's NUMA node,\nNUMA nodes in turn without GPUs); core "
        "(cores of its own)",
        "none"},
-      {"on_rank_loss", "", &CliArgs::on_rank_loss, false, false, "stop|continue",
+      {"on_rank_loss", "", &CliArgs::on_rank_loss, false, false, "stop|continue|replace",
        "what a rank's loss (a non-zero exit, a signal) does: stop (every\nprocess on every node stops; --max-restarts "
-       "starts them again) or\ncontinue (the other ranks go on; MCI_ON_RANK_LOSS tells them)",
+       "starts them again),\ncontinue (the other ranks go on; MCI_ON_RANK_LOSS tells them) or\nreplace (the others "
+       "go on and a new process takes the lost one's place,\nwith MCI_REPLACEMENT=K; at most --max-restarts per node, "
+       "default 3)",
        "stop"},
   };
   return table;

@@ -58,7 +58,7 @@ struct CliArgs {
   std::optional<std::string> grace;
   bool prefix = false;
   std::optional<std::string> bind;          // none, numa or core
-  std::optional<std::string> on_rank_loss;  // stop or continue
+  std::optional<std::string> on_rank_loss;  // stop, continue or replace
   std::vector<std::string> command;         // the program and its own arguments
 
   // The options whose value came from the environment: option -> PET_NAME.

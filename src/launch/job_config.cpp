@@ -295,21 +295,31 @@ void note_torchrun_leftovers(const CliArgs& a, JobConfig& c) {
 
 // --on-rank-loss, once --max-restarts and --nnodes are known: continue is
 // another answer to a loss than a restart, and an elastic job's lost node
-// fails its attempt (launch/heartbeat.hpp), which continue would contradict.
-void apply_on_rank_loss(const std::string& value, JobConfig& c) {
+// fails its attempt (launch/heartbeat.hpp), which continue and replace would
+// contradict. Under replace, --max-restarts caps the replacements of each
+// node instead: a replacement is this policy's restart, of one process.
+void apply_on_rank_loss(const std::string& value, bool max_restarts_given, JobConfig& c) {
   c.on_rank_loss = parse_on_rank_loss("--on-rank-loss", value);
-  if (c.on_rank_loss != OnRankLoss::go_on) return;
+  if (c.on_rank_loss == OnRankLoss::stop) return;
+  if (c.elastic) {
+    throw UsageError(
+        fmt::format("--on-rank-loss={} with an elastic --nnodes={}:{} is not built yet (a lost node ends the "
+                    "attempt there): give a fixed --nnodes N, or drop --on-rank-loss",
+                    value, c.elastic->min_nodes, c.elastic->max_nodes));
+  }
+  if (c.on_rank_loss == OnRankLoss::replace) {
+    if (max_restarts_given) {
+      c.max_replacements = c.max_restarts;
+      c.max_replacements_given = true;
+    }
+    c.max_restarts = 0;
+    return;
+  }
   if (c.max_restarts > 0) {
     throw UsageError(fmt::format(
         "--on-rank-loss=continue and --max-restarts={} are two answers to a lost rank (go on without it, or "
         "start every process again): give one of them",
         c.max_restarts));
-  }
-  if (c.elastic) {
-    throw UsageError(
-        fmt::format("--on-rank-loss=continue with an elastic --nnodes={}:{} is not built yet (a lost node ends the "
-                    "attempt there): give a fixed --nnodes N, or drop --on-rank-loss",
-                    c.elastic->min_nodes, c.elastic->max_nodes));
   }
 }
 
@@ -580,7 +590,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
                                  c.nproc_per_node, kMaxProcesses));
   }
   if (c.virtual_local_rank) check_virtual_local_rank(c, env);
-  if (a.on_rank_loss) apply_on_rank_loss(*a.on_rank_loss, c);
+  if (a.on_rank_loss) apply_on_rank_loss(*a.on_rank_loss, a.max_restarts.has_value(), c);
   c.program = resolve_program(a.command, run_as(a, c.notices), env);
   return c;
 }

@@ -64,8 +64,14 @@ struct JobConfig {
   // process on every node (torchrun's semantics); 0: a failure ends it.
   int max_restarts = 0;
   // --on-rank-loss: whether a rank's loss stops the job (and restarts it,
-  // with max_restarts) or the others go on; MCI_ON_RANK_LOSS for the ranks.
+  // with max_restarts) or the others go on (and, under replace, a new
+  // process takes its place); MCI_ON_RANK_LOSS for the ranks.
   OnRankLoss on_rank_loss = OnRankLoss::stop;
+  // Under replace: how many replacements this node starts at most
+  // (--max-restarts=N, which then restarts nothing else: max_restarts is 0),
+  // and whether --max-restarts said so rather than the default.
+  int max_replacements = kDefaultMaxReplacements;
+  bool max_replacements_given = false;
   // The signals that stop the job (passed on to the processes), and their
   // list as torchrun gives it to its workers (TORCHELASTIC_SIGNALS_TO_HANDLE).
   std::vector<int> stop_signals;

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -87,6 +88,9 @@ std::vector<std::string> split_lines(const std::string& text) {
 // Why rank f failed: its last stderr lines (stdout's when stderr was
 // empty), the exception it recorded, and for Python what the text shows.
 void explain(const JobReport& job, const RankReport& f, std::vector<std::string>& out) {
+  // A replacement shares its rank with the process it replaced: the lines say which one.
+  const std::string name = f.replacement > 0 ? fmt::format("rank {} (replacement {})", f.rank, f.replacement)
+                                             : fmt::format("rank {}", f.rank);
   std::vector<std::string> err = f.stderr_tail;
   std::vector<std::string> std_out = f.stdout_tail;
   bool hang_report = trim_tail(err);
@@ -95,18 +99,18 @@ void explain(const JobReport& job, const RankReport& f, std::vector<std::string>
     // why it failed on stdout: quote that rather than "nothing".
     hang_report = trim_tail(std_out) || hang_report;
     if (std_out.empty()) {
-      out.push_back(fmt::format("mcirun: rank {} wrote nothing on stderr or stdout", f.rank));
+      out.push_back(fmt::format("mcirun: {} wrote nothing on stderr or stdout", name));
     } else {
-      out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stdout:", std_out.size(), f.rank));
+      out.push_back(fmt::format("mcirun: last {} line(s) of {}'s stdout:", std_out.size(), name));
       for (const auto& l : std_out) out.push_back("mcirun: | " + l);
     }
   } else {
-    out.push_back(fmt::format("mcirun: last {} line(s) of rank {}'s stderr:", err.size(), f.rank));
+    out.push_back(fmt::format("mcirun: last {} line(s) of {}'s stderr:", err.size(), name));
     for (const auto& l : err) out.push_back("mcirun: | " + l);
   }
-  if (hang_report) out.push_back(fmt::format("mcirun: rank {}'s hang report is above, in its output", f.rank));
+  if (hang_report) out.push_back(fmt::format("mcirun: {}'s hang report is above, in its output", name));
   if (f.python_exception) {
-    out.push_back(fmt::format("mcirun: rank {} raised (from its TORCHELASTIC_ERROR_FILE):", f.rank));
+    out.push_back(fmt::format("mcirun: {} raised (from its TORCHELASTIC_ERROR_FILE):", name));
     std::size_t start = 0;
     while (start <= f.python_exception->size()) {
       auto nl = f.python_exception->find('\n', start);
@@ -120,9 +124,9 @@ void explain(const JobReport& job, const RankReport& f, std::vector<std::string>
         f.python_exception ? split_lines(*f.python_exception) : std::vector<std::string>{};
     if (const auto module = missing_module({&f.stderr_tail, &f.stdout_tail, &raised})) {
       out.push_back(
-          fmt::format("mcirun: rank {} ran under the Python interpreter {} ({}), which cannot import "
+          fmt::format("mcirun: {} ran under the Python interpreter {} ({}), which cannot import "
                       "'{}'",
-                      f.rank, job.python,
+                      name, job.python,
                       job.python_from == "MCI_PYTHON"    ? "chosen by MCI_PYTHON"
                       : job.python_from == "PYTHON_EXEC" ? "chosen by PYTHON_EXEC"
                       : job.python_from == "PATH"        ? "python3 found on PATH"
@@ -135,9 +139,9 @@ void explain(const JobReport& job, const RankReport& f, std::vector<std::string>
     }
     if (mci_backend_unknown({&f.stderr_tail, &f.stdout_tail, &raised})) {
       out.push_back(
-          fmt::format("mcirun: rank {} asked torch for backend \"mci\" before importing mci_torch, "
+          fmt::format("mcirun: {} asked torch for backend \"mci\" before importing mci_torch, "
                       "which registers it: add `import mci_torch` before init_process_group",
-                      f.rank));
+                      name));
     }
   }
 }
@@ -148,31 +152,74 @@ std::string rank_list(const JobReport& job, const std::vector<std::size_t>& whic
   return text;
 }
 
-// --on-rank-loss=continue: each lost rank, why, and what became of the others.
+// "rank 1 (pid 42 on node7, replacement 1)": which process, as the loss
+// lines name it (a replacement shares its rank with the process it replaced).
+std::string who(const JobReport& job, const RankReport& r) {
+  return fmt::format("rank {} (pid {} on {}{})", r.rank, r.pid, job.host,
+                     r.replacement > 0 ? fmt::format(", replacement {}", r.replacement) : "");
+}
+
+// Under replace: what became of a lost process's place.
+std::string its_place(const JobReport& job, const RankReport& r) {
+  if (!job.replace) return {};
+  if (r.replaced_by) {
+    const RankReport& n = job.ranks.at(*r.replaced_by);
+    return fmt::format("; replaced by pid {} (replacement {})", n.pid, n.replacement);
+  }
+  return r.not_replaced.empty() ? std::string() : "; not replaced: " + r.not_replaced;
+}
+
+// The ranks of `which`, by rank; under replace, a replacement says so.
+std::string survivor_list(const JobReport& job, std::vector<std::size_t> which) {
+  std::stable_sort(which.begin(), which.end(),
+                   [&](std::size_t a, std::size_t b) { return job.ranks.at(a).rank < job.ranks.at(b).rank; });
+  std::string text;
+  for (std::size_t i : which) {
+    const RankReport& r = job.ranks.at(i);
+    text += fmt::format("{}{}{}", text.empty() ? "" : ", ", r.rank,
+                        r.replacement > 0 ? fmt::format(" (replacement {})", r.replacement) : "");
+  }
+  return text;
+}
+
+// --on-rank-loss=continue or replace: each lost rank, why, and what became
+// of the others.
 void explain_losses(const JobReport& job, bool only_losses, std::vector<std::string>& out) {
   const std::string node = fmt::format("node {} (host {})", job.node_rank, job.host);
   if (!job.lost.empty()) {
-    out.push_back(fmt::format("mcirun: {} rank(s) lost on {}, --on-rank-loss=continue:", job.lost.size(), node));
+    out.push_back(job.replace
+                      ? fmt::format("mcirun: {} process(es) lost on {}, --on-rank-loss=replace:", job.lost.size(), node)
+                      : fmt::format("mcirun: {} rank(s) lost on {}, --on-rank-loss=continue:", job.lost.size(), node));
     for (std::size_t i : job.lost) {
       const RankReport& r = job.ranks.at(i);
-      out.push_back(fmt::format("mcirun:   rank {} (pid {} on {}): {}, lost at {:.1f} s", r.rank, r.pid, job.host,
+      out.push_back(fmt::format("mcirun:   {}: {}, lost at {:.1f} s{}", who(job, r),
                                 r.wait_status ? describe_exit(*r.wait_status) : "an unknown status",
-                                r.lost_at ? static_cast<double>(r.lost_at->count()) / 1000 : 0.0));
+                                r.lost_at ? static_cast<double>(r.lost_at->count()) / 1000 : 0.0, its_place(job, r)));
     }
     for (std::size_t i : job.lost) explain(job, job.ranks.at(i), out);
   }
   if (!only_losses) return;
   std::vector<std::size_t> survivors;
+  std::size_t replacements = 0;
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     if (!job.ranks[i].lost_at) survivors.push_back(i);
+    if (job.ranks[i].replacement > 0) ++replacements;
   }
+  const std::string policy = job.replace ? "replace" : "continue";
   if (survivors.empty()) {
     out.push_back(job.multi_node
-                      ? fmt::format("mcirun: every rank of {} was lost: this node failed (the other nodes' ranks "
+                      ? fmt::format("mcirun: every {} of {} was lost: this node failed (the other nodes' ranks "
                                     "were not stopped, and their mcirun says how they ended)",
-                                    node)
-                      : "mcirun: job failed: every rank was lost; --on-rank-loss=continue goes on only while one is "
-                        "left");
+                                    job.replace ? "process" : "rank", node)
+                      : fmt::format("mcirun: job failed: every {} was lost; --on-rank-loss={} goes on only while "
+                                    "one is left",
+                                    job.replace ? "rank and replacement" : "rank", policy));
+  } else if (job.replace) {
+    out.push_back(fmt::format(
+        "mcirun: {} went on with {} replacement(s) for {} lost process(es): its {} process(es) still running at the "
+        "end (rank(s) {}) exited 0",
+        job.multi_node ? node : "the job", replacements, job.lost.size(), survivors.size(),
+        survivor_list(job, survivors)));
   } else {
     out.push_back(fmt::format("mcirun: {} went on without {} lost rank(s): its {} survivor(s) (rank(s) {}) exited 0",
                               job.multi_node ? node : "the job", job.lost.size(), survivors.size(),
@@ -217,7 +264,8 @@ std::vector<std::string> summary_lines(const JobReport& job) {
                  ? " (sent by mcirun)"
                  : fmt::format(" (after mcirun sent {})", signal_name(r.signal_sent));
     }
-    out.push_back(fmt::format("mcirun:   rank {} (pid {}): {}", r.rank, r.pid, how));
+    out.push_back(fmt::format("mcirun:   rank {} (pid {}{}): {}", r.rank, r.pid,
+                              r.replacement > 0 ? fmt::format(", replacement {}", r.replacement) : "", how));
   }
   if (job.on_rank_loss_continue) explain_losses(job, only_losses, out);
   if (job.first_failure) explain(job, job.ranks.at(*job.first_failure), out);

@@ -3,7 +3,8 @@
 // stdout lines when its stderr was empty: a traceback printed to stdout),
 // and for a Python rank that could not import a module, which interpreter
 // ran it and how to choose another. Under --on-rank-loss=continue, each
-// lost rank the same way, and how the survivors ended.
+// lost rank the same way, and how the survivors ended; under replace, also
+// which process took each lost one's place, or why none did.
 #pragma once
 
 #include <sys/types.h>
@@ -31,6 +32,12 @@ struct RankReport {
   std::optional<std::string> python_exception;
   // --on-rank-loss=continue: when it was lost, since its start; unset for a survivor.
   std::optional<std::chrono::milliseconds> lost_at;
+  // --on-rank-loss=replace: K when this process is replacement K (0: it
+  // started with the job); for a lost one, its replacement (index into
+  // JobReport::ranks) or why it has none.
+  int replacement = 0;
+  std::optional<std::size_t> replaced_by;
+  std::string not_replaced;
 };
 
 struct JobReport {
@@ -43,11 +50,12 @@ struct JobReport {
   // Python), and what chose it ("MCI_PYTHON", "PATH", "the command line").
   std::string python;
   std::string python_from;
-  std::string peer_failure;  // another node's failure, as it reported it
-  std::string start_error;   // a rank that could not start
-  bool on_rank_loss_continue = false;
-  bool multi_node = false;        // "of this node" where the other nodes' ranks are not counted
-  std::vector<std::size_t> lost;  // --on-rank-loss=continue: indexes into ranks, in the order they were lost
+  std::string peer_failure;            // another node's failure, as it reported it
+  std::string start_error;             // a rank that could not start
+  bool on_rank_loss_continue = false;  // the others go on after a loss: continue or replace
+  bool replace = false;                // --on-rank-loss=replace
+  bool multi_node = false;             // "of this node" where the other nodes' ranks are not counted
+  std::vector<std::size_t> lost;       // --on-rank-loss=continue: indexes into ranks, in the order they were lost
   std::vector<RankReport> ranks;
 };
 

@@ -14,6 +14,7 @@
 #include "launch/child_env.hpp"
 #include "launch/child_process.hpp"
 #include "launch/error_files.hpp"
+#include "launch/rank_loss.hpp"
 
 namespace mci::launch {
 
@@ -63,22 +64,24 @@ Supervisor::~Supervisor() {
 
 namespace {
 
-Fd open_log(const std::string& path) {
-  Fd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+Fd open_log(const std::string& path, bool append) {
+  Fd f(::open(path.c_str(), O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_APPEND | O_CLOEXEC, 0644));
   if (!f.valid()) throw std::system_error(errno, std::generic_category(), "mcirun: cannot write the log " + path);
   return f;
 }
 
 }  // namespace
 
-RelaySinks Supervisor::sinks_for(const StreamPlan& plan, int console) {
+RelaySinks Supervisor::sinks_for(const StreamPlan& plan, int console, bool append) {
   RelaySinks s;
   s.console = plan.console ? console : -1;
   s.prefix = plan.prefix;
-  if (!plan.file.empty()) s.file = open_log(plan.file);
+  if (!plan.file.empty()) s.file = open_log(plan.file, append);
   if (!plan.filtered_file.empty()) {
     auto it = shared_files_.find(plan.filtered_file);
-    if (it == shared_files_.end()) it = shared_files_.emplace(plan.filtered_file, open_log(plan.filtered_file)).first;
+    if (it == shared_files_.end()) {
+      it = shared_files_.emplace(plan.filtered_file, open_log(plan.filtered_file, false)).first;
+    }
     s.filtered = it->second.get();
     s.filtered_prefix = plan.filtered_prefix;
     s.filters = plan.filters;
@@ -86,17 +89,26 @@ RelaySinks Supervisor::sinks_for(const StreamPlan& plan, int console) {
   return s;
 }
 
+Supervisor::Proc::Proc(const RankSpec& spec, pid_t p, StreamRelay o, StreamRelay e, int k)
+    : rank(spec.rank), local_rank(spec.local_rank), pid(p), out(std::move(o)), err(std::move(e)), replacement(k) {}
+
+void Supervisor::launch(const RankSpec& spec, int replacement) {
+  const bool again = replacement > 0;
+  RelaySinks out = sinks_for(spec.streams.out, STDOUT_FILENO, again);
+  RelaySinks err = sinks_for(spec.streams.err, STDERR_FILENO, again);
+  StartedChild c =
+      start_child(job_.program, again ? replacement_environment(spec.env, replacement) : spec.env, signals_, spec.cpus);
+  procs_.emplace_back(spec, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
+                      StreamRelay(std::move(c.err), std::move(err), kTailLines), replacement);
+}
+
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
   started_at_ = Clock::now();
   procs_.reserve(ranks.size());
+  if (replaces()) specs_ = ranks;
   for (const RankSpec& r : ranks) {
     try {
-      RelaySinks out = sinks_for(r.streams.out, STDOUT_FILENO);
-      RelaySinks err = sinks_for(r.streams.err, STDERR_FILENO);
-      StartedChild c = start_child(job_.program, r.env, signals_, r.cpus);
-      procs_.push_back(Proc{r.rank, r.local_rank, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
-                            StreamRelay(std::move(c.err), std::move(err), kTailLines), std::nullopt, 0, std::nullopt,
-                            std::nullopt});
+      launch(r, 0);
     } catch (const std::exception& e) {
       start_error_ = fmt::format("rank {} could not start: {}", r.rank, e.what());
       say(fmt::format("mcirun: {}", e.what()));
@@ -150,6 +162,7 @@ void Supervisor::reap() {
     }
   }
   for (Proc* p : exited) on_exit(*p);
+  start_replacements();
 }
 
 // Under load, a rank that dies can lose the race to its own victims: its
@@ -177,25 +190,6 @@ void Supervisor::on_exit(Proc& failed) {
   say(fmt::format("mcirun: rank {} (pid {}) failed: {}", p.rank, p.pid, what));
   if (link_) link_->report_failure(fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, what));
   begin_stop();
-}
-
-void Supervisor::on_loss(Proc& p) {
-  p.lost_at = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_at_);
-  losses_.push_back(static_cast<std::size_t>(&p - procs_.data()));
-  int running = 0;
-  for (const auto& q : procs_) running += q.status ? 0 : 1;
-  say(fmt::format("mcirun: rank {} (pid {} on {}) was lost at {:.1f} s ({}); --on-rank-loss=continue: {}", p.rank,
-                  p.pid, host_, static_cast<double>(p.lost_at->count()) / 1000, describe_exit(*p.status),
-                  running == 0
-                      ? std::string("no other rank of this node is still running")
-                      : fmt::format("the {} other rank(s){} go on", running, job_.nnodes > 1 ? " of this node" : "")));
-  // What the rank started (data loader workers, a shell's children) dies
-  // with it, as when a loss stops the job: SIGTERM now, SIGKILL after --grace.
-  if (!group_alive(p)) return;
-  ::kill(-p.pid, SIGTERM);
-  say(fmt::format("mcirun: sent SIGTERM to what rank {} (pid {}) left running in its process group", p.rank, p.pid));
-  p.group_kill_at = Clock::now() + job_.grace;
-  if (job_.grace.count() == 0) kill_lost_groups();
 }
 
 void Supervisor::kill_lost_groups() {
@@ -508,6 +502,7 @@ void Supervisor::print_summary() const {
   r.peer_failure = peer_failure_;
   r.start_error = start_error_;
   r.on_rank_loss_continue = goes_on();
+  r.replace = replaces();
   r.multi_node = job_.nnodes > 1;
   for (std::size_t i : losses_) r.lost.push_back(i);
   for (const auto& p : procs_) {
@@ -518,9 +513,14 @@ void Supervisor::print_summary() const {
     rr.wait_status = p.status;
     rr.signal_sent = p.signal_sent;
     rr.lost_at = p.lost_at;
+    rr.replacement = p.replacement;
+    rr.replaced_by = p.replaced_by;
+    rr.not_replaced = p.not_replaced;
     if (const LineTail* t = p.err.tail()) rr.stderr_tail = t->lines();
     if (const LineTail* t = p.out.tail()) rr.stdout_tail = t->lines();
-    if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
+    if (p.kept) {
+      rr.python_exception = p.recorded;  // the file is its replacement's now
+    } else if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
       rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
     }
     r.ranks.push_back(std::move(rr));

@@ -17,6 +17,10 @@
 // and the others go on; the summary lists the lost ranks, and the exit code
 // is 0 when at least one rank survived and every survivor exited 0. Other
 // nodes are not told (they go on too), but node 0 still waits for them.
+// With --on-rank-loss=replace, the same, and a new process starts in the
+// lost one's place (its command, environment, CPUs and output, plus
+// MCI_REPLACEMENT=K), up to the node's cap; past it, a loss is as under
+// continue (supervisor_loss.cpp).
 // Each rank leads its own process group and mcirun is a subreaper, so what a
 // rank leaves behind is stopped the same way and nothing outlives mcirun
 // (short of a process that leaves the group with setsid).
@@ -74,6 +78,8 @@ class Supervisor {
 
  private:
   struct Proc {
+    Proc(const RankSpec& spec, pid_t pid, StreamRelay out, StreamRelay err, int replacement);
+
     int rank;
     int local_rank;
     pid_t pid;
@@ -85,21 +91,52 @@ class Supervisor {
     // what it left in its process group gets SIGKILL if still there.
     std::optional<std::chrono::milliseconds> lost_at;
     std::optional<std::chrono::steady_clock::time_point> group_kill_at;
+    // --on-rank-loss=replace: K for replacement K (0: started with the job);
+    // for a lost one, the index of its replacement in procs_ or why none
+    // started, and (kept: read) the exception it recorded, read before its
+    // replacement could write the same error file.
+    int replacement = 0;
+    std::optional<std::size_t> replaced_by;
+    std::string not_replaced;
+    bool kept = false;
+    std::optional<std::string> recorded;
   };
   enum class Phase { running, stopping };
 
-  RelaySinks sinks_for(const StreamPlan& plan, int console);
+  // append: a replacement's output goes after its lost predecessor's in
+  // the same log files.
+  RelaySinks sinks_for(const StreamPlan& plan, int console, bool append = false);
+  // Starts one process (replacement K, or 0 for the job's own) and adds it
+  // to procs_, which may move every Proc: callers hold indexes across it.
+  void launch(const RankSpec& spec, int replacement);
   bool all_exited() const;
   static bool group_alive(const Proc& p);
   bool any_group_alive() const;
   void reap();
   void on_exit(Proc& p);
-  // --on-rank-loss=continue: p failed, the others go on.
+  // --on-rank-loss=continue or replace: p failed, the others go on; under
+  // replace, p's replacement is queued for start_replacements().
   void on_loss(Proc& p);
+  // The replacements on_loss queued, started once reap() no longer holds
+  // references into procs_; each loss's line, then its group's cleanup.
+  void start_replacements();
+  // Under replace, why the next loss gets no replacement ("" when it does).
+  std::string replacement_refused() const;
+  // Preserves p's recorded exception, and moves its error file out of its
+  // replacement K's way.
+  void keep_error_file(Proc& p, int k);
+  // The loss line: "rank 2 (pid 4242 on node7) was lost at 12.3 s (signal
+  // SIGKILL); --on-rank-loss=<policy>: " + what.
+  void say_lost(const Proc& p, const std::string& what) const;
+  // "the 2 other rank(s) go on", or that none is left.
+  std::string others_go_on() const;
+  // SIGTERM to what a lost rank left in its process group (SIGKILL after --grace).
+  void end_lost_group(Proc& p);
   // The lost ranks' process groups whose SIGKILL is due; and when the next is.
   void kill_lost_groups();
   std::optional<std::chrono::steady_clock::time_point> next_wakeup() const;
-  bool goes_on() const { return job_.on_rank_loss == OnRankLoss::go_on; }
+  bool goes_on() const { return job_.on_rank_loss != OnRankLoss::stop; }
+  bool replaces() const { return job_.on_rank_loss == OnRankLoss::replace; }
   // Whether the job ended only with losses, the survivors' own outcome to
   // judge: no stop by signal, no failure elsewhere, no rank that could not start.
   bool only_losses() const;
@@ -126,8 +163,11 @@ class Supervisor {
   NodeLink* link_;
   std::string host_;
   std::vector<Proc> procs_;
+  std::vector<RankSpec> specs_;  // how each local rank started: what a replacement starts again
   std::chrono::steady_clock::time_point started_at_;
   std::vector<std::size_t> losses_;         // --on-rank-loss=continue: indexes into procs_, in order
+  std::vector<std::size_t> pending_;        // --on-rank-loss=replace: lost, replacement not started yet
+  int replacements_ = 0;                    // started on this node
   std::map<std::string, Fd> shared_files_;  // filtered_stdout.log and filtered_stderr.log
   std::vector<char> buf_;
   Phase phase_ = Phase::running;

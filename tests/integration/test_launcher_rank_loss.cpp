@@ -1,8 +1,10 @@
 // mcirun --on-rank-loss: stop (the default) ends the job at the first loss,
 // as always; continue lets the other ranks go on, says so as it happens,
 // lists the lost ranks in the summary and exits 0 when a rank survived and
-// every survivor exited 0. Across nodes, a loss on node 1 stops nothing on
-// node 0, and the nodes must agree on the policy.
+// every survivor exited 0; replace does the same and starts a new process in
+// the lost one's place (MCI_REPLACEMENT=K), up to --max-restarts per node.
+// Across nodes, a loss on node 1 stops nothing on node 0, and the nodes must
+// agree on the policy.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -103,21 +105,130 @@ TEST(RankLoss, RefusesWhatItCannotDo) {
     std::string message;
   };
   const std::vector<Case> cases{
-      {{"--on-rank-loss=replace"},
-       "mcirun: --on-rank-loss=replace is not built yet: use continue (the survivors go on, see "
-       "docs/fault-tolerance.md) or --max-restarts\n"},
-      {{"--on_rank_loss=later"}, "mcirun: --on-rank-loss='later' is not valid: use stop"},
-      {{"--on-rank-loss=continue", "--max-restarts=2"},
+      {{"--standalone", "--on_rank_loss=later"},
+       "mcirun: --on-rank-loss='later' is not valid: use stop (a lost rank stops every process: the default), "
+       "continue (the other ranks go on without it) or replace (the other ranks go on and a new process takes its "
+       "place)\n"},
+      {{"--standalone", "--on-rank-loss=continue", "--max-restarts=2"},
        "mcirun: --on-rank-loss=continue and --max-restarts=2 are two answers to a lost rank"},
+      {{"--on-rank-loss=replace", "--nnodes=1:2", "--node_rank=0", "--master_addr=127.0.0.1"},
+       "mcirun: --on-rank-loss=replace with an elastic --nnodes=1:2 is not built yet (a lost node ends the attempt "
+       "there): give a fixed --nnodes N, or drop --on-rank-loss\n"},
   };
   for (const Case& c : cases) {
-    Strings flags{"--standalone"};
-    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
-    Mcirun m(with_program(flags, "touch $TEST_DIR/ran"));
+    Mcirun m(with_program(c.flags, "touch $TEST_DIR/ran"));
     EXPECT_EQ(m.code(), 2) << m.all();
     EXPECT_TRUE(contains(m.err(), c.message)) << m.all();
     EXPECT_FALSE(m.has_file("ran")) << "nothing started: " << m.all();
   }
+  // replace is built: accepted, with --max-restarts as its cap.
+  for (const Strings& flags :
+       {Strings{"--on-rank-loss=replace"}, Strings{"--on-rank-loss=replace", "--max-restarts=2"}}) {
+    Strings all{"--standalone"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    Mcirun m(with_program(all, "echo MCI_ON_RANK_LOSS=$MCI_ON_RANK_LOSS replacement=${MCI_REPLACEMENT:-none}"));
+    EXPECT_EQ(m.code(60s), 0) << m.all();
+    EXPECT_TRUE(contains(m.out(), "MCI_ON_RANK_LOSS=replace replacement=none\n")) << m.all();
+    EXPECT_FALSE(contains(m.err(), "lost")) << m.all();
+  }
+}
+
+// Rank $LOSE's first start leaves a helper in its process group and
+// SIGKILLs itself; its replacement (told by MCI_REPLACEMENT) prints what it
+// was given and writes D/replaced as it ends. The others print theirs and
+// wait for that file, so they are still running when the replacement
+// starts. D: $SHARED (both nodes' ranks) or $TEST_DIR.
+const char* const kReplaceOne =
+    "D=${SHARED:-$TEST_DIR}; echo MCI_ON_RANK_LOSS=$MCI_ON_RANK_LOSS RANK=$RANK LOCAL_RANK=$LOCAL_RANK "
+    "WORLD_SIZE=$WORLD_SIZE"
+    " MASTER_PORT=$MASTER_PORT CPUS=$(cat /proc/self/status | grep Cpus_allowed_list | cut -f2)"
+    " MCI_REPLACEMENT=${MCI_REPLACEMENT:-unset};"
+    "if [ -n \"$MCI_REPLACEMENT\" ]; then echo rank $RANK: replacement $MCI_REPLACEMENT end;"
+    " echo $$ > $D/replaced.tmp; mv $D/replaced.tmp $D/replaced; exit 0; fi;"
+    "if [ $RANK = $LOSE ]; then sleep 30 & echo $! > $D/child; echo $$ > $D/lost.tmp; mv $D/lost.tmp $D/lost;"
+    " kill -9 $$; fi;"
+    "while [ ! -s $D/replaced ]; do sleep 0.01; done;"
+    "echo rank $RANK: end";
+
+// The line of `text` holding `part` (empty when none does).
+std::string line_of(const std::string& text, const std::string& part) {
+  const auto at = text.find(part);
+  if (at == std::string::npos) return {};
+  const auto start = text.rfind('\n', at);
+  const auto from = start == std::string::npos ? 0 : start + 1;
+  return text.substr(from, text.find('\n', at) - from);
+}
+
+TEST(RankLoss, ReplaceStartsANewProcessInTheLostOnesPlace) {
+  Mcirun m(with_program({"--standalone", "--nproc_per_node=3", "--on-rank-loss=replace", "--grace=0.5", "--prefix"},
+                        kReplaceOne),
+           {{"LOSE", "1"}});
+  Helper helper(m.dir() + "/child");
+  ASSERT_EQ(m.code(60s), 0) << m.all();
+  const std::string out = m.out(), err = m.err();
+  // The replacement got what the lost one had, and MCI_REPLACEMENT=1.
+  const std::string first = line_of(out, "[rank 1] MCI_ON_RANK_LOSS=replace RANK=1 LOCAL_RANK=1 ");
+  const std::string again = line_of(out, "MCI_REPLACEMENT=1");
+  ASSERT_FALSE(first.empty()) << out;
+  ASSERT_FALSE(again.empty()) << out;
+  EXPECT_EQ(again, first.substr(0, first.rfind("MCI_REPLACEMENT=unset")) + "MCI_REPLACEMENT=1") << out;
+  for (int r : {0, 2}) {
+    EXPECT_TRUE(contains(out, fmt::format("[rank {}] MCI_ON_RANK_LOSS=replace RANK={} LOCAL_RANK={} ", r, r, r)))
+        << out;
+    EXPECT_TRUE(contains(out, fmt::format("[rank {}] rank {}: end\n", r, r))) << out;
+  }
+  EXPECT_FALSE(contains(out, "MCI_REPLACEMENT=2")) << out;
+  EXPECT_TRUE(contains(out, "[rank 1] rank 1: replacement 1 end\n")) << "relayed with its rank's prefix: " << out;
+  const std::string lost = slurp(m.dir() + "/lost"), pid = lost.substr(0, lost.find('\n'));
+  const std::string fresh = slurp(m.dir() + "/replaced"), new_pid = fresh.substr(0, fresh.find('\n'));
+  EXPECT_TRUE(contains(err, fmt::format("mcirun: rank 1 (pid {} on {}) was lost at ", pid, host_name()))) << err;
+  EXPECT_TRUE(contains(err, fmt::format("(signal SIGKILL); --on-rank-loss=replace: started pid {} in its place "
+                                        "(replacement 1)\n",
+                                        new_pid)))
+      << err;
+  EXPECT_TRUE(contains(err, "1 process(es) lost on node 0 (host ")) << err;
+  EXPECT_TRUE(contains(err, fmt::format("mcirun:   rank 1 (pid {} on {}): signal SIGKILL, lost at ", pid, host_name())))
+      << err;
+  EXPECT_TRUE(contains(err, fmt::format("; replaced by pid {} (replacement 1)\n", new_pid))) << err;
+  EXPECT_TRUE(contains(err,
+                       "the job went on with 1 replacement(s) for 1 lost process(es): its 3 process(es) still "
+                       "running at the end (rank(s) 0, 1 (replacement 1), 2) exited 0"))
+      << err;
+  EXPECT_FALSE(contains(err, "sent SIGTERM to rank")) << "no survivor was stopped: " << err;
+  ASSERT_GT(helper.pid(), 0) << m.all();
+  EXPECT_TRUE(!process_alive(helper.pid())) << "the lost rank's helper outlived mcirun: " << m.all();
+}
+
+// Rank 1 fails at every start: its first loss is replaced, the second is
+// past the cap (--max-restarts=1) and goes as under continue. The others
+// wait for both losses (each dying process's pid reaped), then exit 0.
+TEST(RankLoss, ReplaceStopsReplacingAtTheCap) {
+  Mcirun m(with_program({"--standalone", "--nproc_per_node=3", "--on-rank-loss=replace", "--max-restarts=1"},
+                        "D=$TEST_DIR; N=${MCI_REPLACEMENT:-0};"
+                        "if [ $RANK = 1 ]; then echo $$ > $D/lost$N.tmp; mv $D/lost$N.tmp $D/lost$N;"
+                        " echo rank 1 start $N dies >&2; exit 3; fi;"
+                        "for n in 0 1; do while [ ! -s $D/lost$n ]; do sleep 0.01; done;"
+                        " while kill -0 $(cat $D/lost$n) 2>/dev/null; do sleep 0.01; done; done;"
+                        "echo rank $RANK: end"));
+  ASSERT_EQ(m.code(60s), 0) << m.all();
+  const std::string err = m.err();
+  EXPECT_TRUE(contains(m.out(), "rank 0: end\n")) << m.all();
+  EXPECT_TRUE(contains(m.out(), "rank 2: end\n")) << m.all();
+  EXPECT_FALSE(m.has_file("lost2")) << "one replacement only: " << m.all();
+  EXPECT_TRUE(contains(err, "(exit code 3); --on-rank-loss=replace: started pid ")) << err;
+  EXPECT_TRUE(contains(err,
+                       "(exit code 3); --on-rank-loss=replace: not replaced: the cap of 1 replacement(s) on this node "
+                       "is reached (--max-restarts=1); as with continue, the 2 other rank(s) go on\n"))
+      << err;
+  EXPECT_TRUE(contains(err, ", replacement 1) was lost at ")) << err;
+  EXPECT_FALSE(contains(err, "(replacement 2)")) << err;
+  EXPECT_TRUE(contains(err, "2 process(es) lost on node 0")) << err;
+  EXPECT_TRUE(contains(err, "last 1 line(s) of rank 1 (replacement 1)'s stderr:\nmcirun: | rank 1 start 1 dies"))
+      << err;
+  EXPECT_TRUE(contains(err,
+                       "the job went on with 1 replacement(s) for 2 lost process(es): its 2 process(es) still "
+                       "running at the end (rank(s) 0, 2) exited 0"))
+      << err;
 }
 
 TEST(RankLoss, EveryRankLostFailsTheJob) {
@@ -178,20 +289,55 @@ TEST(RankLoss, ContinueAcrossNodes) {
   EXPECT_TRUE(!process_alive(helper.pid())) << n1.all();
 }
 
+// Under replace, each node replaces its own: rank 3 (node 1) is lost and
+// replaced there, while node 0's ranks wait for the replacement's end.
+TEST(RankLoss, ReplaceAcrossNodes) {
+  SharedDir shared;
+  const int port = free_port();
+  const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
+                                               {"OMP_NUM_THREADS", "1"},
+                                               {"SHARED", shared.path()},
+                                               {"LOSE", "3"}};
+  Mcirun n0(node(0, port, "replace", kReplaceOne), env);
+  Mcirun n1(node(1, port, "replace", kReplaceOne), env);
+  Helper helper(shared.path() + "/child");
+  ASSERT_EQ(n1.code(60s), 0) << n0.all() << n1.all();
+  ASSERT_EQ(n0.code(60s), 0) << n0.all() << n1.all();
+  for (int r : {0, 1}) EXPECT_TRUE(contains(n0.out(), fmt::format("rank {}: end\n", r))) << n0.all();
+  EXPECT_TRUE(contains(n1.out(), "rank 2: end\n")) << n1.all();
+  EXPECT_TRUE(contains(n1.out(), "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 ")) << n1.all();
+  EXPECT_TRUE(contains(n1.out(), "rank 3: replacement 1 end\n")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "--on-rank-loss=replace: started pid ")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "node 1 (host ")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(),
+                       "went on with 1 replacement(s) for 1 lost process(es): its 2 process(es) still "
+                       "running at the end (rank(s) 2, 3 (replacement 1)) exited 0"))
+      << n1.all();
+  EXPECT_FALSE(contains(n0.err(), "lost")) << "node 0 lost nothing: " << n0.all();
+  ASSERT_GT(helper.pid(), 0) << n1.all();
+  EXPECT_TRUE(!process_alive(helper.pid())) << n1.all();
+}
+
 // A node given another policy than node 0's starts nothing and says why;
 // node 0 stops its ranks rather than wait for that node's.
 TEST(RankLoss, TheNodesMustAgree) {
-  const int port = free_port();
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"}, {"OMP_NUM_THREADS", "1"}};
-  Mcirun n0(node(0, port, "", "exec sleep 30"), env);
-  Mcirun n1(node(1, port, "continue", "touch $TEST_DIR/ran; exec sleep 30"), env);
-  ASSERT_EQ(n1.code(60s), 1) << n0.all() << n1.all();
-  ASSERT_EQ(n0.code(60s), 1) << n0.all() << n1.all();
-  const std::string why = "--on-rank-loss=continue on node 1 (host " + host_name() +
-                          "), but node 0 runs with --on-rank-loss=stop: " + "give every node the same --on-rank-loss";
-  EXPECT_TRUE(contains(n1.err(), "mcirun: " + why + "; this node starts nothing")) << n1.all();
-  EXPECT_FALSE(n1.has_file("ran")) << n1.all();
-  EXPECT_TRUE(contains(n0.err(), "another node failed, node 1: " + why)) << n0.all();
+  const std::vector<std::pair<std::string, std::string>> pairs{{"", "continue"}, {"replace", "continue"}};
+  for (const auto& [policy0, policy1] : pairs) {
+    const int port = free_port();
+    Mcirun n0(node(0, port, policy0, "exec sleep 30"), env);
+    Mcirun n1(node(1, port, policy1, "touch $TEST_DIR/ran; exec sleep 30"), env);
+    ASSERT_EQ(n1.code(60s), 1) << n0.all() << n1.all();
+    ASSERT_EQ(n0.code(60s), 1) << n0.all() << n1.all();
+    const std::string why = fmt::format(
+        "--on-rank-loss={} on node 1 (host {}), but node 0 runs with --on-rank-loss={}: give every node the same "
+        "--on-rank-loss",
+        policy1, host_name(), policy0.empty() ? "stop" : policy0);
+    EXPECT_TRUE(contains(n1.err(), "mcirun: " + why + "; this node starts nothing")) << n1.all();
+    EXPECT_FALSE(n1.has_file("ran")) << n1.all();
+    EXPECT_TRUE(contains(n0.err(), "another node failed, node 1: " + why)) << n0.all();
+    EXPECT_FALSE(contains(n0.err(), "replacement")) << "a stop replaces no one: " << n0.all();
+  }
 }
 
 }  // namespace

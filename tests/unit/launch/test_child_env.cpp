@@ -3,6 +3,7 @@
 #include <map>
 
 #include "launch/child_env.hpp"
+#include "launch/rank_loss.hpp"
 #include "support/ports.hpp"
 
 namespace mci::launch {
@@ -107,6 +108,25 @@ TEST(ChildEnv, TellsTheProgramWhetherSurvivorsGoOn) {
       << "the default, replacing an inherited value";
   j.on_rank_loss = OnRankLoss::go_on;
   EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "continue");
+  j.on_rank_loss = OnRankLoss::replace;
+  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "replace");
+}
+
+// Only a replacement has MCI_REPLACEMENT, and it has the lost one's
+// environment otherwise.
+TEST(ChildEnv, OnlyAReplacementHasMciReplacement) {
+  JobConfig j = two_nodes();
+  j.on_rank_loss = OnRankLoss::replace;
+  const auto first = child_environment({"MCI_REPLACEMENT=4", "KEEP=1"}, j, 1, "", false);
+  EXPECT_EQ(as_map(first).count("MCI_REPLACEMENT"), 0u) << "an inherited one is removed";
+  auto m = as_map(replacement_environment(first, 1));
+  EXPECT_EQ(m["MCI_REPLACEMENT"], "1");
+  EXPECT_EQ(m["RANK"], as_map(first)["RANK"]);
+  EXPECT_EQ(m["LOCAL_RANK"], "1");
+  EXPECT_EQ(m["KEEP"], "1");
+  const auto second = replacement_environment(replacement_environment(first, 1), 2);
+  EXPECT_EQ(second.size(), first.size() + 1) << "one MCI_REPLACEMENT, not two";
+  EXPECT_EQ(as_map(second)["MCI_REPLACEMENT"], "2");
 }
 
 TEST(ChildEnv, VirtualLocalRankShowsEachProcessItsOwnGpuAsDeviceZero) {

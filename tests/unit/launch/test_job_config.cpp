@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "launch/devices.hpp"
 #include "launch/job_config.hpp"
 #include "temp_dir.hpp"
@@ -210,18 +212,36 @@ TEST(JobConfig, OnRankLossStopsByDefaultAndRefusesWhatItCannotDo) {
   EXPECT_EQ(job({"--on_rank_loss", "continue"}).on_rank_loss, OnRankLoss::go_on);
   EXPECT_EQ(job({"--on-rank-loss=continue", "--max-restarts=0"}).on_rank_loss, OnRankLoss::go_on);
   EXPECT_EQ(job({"--on-rank-loss=stop", "--max-restarts=2"}).max_restarts, 2);
-  EXPECT_EQ(error({"--on-rank-loss=replace"}),
-            "--on-rank-loss=replace is not built yet: use continue (the survivors go on, see "
-            "docs/fault-tolerance.md) or --max-restarts");
-  for (const char* bad : {"Continue", "shrink"}) {
+  for (const char* bad : {"Continue", "shrink", "restart"}) {
     const std::string e = error({std::string("--on-rank-loss=") + bad});
     expect_has(e, "is not valid: use stop");
-    expect_has(e, "or continue");
+    expect_has(e, ", continue (");
+    expect_has(e, "or replace (");
   }
   expect_has(error({"--on-rank-loss=continue", "--max_restarts=1"}),
              "--on-rank-loss=continue and --max-restarts=1 are two answers to a lost rank");
-  expect_has(error({"--on-rank-loss=continue", "--nnodes=1:2", "--node_rank=0", "--master_addr=127.0.0.1"}),
-             "--on-rank-loss=continue with an elastic --nnodes=1:2 is not built yet");
+  for (const char* policy : {"continue", "replace"}) {
+    expect_has(error({std::string("--on-rank-loss=") + policy, "--nnodes=1:2", "--node_rank=0",
+                      "--master_addr=127.0.0.1"}),
+               fmt::format("--on-rank-loss={} with an elastic --nnodes=1:2 is not built yet", policy));
+  }
+}
+
+// Under replace, --max-restarts caps each node's replacements and restarts
+// nothing else.
+TEST(JobConfig, OnRankLossReplaceTakesItsCapFromMaxRestarts) {
+  const JobConfig dflt = job({"--on-rank-loss=replace"});
+  EXPECT_EQ(dflt.on_rank_loss, OnRankLoss::replace);
+  EXPECT_EQ(dflt.max_replacements, kDefaultMaxReplacements);
+  EXPECT_FALSE(dflt.max_replacements_given);
+  EXPECT_EQ(dflt.max_restarts, 0);
+  for (const char* n : {"0", "1", "7"}) {
+    const JobConfig c = job({"--on-rank-loss=replace", std::string("--max-restarts=") + n});
+    EXPECT_EQ(c.max_replacements, std::stoi(n));
+    EXPECT_TRUE(c.max_replacements_given);
+    EXPECT_EQ(c.max_restarts, 0) << "no restart of the whole job";
+  }
+  EXPECT_EQ(job({"--max_restarts", "2", "--on_rank_loss", "replace"}).max_replacements, 2);
 }
 
 TEST(JobConfig, ShutdownTimeoutIsTorchrunsGrace) {

@@ -128,6 +128,68 @@ TEST(Summary, ListsEachLostRankAndHowTheSurvivorsEnded) {
   EXPECT_EQ(s.find("survivor"), std::string::npos) << "a stop is no survivors' outcome: " << s;
 }
 
+// --on-rank-loss=replace: each loss with its replacement, or why it has none;
+// a replacement is named as such wherever its rank alone would be ambiguous.
+TEST(Summary, ListsEachLossWithItsReplacement) {
+  JobReport r;
+  r.host = "node07";
+  r.on_rank_loss_continue = true;
+  r.replace = true;
+  r.ranks.resize(4);
+  for (int i = 0; i < 3; ++i) {
+    r.ranks[i].rank = i;
+    r.ranks[i].pid = 1000 + i;
+    r.ranks[i].wait_status = exited(0);
+  }
+  r.ranks[1].wait_status = killed(SIGKILL);
+  r.ranks[1].lost_at = std::chrono::milliseconds(12345);
+  r.ranks[1].replaced_by = 3;
+  r.ranks[3].rank = 1;
+  r.ranks[3].pid = 1003;
+  r.ranks[3].replacement = 1;
+  r.ranks[3].wait_status = exited(0);
+  r.lost = {1};
+  std::string s = joined(summary_lines(r));
+  EXPECT_NE(s.find("1 process(es) lost on node 0 (host node07), --on-rank-loss=replace:\n"
+                   "mcirun:   rank 1 (pid 1001 on node07): signal SIGKILL, lost at 12.3 s; replaced by pid 1003 "
+                   "(replacement 1)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("the job went on with 1 replacement(s) for 1 lost process(es): its 3 process(es) still running "
+                   "at the end (rank(s) 0, 1 (replacement 1), 2) exited 0"),
+            std::string::npos)
+      << s;
+
+  // The replacement lost too, past the cap.
+  r.ranks[3].wait_status = exited(3);
+  r.ranks[3].lost_at = std::chrono::milliseconds(14000);
+  r.ranks[3].not_replaced = "the cap of 1 replacement(s) on this node is reached (--max-restarts=1)";
+  r.ranks[3].stderr_tail = {"dying again"};
+  r.lost = {1, 3};
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("mcirun:   rank 1 (pid 1003 on node07, replacement 1): exit code 3, lost at 14.0 s; not replaced: "
+                   "the cap of 1 replacement(s) on this node is reached (--max-restarts=1)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("last 1 line(s) of rank 1 (replacement 1)'s stderr:\nmcirun: | dying again"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("went on with 1 replacement(s) for 2 lost process(es): its 2 process(es) still running at the "
+                   "end (rank(s) 0, 2) exited 0"),
+            std::string::npos)
+      << s;
+
+  for (int i : {0, 2}) {
+    r.ranks[i].wait_status = exited(3);
+    r.ranks[i].lost_at = std::chrono::milliseconds(20000);
+  }
+  r.lost = {1, 3, 0, 2};
+  s = joined(summary_lines(r));
+  EXPECT_NE(s.find("job failed: every rank and replacement was lost; --on-rank-loss=replace goes on only while one "
+                   "is left"),
+            std::string::npos)
+      << s;
+}
+
 TEST(Summary, AHangReportIsNamedNotRepeated) {
   JobReport r;
   r.host = "node0";
