@@ -27,8 +27,9 @@ def run(build, mode, step_ms, steps, torch_python=None):
     mcirun = os.path.join(build, "bin", "mcirun")
     prog = [torch_python, TORCH_SCRIPT] if torch_python else [os.path.join(build, "bin", "elastic_train")]
     args = ["--steps", str(steps), "--step-ms", str(step_ms), "--timestamps", "--die", "2@10:backward"]
-    if mode == "in place":
-        cmd = [mcirun, "--standalone", "--nproc_per_node=4", "--on-rank-loss=continue", *prog, *args]
+    if mode in ("in place", "replace"):
+        policy = "continue" if mode == "in place" else "replace"
+        cmd = [mcirun, "--standalone", "--nproc_per_node=4", f"--on-rank-loss={policy}", *prog, *args]
     elif mode == "restart":
         cmd = [mcirun, "--standalone", "--nproc_per_node=4", "--max-restarts=1", *prog, *args]
     else:  # torchrun, torch's own restart
@@ -50,7 +51,10 @@ def run(build, mode, step_ms, steps, torch_python=None):
     # Progress back: the first step past the last one completed before the kill.
     back_at = next(t for st, t in after if st == max(before) + 1)
     worlds = re.findall(r"^final rank \d+ world (\d+)", p.stdout, re.M)
-    return first_at - died, lost, max(int(w) for w in worlds), back_at - died
+    # World 4 again: a replacement grew the group, or the restart's first step.
+    grew = re.search(r"^grew world 4 joined \d+ in \S+ ms at step \d+ at (\d+)$", p.stdout, re.M)
+    again = int(grew.group(1)) - died if grew else (first_at - died if mode != "in place" else None)
+    return first_at - died, lost, max(int(w) for w in worlds), back_at - died, again
 
 
 def main():
@@ -62,20 +66,22 @@ def main():
     ap.add_argument("--torch", metavar="PYTHON",
                     help="run examples/pytorch/elastic_train.py with this interpreter, and torchrun's restart too")
     a = ap.parse_args()
-    results = {"in place": [], "restart": []}
+    results = {"in place": [], "replace": [], "restart": []}
     if a.torch:
+        del results["replace"]  # the torch example does not take replacements
         results["torchrun"] = []
     for _ in range(a.rounds):
         for mode in results:
             results[mode].append(run(a.build, mode, a.step_ms, a.steps, a.torch))
+    def span(xs):
+        xs = [x for x in xs if x is not None]
+        return f"{statistics.median(xs):.0f} ({min(xs)}-{max(xs)})" if xs else "-"
+
     print("| path | kill to next completed step, ms | kill to step 10 completed (progress back), ms "
-          "| completed steps redone | world after |")
-    print("|---|---|---|---|---|")
+          "| kill to world 4 again, ms | completed steps redone | world at the end |")
+    print("|---|---|---|---|---|---|")
     for mode, rs in results.items():
-        ms = [r[0] for r in rs]
-        back = [r[3] for r in rs]
-        print(f"| {mode} | {statistics.median(ms):.0f} ({min(ms)}-{max(ms)}) | "
-              f"{statistics.median(back):.0f} ({min(back)}-{max(back)}) | "
+        print(f"| {mode} | {span([r[0] for r in rs])} | {span([r[3] for r in rs])} | {span([r[4] for r in rs])} | "
               f"{sorted(set(r[1] for r in rs))} | {sorted(set(r[2] for r in rs))} |")
 
 

@@ -176,6 +176,7 @@ class Trainer {
         std::vector<mci::Parameter>{{"weight", mci::view(w_), mci::view(dw_)}, {"bias", mci::view(b_), mci::view(db_)}},
         opts);
     if (joining) {
+      joined_ = true;
       // The members grow() at a step boundary: take the most advanced replica.
       done_ = ddp_->sync_replicas(0, {mci::view(vw_), mci::view(vb_)});
       say(fmt::format("joined as rank {} of world {} at step {}", group().rank(), group().size(), done_ + 1));
@@ -186,11 +187,16 @@ class Trainer {
     std::uint64_t& done = done_;
     const char* policy = std::getenv("MCI_ON_RANK_LOSS");
     const bool replace = policy && std::string(policy) == "replace";
+    // A replacement joined at the members' boundary check, after which they
+    // go on to the step: so does it, or the collectives would not match.
+    bool checked = joined_;
     while (done < static_cast<std::uint64_t>(o_.steps)) {
       const int step = static_cast<int>(done) + 1;
       try {
         // A step boundary: replacements waiting join here.
-        if (replace && group().joiners_waiting()) {
+        const bool check = replace && !checked;
+        checked = false;
+        if (check && group().joiners_waiting()) {
           const auto t0 = std::chrono::steady_clock::now();
           mci::DistributedDataParallel::Growth g;
           try {
@@ -285,6 +291,7 @@ class Trainer {
   const Options& o_;
   const int start_rank_;
   std::uint64_t done_ = 0;  // optimizer steps completed
+  bool joined_ = false;     // a replacement that joined the running group
   std::vector<double> w_, b_, dw_, db_, vw_, vb_;
   std::unique_ptr<mci::DistributedDataParallel> ddp_;
 };

@@ -22,8 +22,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/log.hpp"
 #include "backends/registry.hpp"
+#include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"

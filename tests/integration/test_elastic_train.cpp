@@ -189,6 +189,29 @@ TEST(ElasticTrain, UnderMcirunOnRankLossContinue) {
   expect_finals(finals(m.out()), 3, 12, m.all());
 }
 
+TEST(ElasticTrain, ReplaceUnderMcirunBringsTheWorldBackToItsSize) {
+  // --on-rank-loss=replace: the survivors shrink and go on, the
+  // replacement waits in the running group's store, they grow it at the next
+  // step boundary, and the four end with the uninterrupted model.
+  const std::vector<std::string> args{"--standalone",
+                                      "--nproc_per_node=4",
+                                      "--on-rank-loss=replace",
+                                      built("elastic_train"),
+                                      "--steps",
+                                      "14",
+                                      "--step-ms",
+                                      "10",
+                                      "--die",
+                                      "2@6:collective"};
+  Mcirun m(args);
+  ASSERT_EQ(m.code(std::chrono::seconds(60)), 0) << m.all();
+  EXPECT_NE(m.out().find("recovered world 3 lost 2 "), std::string::npos) << m.all();
+  EXPECT_NE(m.out().find("joined as rank 3 of world 4 at step "), std::string::npos) << m.all();
+  EXPECT_NE(m.out().find("grew world 4 joined 1 in "), std::string::npos) << m.all();
+  EXPECT_NE(m.err().find("replaced by pid "), std::string::npos) << m.all();
+  expect_finals(finals(m.out()), 4, 14, m.all());
+}
+
 TEST(ElasticTrain, AcrossTwoMcirunNodes) {
   // Two launchers as two nodes of two ranks: rank 3 (node 1) is lost inside
   // a collective; the three survivors, on both nodes, go on.
