@@ -167,6 +167,13 @@ rc=$((rc0 | rc1))
 same_sum "$out" || rc=99
 check "mcirun --on-rank-loss=continue elastic_train, one mcirun per host: in place" 0 $rc "$out" \
   "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 1 world 3 sum" "final rank 2 world 3 sum"
+# --on-rank-loss=replace under srun: node 1 starts a new process for rank 3,
+# which joins the running group; the world is 4 again on both hosts.
+run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=replace \
+  "$build/bin/elastic_train" --steps 14 --step-ms 10 --die 3@6:collective >"$out" 2>&1
+check "srun mcirun --on-rank-loss=replace elastic_train: rank 3 replaced on node 1" 0 $? "$out" \
+  "recovered world 3 lost 3 " "joined as rank 3 of world 4" "grew world 4 joined 1 " "final rank 3 world 4 sum" \
+  "replaced by pid "
 for n in node0 node1; do
   if ip netns exec "$n" pgrep -f "bin/elastic_train" >/dev/null; then
     echo "FAIL an elastic_train process is left on $n"; failures=$((failures + 1))
