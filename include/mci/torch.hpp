@@ -66,6 +66,8 @@ class Replica {
   Replica& operator=(Replica&&) noexcept;
 
   void before_forward();
+  // DistributedDataParallel::recover's work (not a template).
+  mci::DistributedDataParallel::Recovery recover(std::uint64_t steps_done, std::vector<at::Tensor> state);
   void set_sync(bool on);
   bool sync() const;
   void register_comm_hook(CommHook hook);
@@ -124,6 +126,16 @@ class DistributedDataParallel {
     bool before_;
   };
   NoSync no_sync() { return NoSync(replica_); }
+
+  // Going on without a lost rank (docs/fault-tolerance.md, "In place"): after
+  // a PeerError in a step, every surviving rank calls recover(). The group
+  // shrinks (ProcessGroup::shrink), the survivor that completed the most
+  // optimizer steps gives everyone its parameters, buffers and `state` (the
+  // optimizer's buffers, e.g. SGD's momentum_buffer), gradients are zeroed,
+  // and this DDP runs on the survivors' group: redo step steps_done + 1.
+  mci::DistributedDataParallel::Recovery recover(std::uint64_t steps_done, std::vector<at::Tensor> state = {}) {
+    return replica_.recover(steps_done, std::move(state));
+  }
 
   // Before the first backward, like PyTorch's register_comm_hook.
   void register_comm_hook(CommHook hook) { replica_.register_comm_hook(std::move(hook)); }

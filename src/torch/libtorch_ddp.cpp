@@ -75,10 +75,10 @@ ddp::ParamInfo info_of(const std::string& name, const at::Tensor& t) {
           std::vector<std::int64_t>(sizes.begin(), sizes.end())};
 }
 
-// Every rank's tensor <- rank 0's, through a contiguous copy when needed.
-void broadcast_from_rank0(ProcessGroup& pg, at::Tensor& t, const std::string& name) {
+// Every rank's tensor <- root's, through a contiguous copy when needed.
+void broadcast_from(ProcessGroup& pg, at::Tensor& t, const std::string& name, int root = 0) {
   at::Tensor c = t.contiguous();
-  pg.broadcast(view_of(c, name), 0);
+  pg.broadcast(view_of(c, name), root);
   if (!c.is_same(t)) {
     at::NoGradGuard no_grad;
     t.copy_(c);
@@ -273,8 +273,8 @@ Replica::Replica(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<::torch::nn::
   }
   ProcessGroup& g = *s.pg;
   ddp::check_same_model(g, checked);
-  for (std::size_t i = 0; i < s.params.size(); ++i) broadcast_from_rank0(g, s.params[i], s.names[i]);
-  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from_rank0(g, s.buffers[i], s.buffer_names[i]);
+  for (std::size_t i = 0; i < s.params.size(); ++i) broadcast_from(g, s.params[i], s.names[i]);
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from(g, s.buffers[i], s.buffer_names[i]);
 
   const auto cap = static_cast<std::size_t>(s.opts.bucket_cap_mb * 1024.0 * 1024.0);
   s.reducer = std::make_unique<ddp::Reducer>(g, std::move(infos), cap, s.opts.comm_hook);
@@ -300,7 +300,30 @@ Replica& Replica::operator=(Replica&&) noexcept = default;
 void Replica::before_forward() {
   State& s = *state_;
   if (!s.opts.broadcast_buffers) return;
-  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from_rank0(*s.pg, s.buffers[i], s.buffer_names[i]);
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from(*s.pg, s.buffers[i], s.buffer_names[i]);
+}
+
+mci::DistributedDataParallel::Recovery Replica::recover(std::uint64_t steps_done, std::vector<at::Tensor> state) {
+  State& s = *state_;
+  ProcessGroup::Shrunk shrunk = s.pg->shrink();
+  ProcessGroup& g = *shrunk.group;
+  // The replica of the survivor that completed the most steps (the lowest
+  // such rank): a step some rank finished counts, one nobody did is redone.
+  auto most = static_cast<std::int64_t>(steps_done);
+  g.all_reduce(view(&most, 1), ReduceOp::max);
+  std::int32_t source = static_cast<std::int64_t>(steps_done) == most ? g.rank() : g.size();
+  g.all_reduce(view(&source, 1), ReduceOp::min);
+  for (std::size_t i = 0; i < s.params.size(); ++i) broadcast_from(g, s.params[i], s.names[i], source);
+  for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from(g, s.buffers[i], s.buffer_names[i], source);
+  for (std::size_t i = 0; i < state.size(); ++i) broadcast_from(g, state[i], fmt::format("state {}", i), source);
+  // The interrupted step's partial sums go; its backward is redone.
+  for (auto& p : s.params) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  // A new reducer and hooks on the survivors' group (the old ones go with
+  // the old state, which hands back any gradient left in its buckets).
+  *this = Replica(shrunk.group, s.module, s.opts);
+  return {static_cast<std::uint64_t>(most), std::move(shrunk.lost), source};
 }
 
 void Replica::set_sync(bool on) { state_->sync = on; }

@@ -304,6 +304,50 @@ MCI_SCENARIO(torch_rank_dies_mid_backward) {
   return exit_code::failed;  // the survivors' third backward must throw
 }
 
+// In place: rank 2 dies mid-backward of step 2; the survivors' backward
+// throws, they recover() (shrink, the most advanced replica, new hooks on
+// the survivors' group), redo step 2 and finish with identical parameters.
+MCI_SCENARIO(torch_survivors_recover) {
+  auto pg = join();
+  const int start_rank = pg->rank();
+  ::torch::manual_seed(42);
+  Net net;
+  mci::torch::DdpOptions o;
+  o.bucket_cap_mb = 0;  // one bucket per parameter
+  mci::torch::DistributedDataParallel ddp(pg, net, o);
+  ::torch::optim::SGD opt(net->parameters(), 0.1);
+  std::uint64_t done = 0;
+  while (done < 5) {
+    const int step = static_cast<int>(done);
+    const int rank = ddp.process_group().rank();
+    auto [x, y] = batch(step, rank);
+    opt.zero_grad();
+    auto hidden = ::torch::relu(net->fc1(x));
+    if (step == 2 && start_rank == 2) {
+      hidden.register_hook([](::torch::Tensor g) {
+        ::_exit(7);
+        return g;
+      });
+    }
+    auto loss = ::torch::nn::functional::cross_entropy(net->fc2(hidden) + net->b(x), y);
+    try {
+      loss.backward();
+    } catch (const std::exception& e) {
+      const auto r = ddp.recover(done);
+      say(fmt::format("recovered world {} lost {} redo step {}", ddp.process_group().size(), r.lost.at(0),
+                      r.steps_done));
+      done = r.steps_done;
+      continue;
+    }
+    opt.step();
+    ++done;
+  }
+  double sum = 0;
+  for (const auto& p : net->parameters()) sum += p.sum().item<double>();
+  say(fmt::format("final world {} sum {:.12e}", ddp.process_group().size(), sum));
+  return 0;
+}
+
 // One bucket per parameter: the hook of each bucket must run during
 // backward, as soon as its gradients are ready, not after backward: fc2's
 // buckets (whose gradients autograd computes first) are started before
@@ -441,6 +485,22 @@ TEST(TorchDdp, ARankDyingMidBackwardGivesPeerErrorNotAHang) {
 
 namespace mci::test {
 namespace {
+
+TEST(TorchDdp, SurvivorsRecoverInPlaceAndRedoTheInterruptedStep) {
+  Job job(3, Scenario{"torch_survivors_recover"}, {{"MCI_TEST_TIMEOUT_MS", "60000"}, {"MCI_TRANSPORT", "tcp"}});
+  job.wait(std::chrono::seconds(90));
+  EXPECT_EQ(job.status(2).code, 7) << job.all_output();
+  std::vector<std::string> finals;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(job.status(r).code, 0) << job.all_output();
+    const std::string out = job.output(r);
+    EXPECT_NE(out.find("recovered world 2 lost 2 redo step 2"), std::string::npos) << out;
+    const auto at = out.find("final world 2 sum ");
+    ASSERT_NE(at, std::string::npos) << out;
+    finals.push_back(out.substr(at, out.find('\n', at) - at));
+  }
+  EXPECT_EQ(finals[0], finals[1]) << job.all_output();
+}
 
 TEST(TorchDdp, EachBucketStartsDuringBackwardAsSoonAsItsGradientsAreReady) {
   Job job(2, Scenario{"torch_buckets_start_during_backward"});
