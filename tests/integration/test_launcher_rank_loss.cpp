@@ -16,6 +16,7 @@
 
 #include "launcher_run.hpp"
 #include "support/ports.hpp"
+#include "unit/launch/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -238,24 +239,6 @@ TEST(RankLoss, EveryRankLostFailsTheJob) {
   EXPECT_TRUE(contains(m.err(), "job failed: every rank was lost")) << m.all();
 }
 
-class SharedDir {
- public:
-  SharedDir() {
-    char tmpl[] = "/tmp/mcirun-rank-loss-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~SharedDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  SharedDir(const SharedDir&) = delete;
-  SharedDir& operator=(const SharedDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 Strings node(int n, int port, const std::string& policy, const std::string& script) {
   Strings flags{"--nnodes=2", fmt::format("--node_rank={}", n), "--nproc_per_node=2", "--master_addr=127.0.0.1",
                 fmt::format("--master_port={}", port)};
@@ -266,7 +249,7 @@ Strings node(int n, int port, const std::string& policy, const std::string& scri
 // Two launchers on this host, one per node: rank 3 (node 1) is lost, and
 // neither node stops anything for it.
 TEST(RankLoss, ContinueAcrossNodes) {
-  SharedDir shared;
+  mci::launch::test::TempDir shared;
   const int port = free_port();
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
                                                {"OMP_NUM_THREADS", "1"},
@@ -292,7 +275,7 @@ TEST(RankLoss, ContinueAcrossNodes) {
 // Under replace, each node replaces its own: rank 3 (node 1) is lost and
 // replaced there, while node 0's ranks wait for the replacement's end.
 TEST(RankLoss, ReplaceAcrossNodes) {
-  SharedDir shared;
+  mci::launch::test::TempDir shared;
   const int port = free_port();
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
                                                {"OMP_NUM_THREADS", "1"},
