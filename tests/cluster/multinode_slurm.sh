@@ -174,6 +174,20 @@ run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-lo
 check "srun mcirun --on-rank-loss=replace elastic_train: rank 3 replaced on node 1" 0 $? "$out" \
   "recovered world 3 lost 3 " "joined as rank 3 of world 4" "grew world 4 joined 1 " "final rank 3 world 4 sum" \
   "replaced by pid "
+# The torch twin (examples/pytorch/elastic_train.py, torch 2.x's
+# shrink_group on "mci"), when the torch 2.x tier's interpreter is given.
+torch2_python=${MCI_TORCH2_PYTHON:-}
+if [ -n "$torch2_python" ] && "$torch2_python" -c "import torch.distributed as d; d.shrink_group" 2>/dev/null; then
+  example=$(cd "$(dirname "$0")/../../examples/pytorch" && pwd)/elastic_train.py
+  run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
+    "$torch2_python" "$example" --steps 8 --step-ms 10 --die 3@4:backward >"$out" 2>&1
+  rc=$?
+  same_sum "$out" || rc=99
+  check "srun mcirun --on-rank-loss=continue elastic_train.py (torch 2.x): rank 3 lost on node 1, in place" 0 $rc \
+    "$out" "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
+else
+  echo "skip elastic_train.py across hosts: no torch 2.x with shrink_group (MCI_TORCH2_PYTHON)"
+fi
 for n in node0 node1; do
   if ip netns exec "$n" pgrep -f "bin/elastic_train" >/dev/null; then
     echo "FAIL an elastic_train process is left on $n"; failures=$((failures + 1))
