@@ -22,7 +22,21 @@ if [ "${1:-}" = "--python" ]; then
   exit 0
 fi
 
+# The other pins (what torch's own test suite imports), installed beside it.
+extras=$(grep -v '^#' scripts/torch-pin.txt | grep '==' | grep -v '^torch==' || true)
+extras_there() {
+  local e
+  for e in $extras; do
+    [ "$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('${e%%==*}'))" 2>/dev/null)" = "${e#*==}" ] || return 1
+  done
+}
+
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null; then
+  if [ -n "$extras" ] && ! extras_there; then
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check $extras ||
+      echo "torch-venv.sh: could not install $extras; the conformance suite will skip"
+  fi
   exit 0
 fi
 # The first python3 on PATH that can make a venv with pip (Debian's own
@@ -39,8 +53,9 @@ echo "torch-venv.sh: installing $pin into $venv (once per machine)"
 mkdir -p "$root"
 # A half-made venv (an install cut off) fails the check above: made again.
 rm -rf "$venv"
+# shellcheck disable=SC2086
 if ! { "$maker" -m venv "$venv" &&
-       "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" numpy; }; then
+       "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pin" numpy $extras; }; then
   rm -rf "$venv"
   echo "torch-venv.sh: could not install $pin (no network to PyPI?); the torch $version tier will skip"
 fi

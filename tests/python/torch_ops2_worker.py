@@ -343,6 +343,69 @@ def exit_pending():
     os._exit(0)  # its groups' peer is gone: nothing to close
 
 
+def options():
+    """pg_options reach mci: a group's own timeout (a recv nobody sends
+    ends at 2 s, not at the default group's 60); mci settings by name (an unknown one is refused naming it);
+    a wrong pg_options type is refused saying what to pass."""
+    import time
+
+    rank = dist.get_rank()
+    short = dist.new_group([0, 1], backend="mci", pg_options=mci_torch.Options(timeout=timedelta(seconds=2),
+                                                                               algorithm="ring"))
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t, group=short)
+    check(t.tolist() == [3.0] * 3, f"all_reduce with MCI_ALGO=ring from pg_options {t}")
+    if rank == 0:
+        started = time.monotonic()
+        try:
+            dist.recv(torch.empty(1), src=1, group=short)
+            check(False, "a recv nobody sends completed")
+        except RuntimeError as e:
+            waited = time.monotonic() - started
+            check("Timed out" in str(e) or "timed out" in str(e), f"the recv's error is not a timeout: {e}")
+            # The group's 2 s, not the default group's 60 s.
+            check(waited < 30, f"the recv waited {waited:.1f} s: pg_options' timeout was not used")
+    expect_config_error(lambda: dist.new_group([0, 1], backend="mci",
+                                               pg_options=mci_torch.Options(settings={"MCI_NO_SUCH_THING": 1})),
+                        "MCI_NO_SUCH_THING")
+    expect_config_error(lambda: mci_torch.Options(algoritm="ring"), "algoritm", "algorithm")
+    expect_config_error(lambda: dist.new_group([0, 1], backend="mci", pg_options=42), "mci_torch.Options")
+    print(f"rank {rank}: pg_options ok", flush=True)
+
+
+def monitored_zero():
+    """monitored_barrier honours the timeout it is given, zero included.
+    Rank 0 first, rank 1 not in it: timedelta(0) raises at once with gloo's
+    sentence ("Rank 0 timed out in monitoredBarrier") then mci's. Then rank
+    1, rank 0 not releasing it: timedelta(0) raises at once too (torch's
+    store takes a zero wait as "forever": mci must not pass it on). The
+    group's timeout is 60 s, which neither may wait for; then a barrier
+    both reach passes."""
+    import time
+
+    rank = dist.get_rank()
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 1:
+        store.wait(["rank0_done"])
+    started = time.monotonic()
+    try:
+        dist.monitored_barrier(timeout=timedelta(0))
+        check(False, "monitored_barrier with timedelta(0) passed although the other rank was not there")
+    except RuntimeError as e:
+        text = str(e)
+        want = ("Rank 0 timed out in monitoredBarrier after 0 ms" if rank == 0 else
+                "Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+                "from rank 0")
+        check(want in text and "mci_torch: monitored_barrier #1" in text,
+              f"the error lacks torch's or mci's text: {text}")
+    waited = time.monotonic() - started
+    check(waited < 20, f"a zero timeout waited {waited:.1f} s")
+    if rank == 0:
+        store.set("rank0_done", "1")
+    dist.monitored_barrier(timeout=timedelta(seconds=30))
+    print(f"rank {rank}: monitored_barrier zero timeout ok", flush=True)
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     if mci_torch.PATH != "ext":

@@ -16,6 +16,7 @@ import os
 import warnings
 
 from .errors import ConfigError, MciError, MismatchError, PeerError, TimeoutError
+from .options import Options
 from .process_group import ProcessGroupMCI, create_process_group, monitored_barrier
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigError",
     "MciError",
     "MismatchError",
+    "Options",
     "PeerError",
     "ProcessGroupMCI",
     "TimeoutError",
@@ -56,9 +58,9 @@ def _extension_creator():
             if _C.TORCH_VERSION != torch.__version__:
                 why = f"it was built for torch {_C.TORCH_VERSION}, this is torch {torch.__version__}"
     if why is None:
-        from ._ext import create_backend
+        from ._ext import create_backend_extended
 
-        return create_backend
+        return create_backend_extended
     if wanted == "ext":
         raise ImportError(f"mci_torch: MCI_TORCH_PATH=ext, but the C++ extension cannot serve: {why}; rebuild mci "
                           "against this torch")
@@ -76,7 +78,11 @@ def _register():
     if hasattr(dist.Backend, "MCI"):  # imported twice (e.g. reloaded)
         return path
     try:
-        dist.Backend.register_backend("mci", creator or create_process_group, devices=["cpu"])
+        if creator is not None:
+            # The extended arguments carry pg_options (mci_torch.Options).
+            dist.Backend.register_backend("mci", creator, extended_api=True, devices=["cpu"])
+        else:
+            dist.Backend.register_backend("mci", create_process_group, devices=["cpu"])
     except TypeError:  # torch before 2.1 takes no devices
         dist.Backend.register_backend("mci", create_process_group)
     return path

@@ -8,6 +8,8 @@ import os
 
 from . import _C
 from ._rendezvous import meet
+from .errors import ConfigError
+from .options import Options
 
 def _close_at_exit():
     """Operations still running when the program ends are aborted (nobody
@@ -49,8 +51,42 @@ def _register_shrunk_as_custom():
 _register_shrunk_as_custom()
 
 
-def create_backend(store, rank, size, timeout):
-    """The creator torch.distributed calls for backend 'mci' (torch 2.x)."""
+def _ddp_logging_names_mci():
+    """DDP's logging data takes the backend's name from torch's C++
+    ProcessGroup, which knows a registered backend only as "custom"; tools
+    that read it (and torch's own tests) expect dist.get_backend()'s name.
+    Wrap DistributedDataParallel._get_ddp_logging_data so that a group
+    whose backend is mci's says "mci"; other groups are left as they are."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    get = getattr(DDP, "_get_ddp_logging_data", None)
+    if get is None or getattr(get, "_mci", False):
+        return
+
+    def get_data(self):
+        data = get(self)
+        if data.get("backend_name") == "custom":
+            import torch.distributed as dist
+
+            try:
+                name = dist.get_backend(self.process_group)
+            except (RuntimeError, ValueError):
+                name = None
+            if name == "mci":
+                data["backend_name"] = "mci"
+        return data
+
+    get_data._mci = True
+    get_data.__doc__ = get.__doc__
+    DDP._get_ddp_logging_data = get_data
+
+
+_ddp_logging_names_mci()
+
+
+def create_backend(store, rank, size, timeout, engine=None, settings=None):
+    """The creator torch.distributed calls for backend 'mci' (torch 2.x),
+    and split_group's: engine and settings are the parent group's."""
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
 
     def start_server(token):
@@ -58,5 +94,18 @@ def create_backend(store, rank, size, timeout):
         return server, server.port
 
     host, port, token, server = meet(store, rank, size, timeout, start_server)
-    engine = os.environ.get("MCI_TORCH_ENGINE", "cpu")
-    return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch", {})
+    engine = engine or os.environ.get("MCI_TORCH_ENGINE", "cpu")
+    return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch",
+                          dict(settings or {}))
+
+
+def create_backend_extended(opts, pg_options):
+    """The creator torch calls with its extended arguments (register_backend's
+    extended_api): pg_options (mci_torch.Options or a dict of settings) set
+    this group's engine, timeout and mci settings."""
+    options = Options.of(pg_options)
+    if getattr(opts, "enable_reconfigure", False):
+        raise ConfigError("backend mci does not implement torch's reconfigure contract (enable_reconfigure=True) "
+                          "yet; for a lost rank use mci_torch.shrink_group() (docs/fault-tolerance.md, 'From torch')")
+    return create_backend(opts.store, opts.group_rank, opts.group_size, options.timeout or opts.timeout,
+                          options.engine, options.settings)

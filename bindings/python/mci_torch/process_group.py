@@ -495,44 +495,65 @@ class ProcessGroupMCI(dist.ProcessGroup):
         """gloo's monitored_barrier, over the store torch gave this group:
         rank 0 waits at most timeout for every other rank and raises
         TimeoutError naming the first one missing (every missing one with
-        wait_all_ranks=True); the others wait as long for rank 0's release."""
+        wait_all_ranks=True); the others wait as long for rank 0's release.
+        The timeout is the one given, zero included (then rank 0 only looks
+        whether the others are there); None or a negative one means the
+        group's. Errors start with gloo's sentence, then mci's."""
         seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
-        if not seconds:
+        if seconds is None or seconds < 0:
             seconds = self._timeout_ms / 1000
+        ms = int(seconds * 1000)
         self._monitored_rounds += 1
         prefix = f"mci_torch/monitored_barrier/{self._monitored_rounds}/"
         what = f"monitored_barrier #{self._monitored_rounds}"
-        if self._rank != 0:
-            self._store.set(prefix + str(self._rank), "1")
-            try:
-                self._store.wait([prefix + "release"], datetime.timedelta(seconds=seconds))
-            except Exception:  # noqa: BLE001 - torch's store raises its own types
-                raise _lib.TimeoutError(
-                    f"mci_torch: {what}: rank {self._rank} arrived, but rank 0 did not release it within "
-                    f"{seconds:g}s: rank 0 has not reached the barrier, or found ranks missing (its error names "
-                    "them)") from None
-            return
-        deadline = time.monotonic() + seconds
-        missing = []
-        for r in range(1, self._size):
-            key = prefix + str(r)
-            left = deadline - time.monotonic()
+
+        def arrived(key, left):
+            # torch's store takes a zero timeout as "no timeout": a zero
+            # budget is a look, never a wait.
             try:
                 if left > 0:
                     self._store.wait([key], datetime.timedelta(seconds=left))
-                elif not _has_key(self._store, key):
-                    raise KeyError(key)
-            except Exception:  # noqa: BLE001 - not there in time
-                missing.append(r)
-                if not wait_all_ranks:
-                    break
+                    return True
+                return _has_key(self._store, key)
+            except Exception:  # noqa: BLE001 - torch's store raises its own types
+                return False
+
+        if self._rank != 0:
+            self._store.set(prefix + str(self._rank), "1")
+            if not arrived(prefix + "release", seconds):
+                raise _lib.TimeoutError(
+                    f"Rank {self._rank} successfully reached monitoredBarrier, but received errors while waiting "
+                    "for send/recv from rank 0. Please check rank 0 logs for faulty rank. "
+                    f"mci_torch: {what}: rank {self._rank} arrived, but rank 0 did not release it within "
+                    f"{seconds:g}s: rank 0 has not reached the barrier, or found ranks missing (its error names "
+                    "them)")
+            return
+        deadline = time.monotonic() + seconds
+        missing, passed = [], []
+        for r in range(1, self._size):
+            left = deadline - time.monotonic()
+            if arrived(prefix + str(r), left):
+                passed.append(r)
+                continue
+            if not wait_all_ranks and left <= 0:
+                done = (f"Successfully processed ranks: {', '.join(map(str, passed))}." if passed
+                        else "No ranks successfully processed in monitoredBarrier.")
+                raise _lib.TimeoutError(
+                    f"Rank 0 timed out in monitoredBarrier after {ms} ms. Current rank: {r}. {done} "
+                    f"mci_torch: {what}: rank {r} had not reached it when the {seconds:g}s timeout ran out. "
+                    "That rank is stuck or slower before this barrier.")
+            missing.append(r)
+            if not wait_all_ranks:
+                break
         if missing:
             names = ", ".join(map(str, missing))
+            many = len(missing) > 1
             raise _lib.TimeoutError(
-                f"mci_torch: {what}: rank{'s' if len(missing) > 1 else ''} {names} did not reach it within "
+                f"[Rank 0]: {'Ranks' if many else 'Rank'} {names} failed to pass monitoredBarrier in {ms} ms. "
+                f"mci_torch: {what}: rank{'s' if many else ''} {names} did not reach it within "
                 f"{seconds:g}s" + ("" if wait_all_ranks or self._size == 2 else
                                    " (the first missing one; wait_all_ranks=True names them all)")
-                + ". Those ranks are stuck or slower before this barrier.") from None
+                + ". Those ranks are stuck or slower before this barrier.")
         self._store.set(prefix + "release", "1")
 
     # point-to-point -----------------------------------------------------------

@@ -54,6 +54,11 @@ BackendMCI::BackendMCI(BackendConfig config, std::shared_ptr<mci::ProcessGroup> 
 
 BackendMCI::~BackendMCI() { shutdown(); }
 
+bool BackendMCI::supportsShrinking() const {
+  const auto info = mci::find_backend_info(config_.engine);
+  return info && info->caps.shrinks;
+}
+
 std::vector<int64_t> BackendMCI::agree_lost() {
   if (!agreed_) agreed_ = group().shrink();
   return {agreed_->lost.begin(), agreed_->lost.end()};
@@ -179,6 +184,7 @@ void BackendMCI::check_whole(const std::string& op, const std::string& whole_nam
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors[0], opts);
   for (const auto& t : tensors) check_tensor(t);
   if (tensors.empty()) fail_config("all_reduce needs a tensor");
   Staged buf = flat(tensors);
@@ -211,6 +217,69 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce(std::vector<at::Tensor>& te
                    back();
                  },
                  {b, x}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts) {
+  if (!t.device().is_cpu())
+    fail_config("all_reduce of a sparse tensor: it is on " + t.device().str() + ", mci takes CPU tensors");
+  if (opts.reduceOp != c10d::ReduceOp::SUM) {
+    fail_config("all_reduce of a sparse tensor takes SUM only (got " + op_name(opts.reduceOp) +
+                "); make it dense (to_dense()) for other reductions");
+  }
+  const at::Tensor in = t.coalesce();
+  const at::Tensor idx = in.indices().contiguous();  // [sparse dims, nnz], int64
+  const at::Tensor vals = in.values().contiguous();  // [nnz, dense dims...]
+  // Every rank's nnz first (one small blocking all_gather): rows are padded
+  // to the largest, and each rank's entries cut back out of its row.
+  unseen_->throw_first();
+  const int64_t n = getSize();
+  std::vector<int64_t> counts(static_cast<std::size_t>(n));
+  int64_t mine = in._nnz();
+  group().all_gather(mci::view(&mine, 1), mci::view(counts.data(), counts.size())).wait();
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  const int64_t sparse_dims = idx.size(0);
+  int64_t value_row = 1;  // elements per entry (the dense dimensions)
+  for (int64_t d = 1; d < vals.dim(); ++d) value_row *= vals.size(d);
+  // One row per rank: its indices, then its values, each as bytes.
+  const int64_t idx_bytes = sparse_dims * longest * 8;
+  const int64_t val_bytes = value_row * longest * static_cast<int64_t>(vals.element_size());
+  const at::Tensor row = at::zeros({idx_bytes + val_bytes}, at::kByte);
+  if (mine) {
+    row.narrow(0, 0, idx.numel() * 8).copy_(idx.reshape({-1}).view(at::kByte));
+    row.narrow(0, idx_bytes, vals.numel() * vals.element_size()).copy_(vals.reshape({-1}).view(at::kByte));
+  }
+  const at::Tensor rows = at::empty({n, row.numel()}, row.options());
+  at::Tensor target = t;
+  return submit(
+      {OpType::ALLREDUCE,
+       "all_reduce",
+       async_of(opts),
+       [this, row, rows](mci::Exec e) { return group().all_gather(view_of(row), view_of(rows), e); },
+       {t},
+       [rows, counts, longest, sparse_dims, value_row, idx_bytes, vals, in, target]() mutable {
+         std::vector<at::Tensor> all_idx;
+         std::vector<at::Tensor> all_vals;
+         std::vector<int64_t> value_shape = vals.sizes().vec();
+         for (std::size_t r = 0; r < counts.size(); ++r) {
+           const int64_t k = counts[r];
+           const at::Tensor rr = rows[static_cast<int64_t>(r)];
+           // Cloned: a row's offset need not suit the wider dtype.
+           all_idx.push_back(rr.narrow(0, 0, sparse_dims * longest * 8)
+                                 .clone()
+                                 .view(at::kLong)
+                                 .view({sparse_dims, longest})
+                                 .narrow(1, 0, k));
+           value_shape[0] = longest;
+           all_vals.push_back(rr.narrow(0, idx_bytes, value_row * longest * static_cast<int64_t>(vals.element_size()))
+                                  .clone()
+                                  .view(vals.scalar_type())
+                                  .view(value_shape)
+                                  .narrow(0, 0, k));
+         }
+         const at::Tensor sum = at::sparse_coo_tensor(at::cat(all_idx, 1), at::cat(all_vals, 0), in.sizes()).coalesce();
+         target.copy_(sum);
+       },
+       {row, rows, in}});
 }
 
 c10::intrusive_ptr<c10d::Work> BackendMCI::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -340,6 +409,62 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::allgather_into_tensor_coalesced(std::
                      if (!one_dtype) cols = cols.contiguous().view(outs[k].scalar_type());
                      outs[k].copy_(cols.reshape(outs[k].sizes()));
                      offset += widths[k];
+                   }
+                 },
+                 {src, rows}});
+}
+
+c10::intrusive_ptr<c10d::Work> BackendMCI::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                               std::vector<at::Tensor>& inputs,
+                                                               const c10d::AllgatherOptions& opts) {
+  const std::string what = "all_gather_coalesced";
+  if (static_cast<int>(outputs.size()) != getSize()) {
+    fail_config(what + " needs " + std::to_string(getSize()) + " output lists (one per rank), got " +
+                std::to_string(outputs.size()));
+  }
+  for (std::size_t k = 0; k < inputs.size(); ++k) check_tensor(inputs[k], what + " input " + std::to_string(k));
+  for (std::size_t r = 0; r < outputs.size(); ++r) {
+    if (outputs[r].size() != inputs.size()) {
+      fail_config(what + ": output list " + std::to_string(r) + " has " + std::to_string(outputs[r].size()) +
+                  " tensors, but there are " + std::to_string(inputs.size()) + " inputs (one output per input)");
+    }
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const at::Tensor& o = outputs[r][k];
+      check_tensor(o, what + " output " + std::to_string(r) + "/" + std::to_string(k));
+      if (o.numel() != inputs[k].numel() || o.scalar_type() != inputs[k].scalar_type()) {
+        fail_config(what + ": output " + std::to_string(r) + "/" + std::to_string(k) + " has " + numel_text(o) +
+                    " elements, input " + std::to_string(k) + " " + numel_text(inputs[k]));
+      }
+    }
+  }
+  // Every input's bytes in one row; rank r's row holds its inputs one
+  // after the other, so output [r][k] is a slice of row r.
+  std::vector<at::Tensor> pieces;
+  std::vector<int64_t> widths;
+  for (const auto& t : inputs) {
+    at::Tensor piece = t.contiguous().reshape({-1}).view(at::kByte);
+    widths.push_back(piece.numel());
+    pieces.push_back(std::move(piece));
+  }
+  const at::Tensor src = pieces.empty() ? at::empty({0}, at::kByte) : at::cat(pieces);
+  const at::Tensor rows = at::empty({getSize(), src.numel()}, src.options());
+  std::vector<std::vector<at::Tensor>> outs = outputs;
+  std::vector<at::Tensor> result;
+  for (const auto& list : outputs) result.insert(result.end(), list.begin(), list.end());
+  return submit({OpType::ALLGATHER_COALESCED,
+                 "all_gather",
+                 async_of(opts),
+                 [this, src, rows](mci::Exec e) { return group().all_gather(view_of(src), view_of(rows), e); },
+                 std::move(result),
+                 [rows, outs, widths]() mutable {
+                   for (std::size_t r = 0; r < outs.size(); ++r) {
+                     int64_t offset = 0;
+                     for (std::size_t k = 0; k < outs[r].size(); ++k) {
+                       at::Tensor& o = outs[r][k];
+                       const at::Tensor bytes = rows[static_cast<int64_t>(r)].narrow(0, offset, widths[k]).contiguous();
+                       o.copy_(bytes.view(o.scalar_type()).view(o.sizes()));
+                       offset += widths[k];
+                     }
                    }
                  },
                  {src, rows}});
@@ -662,10 +787,15 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::recvAnysource(std::vector<at::Tensor>
 
 // gloo's monitored barrier, over torch's store for this group: rank 0 waits
 // at most the timeout for every other rank and names the missing ones; the
-// others wait as long for rank 0's release.
+// others wait as long for rank 0's release. The timeout is the one given,
+// zero included (rank 0 then only looks whether the others are there);
+// only torch's "unset" (negative) means the group's. Every error starts
+// with gloo's sentence (what torch's tests and users' log parsers read),
+// then says mci's.
 void BackendMCI::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   if (!config_.torch_store) fail_config("monitored_barrier needs the group's store");
-  const auto limit = opts.timeout.count() > 0 ? opts.timeout : config_.timeout;
+  const auto limit = opts.timeout.count() >= 0 ? opts.timeout : config_.timeout;
+  const std::string ms = std::to_string(limit.count());
   char seconds_text[32];
   std::snprintf(seconds_text, sizeof seconds_text, "%g", static_cast<double>(limit.count()) / 1000.0);
   const std::string seconds = seconds_text;
@@ -673,41 +803,60 @@ void BackendMCI::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_al
   const std::string prefix = "mci_torch/monitored_barrier/" + std::to_string(monitored_rounds_) + "/";
   const std::string what = "monitored_barrier #" + std::to_string(monitored_rounds_);
   auto& store = *config_.torch_store;
-  if (getRank() != 0) {
-    store.set(prefix + std::to_string(getRank()), bytes("1"));
+  // torch's Store::wait takes zero as "no timeout": a zero budget is a
+  // check, never a wait.
+  const auto arrived = [&](const std::string& key, std::chrono::milliseconds left) {
     try {
-      store.wait({prefix + "release"}, limit);
+      if (left.count() > 0) {
+        store.wait({key}, left);
+        return true;
+      }
+      return store.check({key});
     } catch (const std::exception&) {
-      throw mci::TimeoutError("mci_torch: " + what + ": rank " + std::to_string(getRank()) +
-                              " arrived, but rank 0 did not release it within " + seconds +
+      return false;
+    }
+  };
+  const std::string me = std::to_string(getRank());
+  if (getRank() != 0) {
+    store.set(prefix + me, bytes("1"));
+    if (!arrived(prefix + "release", limit)) {
+      throw mci::TimeoutError("Rank " + me +
+                              " successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+                              "from rank 0. Please check rank 0 logs for faulty rank. mci_torch: " +
+                              what + ": rank " + me + " arrived, but rank 0 did not release it within " + seconds +
                               "s: rank 0 has not reached the barrier, or found ranks missing (its error names them)");
     }
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::vector<int> missing;
+  std::vector<int> passed;
   for (int r = 1; r < getSize(); ++r) {
-    const std::string key = prefix + std::to_string(r);
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    bool there = false;
-    try {
-      there = left.count() > 0 ? (store.wait({key}, left), true) : store.check({key});
-    } catch (const std::exception&) {
-      there = false;
+    if (arrived(prefix + std::to_string(r), left)) {
+      passed.push_back(r);
+      continue;
     }
-    if (!there) {
-      missing.push_back(r);
-      if (!wait_all_ranks) break;
+    if (!wait_all_ranks && left.count() <= 0) {
+      // The budget was spent before this rank's turn: gloo's "timed out".
+      throw mci::TimeoutError("Rank 0 timed out in monitoredBarrier after " + ms +
+                              " ms. Current rank: " + std::to_string(r) + ". " +
+                              (passed.empty() ? std::string("No ranks successfully processed in monitoredBarrier.")
+                                              : "Successfully processed ranks: " + ranks_text(passed) + ".") +
+                              " mci_torch: " + what + ": rank " + std::to_string(r) + " had not reached it when the " +
+                              seconds + "s timeout ran out. That rank is stuck or slower before this barrier.");
     }
+    missing.push_back(r);
+    if (!wait_all_ranks) break;
   }
   if (!missing.empty()) {
-    std::string names;
-    for (const int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    const std::string names = ranks_text(missing);
+    const bool many = missing.size() > 1;
     throw mci::TimeoutError(
-        "mci_torch: " + what + ": rank" + (missing.size() > 1 ? "s " : " ") + names + " did not reach it within " +
-        seconds + "s" +
-        (wait_all_ranks || getSize() == 2 ? "" : " (the first missing one; wait_all_ranks=True names them all)") +
+        "[Rank 0]: " + std::string(many ? "Ranks " : "Rank ") + names + " failed to pass monitoredBarrier in " + ms +
+        " ms. mci_torch: " + what + ": rank" + (many ? "s " : " ") + names + " did not reach it within " + seconds +
+        "s" + (wait_all_ranks || getSize() == 2 ? "" : " (the first missing one; wait_all_ranks=True names them all)") +
         ". Those ranks are stuck or slower before this barrier.");
   }
   store.set(prefix + "release", bytes("1"));

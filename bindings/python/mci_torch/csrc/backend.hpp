@@ -68,7 +68,8 @@ class BackendMCI final : public c10d::Backend {
   // through mci's store and go on in a group of their own
   // (mci::ProcessGroup::shrink; the ranks torch excludes are every
   // survivor's exclusions). Only the ranks that stay call it.
-  bool supportsShrinking() const override { return true; }
+  // Whether the engine under it can (its row of mci's backend table).
+  bool supportsShrinking() const override;
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
                                            const c10::intrusive_ptr<Options>& opts_override) override;
   // mci_torch.shrink_group: the survivors agree on who is lost (the ranks
@@ -107,6 +108,11 @@ class BackendMCI final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts = {}) override;
+  // all_gather_coalesced: several tensors of any shapes (and dtypes) in one
+  // all_gather; outputs[r][k] takes rank r's input k.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -133,6 +139,9 @@ class BackendMCI final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // The collectives this group has run (mci numbers them alike on every
+  // rank; torch compares them to find ranks that called different ones).
+  uint64_t getSequenceNumberForGroup() override { return group().last_seq(); }
 
  private:
   // What one operation hands the submit path.
@@ -152,6 +161,9 @@ class BackendMCI final : public c10d::Backend {
                     const std::string& side) const;
   void check_whole(const std::string& op, const std::string& whole_name, const at::Tensor& whole,
                    const at::Tensor& share) const;
+  // all_reduce of one sparse COO tensor (SUM), as gloo does it: every
+  // rank's indices and values gathered, then summed by coalescing.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(at::Tensor out, at::Tensor flat, const c10d::ReduceOp& op,
                                                      bool async, std::vector<at::Tensor> result);
   c10::intrusive_ptr<c10d::Work> uneven_all_to_all(std::vector<at::Tensor> pieces, at::Tensor output,

@@ -132,11 +132,12 @@ PYBIND11_MODULE(_C, m) {
         c.engine = engine;
         c.group_name = group_name;
         c.settings = settings;
-        c.make_group = [](const c10::intrusive_ptr<c10d::Store>& group_store, int group_rank, int group_size,
-                          std::chrono::milliseconds timeout) {
+        // A split group keeps this group's engine and settings (pg_options).
+        c.make_group = [engine, settings](const c10::intrusive_ptr<c10d::Store>& group_store, int group_rank,
+                                          int group_size, std::chrono::milliseconds timeout) {
           py::gil_scoped_acquire gil;
           py::object made = py::module_::import("mci_torch._ext")
-                                .attr("create_backend")(group_store, group_rank, group_size, timeout);
+                                .attr("create_backend")(group_store, group_rank, group_size, timeout, engine, settings);
           return made.cast<c10::intrusive_ptr<c10d::Backend>>();
         };
         c.track = [](const c10::intrusive_ptr<c10d::Backend>& b) {
