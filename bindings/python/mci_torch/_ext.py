@@ -7,8 +7,7 @@ import atexit
 import os
 
 from . import _C
-from ._rendezvous import meet
-from .errors import ConfigError
+from ._rendezvous import advertised_address, meet
 from .options import Options
 
 def _close_at_exit():
@@ -84,28 +83,31 @@ def _ddp_logging_names_mci():
 _ddp_logging_names_mci()
 
 
-def create_backend(store, rank, size, timeout, engine=None, settings=None):
+def create_backend(store, rank, size, timeout, engine=None, settings=None, enable_reconfigure=False):
     """The creator torch.distributed calls for backend 'mci' (torch 2.x),
-    and split_group's: engine and settings are the parent group's."""
+    and split_group's: engine and settings are the parent group's. With
+    enable_reconfigure the group has no members until dist._reconfigure():
+    nobody meets now."""
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
 
     def start_server(token):
         server = _C.StoreServer("0.0.0.0", token)
         return server, server.port
 
-    host, port, token, server = meet(store, rank, size, timeout, start_server)
+    if enable_reconfigure:
+        host, port, token, server = "", 0, "", None
+    else:
+        host, port, token, server = meet(store, rank, size, timeout, start_server)
     engine = engine or os.environ.get("MCI_TORCH_ENGINE", "cpu")
     return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch",
-                          dict(settings or {}))
+                          dict(settings or {}), enable_reconfigure, advertised_address())
 
 
 def create_backend_extended(opts, pg_options):
     """The creator torch calls with its extended arguments (register_backend's
     extended_api): pg_options (mci_torch.Options or a dict of settings) set
-    this group's engine, timeout and mci settings."""
+    this group's engine, timeout and mci settings; enable_reconfigure=True
+    makes a group that waits for dist._reconfigure()."""
     options = Options.of(pg_options)
-    if getattr(opts, "enable_reconfigure", False):
-        raise ConfigError("backend mci does not implement torch's reconfigure contract (enable_reconfigure=True) "
-                          "yet; for a lost rank use mci_torch.shrink_group() (docs/fault-tolerance.md, 'From torch')")
     return create_backend(opts.store, opts.group_rank, opts.group_size, options.timeout or opts.timeout,
-                          options.engine, options.settings)
+                          options.engine, options.settings, bool(getattr(opts, "enable_reconfigure", False)))

@@ -31,7 +31,7 @@ def meet(store, rank, size, timeout, start_server):
     server = None
     if rank == 0:
         server, port = start_server(token)
-        where = f"{_advertised_address()} {port} {token}"
+        where = f"{advertised_address()} {port} {token}"
         store.set(store_key, where)
     else:
         where = _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key)
@@ -39,7 +39,7 @@ def meet(store, rank, size, timeout, start_server):
     return host, int(port_text), token, server
 
 
-def _advertised_address():
+def advertised_address():
     """An address of this host the other ranks can reach: MCI_HOST_ADDR, else
     the one this host uses toward MASTER_ADDR (a UDP connect sends nothing),
     else the host name's."""

@@ -31,6 +31,7 @@ std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; 
 }  // namespace
 
 BackendMCI::BackendMCI(BackendConfig config) : c10d::Backend(config.rank, config.size), config_(std::move(config)) {
+  if (config_.enable_reconfigure) return;  // the group comes with reconfigure()
   mci::InitOptions o = mci::options_through_store(config_.host, config_.port, config_.token, config_.rank, config_.size,
                                                   config_.timeout);
   o.backend = config_.engine;
@@ -52,7 +53,10 @@ std::string ranks_text(const std::vector<int>& ranks) {
 BackendMCI::BackendMCI(BackendConfig config, std::shared_ptr<mci::ProcessGroup> pg)
     : c10d::Backend(config.rank, config.size), config_(std::move(config)), pg_(std::move(pg)) {}
 
-BackendMCI::~BackendMCI() { shutdown(); }
+BackendMCI::~BackendMCI() {
+  join_abort();
+  shutdown();
+}
 
 bool BackendMCI::supportsShrinking() const {
   const auto info = mci::find_backend_info(config_.engine);
@@ -99,8 +103,18 @@ void BackendMCI::shutdown() {
 }
 
 void BackendMCI::abort() {
-  if (pg_) pg_->abort("torch aborted the group");
-  shutdown();
+  std::lock_guard lock(abort_mu_);
+  if (aborted_) return;
+  aborted_ = true;
+  // mci's abort drains what its progress thread runs: on a thread of its
+  // own, so that this returns at once (torch calls abort from watchdogs
+  // and signal paths). The thread holds the group until it is done.
+  if (pg_) abort_thread_ = std::thread([pg = pg_] { pg->abort("torch aborted the group"); });
+}
+
+void BackendMCI::join_abort() {
+  std::lock_guard lock(abort_mu_);
+  if (abort_thread_.joinable()) abort_thread_.join();
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> BackendMCI::getBackendOptions() {
@@ -127,6 +141,16 @@ void BackendMCI::close_at_exit() {
 }
 
 mci::ProcessGroup& BackendMCI::group() const {
+  if (aborted_) {
+    fail_config(
+        "this group was aborted (abort()); reconfigure it (dist._reconfigure with a fresh uuid) or make a "
+        "new one");
+  }
+  if (!pg_ && config_.enable_reconfigure) {
+    fail_config(
+        "this group was made with enable_reconfigure=True and has no members yet: call dist._reconfigure("
+        "uuid, handles) first, with every member's dist._get_reconfigure_handle()");
+  }
   if (!pg_) fail_config("this group was shut down (destroy_process_group); make a new one");
   return *pg_;
 }

@@ -7,12 +7,16 @@
 // progress thread and completed by the group's Completer.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -36,6 +40,10 @@ struct BackendConfig {
   std::string engine = "cpu";  // mci's backend under this one
   std::string group_name = "torch";
   std::map<std::string, std::string> settings;
+  // torch's enable_reconfigure: no group until reconfigure() forms one.
+  bool enable_reconfigure = false;
+  // This host's address as the other ranks reach it (for the handle).
+  std::string advertise = "127.0.0.1";
   // torch's store for this group, for monitoredBarrier.
   c10::intrusive_ptr<c10d::Store> torch_store;
   // Makes the backend of a group of `size` ranks, this process its `rank`,
@@ -77,9 +85,20 @@ class BackendMCI final : public c10d::Backend {
   // returns the lost ranks, which torch's shrink_group is then given: its
   // shrink() hands over that group instead of agreeing again.
   std::vector<int64_t> agree_lost();
-  // Completes the queued operations, then closes the group; abort() fails
-  // them first (peers notice at once). Later calls raise ConfigError.
+  // torch 2.15's reconfigure contract (reconfigure.hpp): a handle per
+  // process; reconfigure() forms the group its handles name (rank and size
+  // change), from any state: a group made with enable_reconfigure=True,
+  // a working group (shrink, grow, split, merge), or after abort(). A uuid
+  // is taken once.
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+  // Completes the queued operations, then closes the group. Later calls
+  // raise ConfigError.
   void shutdown() override;
+  // Returns at once, from any thread: mci's abort (operations queued or
+  // running fail with its reason, peers notice at once) runs on a thread
+  // of its own. Later calls raise ConfigError, until reconfigure().
   void abort() override;
   // At the interpreter's exit (mci_torch._ext registers it with atexit):
   // operations still running are aborted, since nobody will wait on them
@@ -156,6 +175,8 @@ class BackendMCI final : public c10d::Backend {
   };
   c10::intrusive_ptr<c10d::Work> submit(Call call);
   mci::ProcessGroup& group() const;
+  // Waits for an abort() still running (reconfigure, shutdown).
+  void join_abort();
   void check_root(int64_t root, const char* what) const;
   void one_per_rank(const at::Tensor& ref, const std::vector<at::Tensor>& tensors, const std::string& what,
                     const std::string& side) const;
@@ -176,6 +197,15 @@ class BackendMCI final : public c10d::Backend {
   std::unique_ptr<Completer> completer_;             // made at the first async call
   std::optional<mci::ProcessGroup::Shrunk> agreed_;  // agree_lost()'s group, until shrink() takes it
   int monitored_rounds_ = 0;
+  // Reconfigure: this process's handle and the store behind it (made at
+  // the first get_reconfigure_handle), the uuids taken, abort()'s thread.
+  mutable std::mutex handle_mu_;
+  mutable std::shared_ptr<mci::StoreServer> own_server_;
+  mutable std::string own_handle_;
+  std::set<int64_t> used_uuids_;
+  std::mutex abort_mu_;
+  std::thread abort_thread_;
+  std::atomic<bool> aborted_{false};  // read by group() on any thread
 };
 
 }  // namespace mci_torch

@@ -118,9 +118,11 @@ PYBIND11_MODULE(_C, m) {
       "new_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, const std::string& host,
          int port, const std::string& token, std::shared_ptr<mci::StoreServer> server, const std::string& engine,
-         const std::string& group_name,
-         const std::map<std::string, std::string>& settings) -> c10::intrusive_ptr<c10d::Backend> {
+         const std::string& group_name, const std::map<std::string, std::string>& settings, bool enable_reconfigure,
+         const std::string& advertise) -> c10::intrusive_ptr<c10d::Backend> {
         mci_torch::BackendConfig c;
+        c.enable_reconfigure = enable_reconfigure;
+        c.advertise = advertise;
         c.torch_store = store;
         c.rank = rank;
         c.size = size;
@@ -149,6 +151,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("host"), py::arg("port"),
       py::arg("token"), py::arg("server"), py::arg("engine"), py::arg("group_name"), py::arg("settings"),
+      py::arg("enable_reconfigure") = false, py::arg("advertise") = "127.0.0.1",
       py::call_guard<py::gil_scoped_release>(),
       "Joins the mci group whose store is at host:port; the torch Backend over it.");
 }
