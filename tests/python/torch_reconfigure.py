@@ -137,8 +137,20 @@ def worker(me, port, backend):
         check(ids.tolist() == [float(i) for i in order], f"merged order {ids.tolist()}, want {order}")
         check(dist.get_rank() == order.index(me), "the merged rank is the handle's place")
 
-        # abort(), then back through reconfigure with a fresh uuid.
-        dist.distributed_c10d._get_default_group().abort()
+        # abort() from another thread, with an operation pending (a recv
+        # nobody sends): abort returns at once and the operation fails with
+        # a reason, well before the group's 30 s; then back through
+        # reconfigure with a fresh uuid.
+        import threading
+
+        pending = dist.irecv(torch.empty(1), src=(dist.get_rank() + 1) % 4)
+        aborter = threading.Thread(target=dist.distributed_c10d._get_default_group().abort)
+        started = time.monotonic()
+        aborter.start()
+        aborter.join()
+        check(time.monotonic() - started < 5, "abort() did not return at once")
+        # Its text: this rank's abort, or a peer's (whichever came first).
+        expect_error(pending.wait, within=15)
         expect_error(lambda: dist.all_reduce(torch.ones(1)), "aborted")
         reconfigure(8, first)
         sum_of(first)
