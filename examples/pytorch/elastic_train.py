@@ -12,15 +12,25 @@ shrink_group on mci), take the model and optimizer state of the survivor
 that completed the most steps, wrap the model in DDP again and redo the
 interrupted step. The step's samples do not depend on the world size.
 
+Under --on-rank-loss=replace (torch 2.15), the process mcirun starts in a
+lost rank's place joins the running group (mci_torch.join_running_group),
+which the members grow at their next step boundary
+(mci_torch.joiners_waiting, grow_group: torch's reconfigure contract on
+mci); it takes the model and optimizer state of the most advanced replica,
+prints "joined as rank R of world W at step S", and rank 0 prints "grew
+world W joined K in T ms at step S".
+
 --die R@S:POINT: the process started as RANK R kills itself with SIGKILL at
 step S, at POINT: between, backward (mid-compute), collective (in DDP's
-all-reduce: a communication hook), recovery; only on a job's first start.
+all-reduce: a communication hook), recovery; only on a job's first start,
+never in a replacement.
 """
 import argparse
 import os
 import signal
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -49,6 +59,11 @@ def parse():
     ap.add_argument("--step-ms", type=int, default=0)
     ap.add_argument("--timestamps", action="store_true")
     ap.add_argument("--die", action="append", default=[], metavar="R@S:POINT")
+    ap.add_argument("--join-timeout", type=float, default=60, metavar="SECONDS",
+                    help="how long a replacement waits to be taken in (and the members for it to form the group)")
+    ap.add_argument("--wait-joiners-at", type=int, default=0, metavar="STEP",
+                    help="under replace: before step STEP, wait (at most --join-timeout) until a replacement "
+                         "waits to join, rather than go on smaller")
     a = ap.parse_args()
     deaths = set()
     for d in a.die:
@@ -61,20 +76,31 @@ def parse():
         if point not in ("between", "backward", "collective", "recovery"):
             ap.error(f"--die's POINT is between, backward, collective or recovery, not {point!r}")
     a.deaths = deaths
+    a.join_timeout = timedelta(seconds=a.join_timeout)
     return a
 
 
 class Trainer:
-    def __init__(self, args):
+    def __init__(self, args, joined):
         self.args = args
         self.start_rank = int(os.environ["RANK"])
         self.first_start = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
+        self.replacement = mci_torch.is_replacement()
+        self.start_world = int(os.environ["WORLD_SIZE"])
         self.step = 0
+        self.done = 0
+        self.joined = joined
         self.model = torch.nn.Linear(DIM, 1, dtype=torch.float64)
         with torch.no_grad():
             for p in self.model.parameters():
                 p.zero_()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
+        if joined:
+            # The members grew the group at a step boundary and take the
+            # same steps next: the most advanced replica's state, then DDP.
+            self.done = self.sync(0)
+            print(f"joined as rank {dist.get_rank()} of world {dist.get_world_size()} at step {self.done + 1}",
+                  flush=True)
         self.wrap()
 
     def wrap(self):
@@ -82,7 +108,7 @@ class Trainer:
         self.ddp.register_comm_hook(None, self.hook)
 
     def maybe_die(self, step, point):
-        if self.first_start and (self.start_rank, step, point) in self.args.deaths:
+        if self.first_start and not self.replacement and (self.start_rank, step, point) in self.args.deaths:
             print(f"dying: rank {self.start_rank} at step {step} at {int(time.time() * 1000)}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -114,36 +140,74 @@ class Trainer:
         self.maybe_die(done + 1, "recovery")
         t0 = time.monotonic()
         _, lost = mci_torch.shrink_group()
-        # The survivor that completed the most steps gives everyone its model
-        # and optimizer state: a step some rank finished counts, one nobody
-        # finished is redone.
-        most = torch.tensor([done], dtype=torch.int64)
-        dist.all_reduce(most, op=dist.ReduceOp.MAX)
-        src = torch.tensor([dist.get_rank() if done == most.item() else dist.get_world_size()], dtype=torch.int64)
-        dist.all_reduce(src, op=dist.ReduceOp.MIN)
-        for p in self.model.parameters():
-            dist.broadcast(p.data, int(src.item()))
-            buf = self.opt.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
-            dist.broadcast(buf, int(src.item()))
-        self.opt.zero_grad()
+        most = self.sync(done)
         self.wrap()
         if dist.get_rank() == 0:
             ms = (time.monotonic() - t0) * 1000
             lost_text = ",".join(str(r) for r in lost)
             print(f"recovered world {dist.get_world_size()} lost {lost_text} in {ms:.1f} ms: redo step "
-                  f"{most.item() + 1} ({str(err).splitlines()[0]})", flush=True)
-        return int(most.item())
+                  f"{most + 1} ({str(err).splitlines()[0]})", flush=True)
+        return most
+
+    def sync(self, done):
+        """The member that completed the most steps gives everyone its model
+        and optimizer state: a step some rank finished counts, one nobody
+        finished is redone. Returns the steps done."""
+        src, most = mci_torch.most_advanced(done)
+        for p in self.model.parameters():
+            dist.broadcast(p.data, src)
+            buf = self.opt.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+            dist.broadcast(buf, src)
+        self.opt.zero_grad()
+        return most
+
+    def joiners_waiting(self, step):
+        """Whether replacements wait to join (collective). Before
+        --wait-joiners-at's step, while the group is smaller than at the
+        start, the members wait for one, at most --join-timeout."""
+        waiting = mci_torch.joiners_waiting()
+        if step != self.args.wait_joiners_at or dist.get_world_size() >= self.start_world:
+            return waiting
+        until = time.monotonic() + self.args.join_timeout.total_seconds()
+        while not waiting:
+            # Rank 0's clock decides for all: each check is collective.
+            over = torch.tensor([int(time.monotonic() >= until)])
+            dist.broadcast(over, 0)
+            if over.item():
+                break
+            time.sleep(0.05)
+            waiting = mci_torch.joiners_waiting()
+        return waiting
+
+    def grow(self, step):
+        """A step boundary under replace: replacements waiting join here."""
+        t0 = time.monotonic()
+        joined = mci_torch.grow_group(timeout=self.args.join_timeout)
+        self.done = self.sync(self.done)
+        self.wrap()
+        if dist.get_rank() == 0:
+            ms = (time.monotonic() - t0) * 1000
+            print(f"grew world {dist.get_world_size()} joined {joined} in {ms:.1f} ms at step {step}", flush=True)
 
     def run(self):
-        done = 0
-        while done < self.args.steps:
-            step = done + 1
+        replace = os.environ.get("MCI_ON_RANK_LOSS") == "replace"
+        # A replacement joined at the members' boundary check, after which
+        # they go on to the step: so does it (the checks are collective).
+        checked = self.joined
+        while self.done < self.args.steps:
+            step = self.done + 1
+            done = self.done
             try:
+                check, checked = replace and not checked, False
+                if check and self.joiners_waiting(step):
+                    self.grow(step)
+                    done = self.done
+                    step = done + 1
                 loss = self.train_step(step)
             except (mci_torch.PeerError, RuntimeError) as e:
-                done = self.recover(done, e)
+                self.done = self.recover(done, e)
                 continue
-            done += 1
+            self.done = done = done + 1
             if dist.get_rank() == 0:
                 at = f" at {int(time.time() * 1000)}" if self.args.timestamps else ""
                 print(f"step {step} world {dist.get_world_size()} loss {loss:.6f}{at}", flush=True)
@@ -154,8 +218,12 @@ class Trainer:
 def main():
     args = parse()
     torch.set_num_threads(1)
-    dist.init_process_group("mci")
-    Trainer(args).run()
+    joined = mci_torch.is_replacement()
+    if joined:
+        mci_torch.join_running_group(timeout=args.join_timeout)
+    else:
+        dist.init_process_group("mci")
+    Trainer(args, joined).run()
     dist.destroy_process_group()
     return 0
 

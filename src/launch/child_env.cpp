@@ -93,9 +93,11 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
       {"TORCHELASTIC_RUN_ID", job.run_id},
-      // Rank 0 of the program hosts torch's store on MASTER_PORT, as under
-      // torchrun's standalone rendezvous; an inherited True must not leak in.
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      // Who hosts torch's store on MASTER_PORT: node 0's launcher when the
+      // job goes on after a lost rank (torch_store.hpp), else rank 0 of the
+      // program, as under torchrun's standalone rendezvous; an inherited
+      // value must not leak in.
+      {"TORCHELASTIC_USE_AGENT_STORE", job.agent_store ? "True" : "False"},
       {"TORCHELASTIC_ERROR_FILE", job.error_dir.empty() && job.log_attempt_dir.empty()
                                       ? std::nullopt
                                       : std::optional<std::string>(error_file(job, local_rank))},

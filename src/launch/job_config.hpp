@@ -90,6 +90,10 @@ struct JobConfig {
   std::string error_dir;
   std::string log_attempt_dir;
   std::optional<TorchVersion> torch;
+  // Node 0's launcher hosts torch's store (torch_store.hpp): the ranks get
+  // TORCHELASTIC_USE_AGENT_STORE=True. Every node decides alike: a Python
+  // program with torch whose job goes on after a lost rank.
+  bool agent_store = false;
   // GLOO_SOCKET_IFNAME for the program when it has none: in a multi-node
   // job, the interface toward node 0 (gloo otherwise binds to whatever the
   // host name resolves to, often a loopback address).

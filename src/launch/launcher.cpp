@@ -23,6 +23,7 @@
 #include "launch/signals.hpp"
 #include "launch/stream_relay.hpp"
 #include "launch/supervisor.hpp"
+#include "launch/torch_store.hpp"
 #include "launch/torch_version.hpp"
 #include "launch/worker_logs.hpp"
 #include "mci/errors.hpp"
@@ -226,7 +227,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
   }
   const std::string python_path = mci_python_path();
   const std::vector<std::string> base = current_environment();
-  if (!job.program.python.empty() && !env("NCCL_ASYNC_ERROR_HANDLING")) {
+  if (!job.program.python.empty() && (!env("NCCL_ASYNC_ERROR_HANDLING") || job.on_rank_loss != OnRankLoss::stop)) {
     const TorchProbe probe = probe_torch(job.program.python, base, signals);
     job.torch = probe.version;
     if (probe.timed_out) {
@@ -235,6 +236,19 @@ int run_job(JobConfig job, const EnvLookup& env) {
                       "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (torch 2.2 and later); for an older torch, export "
                       "NCCL_ASYNC_ERROR_HANDLING=1",
                       job.program.python));
+    }
+  }
+  // A torch job that goes on after a lost rank keeps torch's store out of
+  // its ranks, on node 0's launcher (torch_store.hpp), for every attempt.
+  job.agent_store = job.torch && job.on_rank_loss != OnRankLoss::stop;
+  std::optional<TorchStoreKeeper> torch_store;
+  if (job.agent_store && job.hosts_store()) {
+    try {
+      torch_store.emplace(job.program.python, base, job.program_port, signals);
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: --on-rank-loss={} keeps torch's store on this launcher, but {}",
+                      on_rank_loss_name(job.on_rank_loss), e.what()));
+      return 1;
     }
   }
   const std::vector<std::vector<int>> cpus = place_ranks(job);

@@ -3,6 +3,7 @@
 // takes the lost one's place, as long as the node's cap allows.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -31,6 +32,11 @@ void Supervisor::say_lost(const Proc& p, const std::string& what) const {
 // it counts this node's replacements, whichever ranks they replaced.
 std::string Supervisor::replacement_refused() const {
   if (phase_ != Phase::running) return "the job is stopping";
+  // A replacement joins the ranks still running: in a job of one node,
+  // when none is left, it would only wait out its join timeout.
+  if (job_.nnodes == 1 && std::none_of(procs_.begin(), procs_.end(), [](const Proc& q) { return !q.status; })) {
+    return "no rank of the job is still running for it to join";
+  }
   if (replacements_ + static_cast<int>(pending_.size()) < job_.max_replacements) return {};
   return fmt::format("the cap of {} replacement(s) on this node is reached (--max-restarts={}{})",
                      job_.max_replacements, job_.max_replacements,

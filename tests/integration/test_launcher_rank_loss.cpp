@@ -232,6 +232,20 @@ TEST(RankLoss, ReplaceStopsReplacingAtTheCap) {
       << err;
 }
 
+// A replacement joins the ranks still running: with none left (here the
+// job's only rank), none is started, and the job ends at once rather than
+// leaving a replacement to wait out its join timeout.
+TEST(RankLoss, ReplaceStartsNoneWhenNoRankIsLeftToJoin) {
+  Mcirun m(with_program({"--standalone", "--nproc_per_node=1", "--on-rank-loss=replace"},
+                        "if [ -n \"$MCI_REPLACEMENT\" ]; then echo replaced > $TEST_DIR/replaced; fi; exit 3"));
+  ASSERT_NE(m.code(60s), 0) << m.all();
+  EXPECT_FALSE(m.has_file("replaced")) << m.all();
+  EXPECT_TRUE(contains(m.err(),
+                       "(exit code 3); --on-rank-loss=replace: not replaced: no rank of the job is still running for "
+                       "it to join; as with continue, no other rank of this node is still running\n"))
+      << m.all();
+}
+
 TEST(RankLoss, EveryRankLostFailsTheJob) {
   Mcirun m(with_program({"--standalone", "--nproc_per_node=2", "--on-rank-loss=continue"}, "exit 5"));
   ASSERT_EQ(m.code(60s), 1) << m.all();

@@ -1,51 +1,146 @@
-"""examples/pytorch/elastic_train.py under mcirun --on-rank-loss=continue:
-3 ranks of torch DDP on backend "mci"; rank 1 is killed (SIGKILL) inside
-DDP's all-reduce at step 3, rank 2 mid-backward at step 6. The survivors
-shrink their group twice (mci_torch.shrink_group, torch's shrink_group on
-mci), redo each interrupted step, and the last one ends with the parameters
-of the C++ elastic_train never interrupted (same samples, same math).
+"""examples/pytorch/elastic_train.py under mcirun's --on-rank-loss, torch
+DDP on backend "mci"; each scenario ends with the parameters of the C++
+elastic_train never interrupted (same samples, same math):
 
-    python torch_elastic.py MCIRUN ELASTIC_TRAIN    exit 0: passed
+in_place   continue, 3 ranks: rank 1 is killed (SIGKILL) inside DDP's
+           all-reduce at step 3, rank 2 mid-backward at step 6; the
+           survivors shrink twice and redo each interrupted step.
+rank0      continue, 3 ranks: rank 0 is killed inside DDP's all-reduce. Both
+           stores the job leans on (torch's, mci's) live in the launcher,
+           so the survivors go on.
+replace    replace, 3 ranks: rank 1 is killed; the replacement mcirun starts
+           joins the running group at the boundary of step 5 (torch's
+           reconfigure contract on mci) and takes the most advanced
+           replica's state: the job ends at world 3 again.
+no_join    replace, 2 ranks, a program whose members never offer a join:
+           the replacement ends within its join timeout with a clear error,
+           and mcirun then ends the job (with a rank left running, the next
+           replacement up to the cap; with none, none: RankLoss.*).
+
+    python torch_elastic.py MCIRUN ELASTIC_TRAIN [SCENARIO]    exit 0: passed
 """
+import datetime
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "pytorch", "elastic_train.py")
 STEPS = 8
 
 
-def main():
-    mcirun, cpp = sys.argv[1], sys.argv[2]
-    ref = subprocess.run([mcirun, "--standalone", "--nproc_per_node=2", cpp, "--steps", str(STEPS)],
-                         capture_output=True, text=True, timeout=120)
-    want = float(re.search(r"final rank 0 world 2 sum (\S+)", ref.stdout).group(1))
+def never_grows():
+    """A job's program under replace whose members never offer a join: rank
+    1 dies at once; rank 0 waits until the replacement has offered itself
+    and has then gone, and exits 0."""
+    import torch.distributed as dist
+
+    import mci_torch
+
+    if mci_torch.is_replacement():
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+        store.set("test/joiner_pid", str(os.getpid()))
+        mci_torch.join_running_group(timeout=datetime.timedelta(seconds=3))
+        return 4  # never: nobody grows the group
+    dist.init_process_group("mci")
+    if dist.get_rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+    store.wait(["test/joiner_pid"], datetime.timedelta(seconds=60))
+    pid = int(store.get("test/joiner_pid"))
+    until = time.monotonic() + 60
+    while time.monotonic() < until:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    print("rank 0: the replacement has gone", flush=True)
+    os._exit(0)  # its group's peer is gone: nothing to close
+
+
+def launch(mcirun, args, nproc, policy, timeout=240, flags=()):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([mcirun, "--standalone", "--nproc_per_node=3", "--on-rank-loss=continue", sys.executable,
-                        EXAMPLE, "--steps", str(STEPS), "--step-ms", "10", "--die", "1@3:collective", "--die",
-                        "2@6:backward"], capture_output=True, text=True, env=env, timeout=240)
+    return subprocess.run([mcirun, "--standalone", f"--nproc_per_node={nproc}", f"--on-rank-loss={policy}", *flags,
+                           sys.executable] + args, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def check_run(p, want, lost, recoveries_want, world_end, extra=()):
+    """What every elastic_train scenario asserts: mcirun's exit and loss
+    lines, each step completed once, the recoveries, the final sums."""
     out = p.stdout + p.stderr
     fails = []
     if p.returncode != 0:
         fails.append(f"mcirun exited {p.returncode}")
-    for rank, sig in (("1", "SIGKILL"), ("2", "SIGKILL")):
-        if not re.search(rf"mcirun: rank {rank} \(pid \d+ on \S+\) was lost at \S+ s \(signal {sig}\)", out):
-            fails.append(f"mcirun did not report rank {rank} lost by {sig}")
+    for rank in lost:
+        if not re.search(rf"mcirun: rank {rank} \(pid \d+ on \S+\) was lost at \S+ s \(signal SIGKILL\)", out):
+            fails.append(f"mcirun did not report rank {rank} lost by SIGKILL")
     steps = sorted(int(s) for s in re.findall(r"^step (\d+) world \d+ ", p.stdout, re.M))
     if steps != list(range(1, STEPS + 1)):
         fails.append(f"steps completed {steps}, want each of 1..{STEPS} once")
     recoveries = re.findall(r"^recovered world (\d+) lost (\S+) in \S+ ms: redo step (\d+)", p.stdout, re.M)
-    if recoveries != [("2", "1", "3"), ("1", "1", "6")]:
-        fails.append(f"recoveries {recoveries}, want world 2 lost 1 redo 3, then world 1 lost 1 redo 6")
+    if recoveries != recoveries_want:
+        fails.append(f"recoveries {recoveries}, want {recoveries_want}")
     finals = re.findall(r"^final rank (\d+) world (\d+) sum (\S+)", p.stdout, re.M)
-    if len(finals) != 1 or finals[0][1] != "1" or abs(float(finals[0][2]) - want) > 1e-9 * abs(want):
-        fails.append(f"finals {finals}, want one of world 1 with the sum {want:.12e} of the run never interrupted")
+    ranks = sorted(int(r) for r, _, _ in finals)
+    if ranks != list(range(world_end)) or any(int(w) != world_end or abs(float(x) - want) > 1e-9 * abs(want)
+                                               for _, w, x in finals):
+        fails.append(f"finals {finals}, want ranks 0..{world_end - 1} of world {world_end} with the sum {want:.12e} "
+                     "of the run never interrupted")
+    for pattern in extra:
+        if not re.search(pattern, out, re.M):
+            fails.append(f"no line matches {pattern!r}")
+    return fails, recoveries
+
+
+def main():
+    if sys.argv[1] == "never_grows":
+        return never_grows()
+    mcirun, cpp = sys.argv[1], sys.argv[2]
+    scenario = sys.argv[3] if len(sys.argv) > 3 else "in_place"
+    if scenario == "no_join":
+        started = time.monotonic()
+        # One replacement (--max-restarts=1): rank 0 leaves once it has gone.
+        p = launch(mcirun, [os.path.abspath(__file__), "never_grows"], 2, "replace", timeout=120,
+                   flags=["--max-restarts=1"])
+        out = p.stdout + p.stderr
+        fails = [f"no {t!r}" for t in (
+            "join_running_group: no member of the running group took this process within 3s",
+            "rank 0: the replacement has gone",
+            "--on-rank-loss=replace: started pid ") if t not in out]
+        if "(replacement 2)" in out:
+            fails.append("a second replacement was started")
+        if fails:
+            print("\n".join(fails) + "\n--- output:\n" + out)
+            return 1
+        print(f"passed: the replacement ended within its join timeout; the job ended after "
+              f"{time.monotonic() - started:.1f} s with {p.returncode}")
+        return 0
+    ref = subprocess.run([mcirun, "--standalone", "--nproc_per_node=2", cpp, "--steps", str(STEPS)],
+                         capture_output=True, text=True, timeout=120)
+    want = float(re.search(r"final rank 0 world 2 sum (\S+)", ref.stdout).group(1))
+    common = [EXAMPLE, "--steps", str(STEPS), "--step-ms", "10"]
+    if scenario == "in_place":
+        p = launch(mcirun, common + ["--die", "1@3:collective", "--die", "2@6:backward"], 3, "continue")
+        fails, rec = check_run(p, want, ["1", "2"], [("2", "1", "3"), ("1", "1", "6")], 1)
+    elif scenario == "rank0":
+        p = launch(mcirun, common + ["--die", "0@3:collective"], 3, "continue")
+        fails, rec = check_run(p, want, ["0"], [("2", "0", "3")], 2)
+    elif scenario == "replace":
+        p = launch(mcirun, common + ["--die", "1@3:collective", "--wait-joiners-at", "5"], 3, "replace")
+        fails, rec = check_run(p, want, ["1"], [("2", "1", "3")], 3,
+                               [r"^joined as rank 2 of world 3 at step 5$", r"^grew world 3 joined 1 in \S+ ms at step 5$",
+                                r"replaced by pid \d+ \(replacement 1\)"])
+    else:
+        print(f"unknown scenario {scenario!r}")
+        return 2
     if fails:
-        print("\n".join(fails) + "\n--- output:\n" + out)
+        print("\n".join(fails) + "\n--- output:\n" + p.stdout + p.stderr)
         return 1
-    print(f"passed: {recoveries}, final sum {finals[0][2]} (uninterrupted {want:.12e})")
+    print(f"passed: {rec}, every final sum {want:.12e} (uninterrupted)")
     return 0
 
 

@@ -16,6 +16,7 @@ import os
 import warnings
 
 from .errors import ConfigError, MciError, MismatchError, PeerError, TimeoutError
+from ._join import grow_group, is_replacement, join_running_group, joiners_waiting, most_advanced
 from .options import Options
 from .process_group import ProcessGroupMCI, create_process_group, monitored_barrier
 
@@ -29,6 +30,11 @@ __all__ = [
     "ProcessGroupMCI",
     "TimeoutError",
     "create_process_group",
+    "grow_group",
+    "is_replacement",
+    "join_running_group",
+    "joiners_waiting",
+    "most_advanced",
     "monitored_barrier",
     "shrink_group",
 ]

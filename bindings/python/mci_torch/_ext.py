@@ -27,21 +27,35 @@ def _register_shrunk_as_custom():
     GLOO (it knows only its own backends); DDP's logger then takes mci's
     backend for Gloo's and crashes. Wrap the step that registers it, so an
     mci backend is registered as what it is, a custom backend, as
-    init_process_group("mci") does; other backends are left as they are."""
-    import torch
+    init_process_group("mci") does, and as its only one (a group with two
+    backend types refuses torch's reconfigure); other backends are left as
+    they are."""
     from torch.distributed import distributed_c10d as c10d
 
     create = getattr(c10d, "_create_shrunk_process_group", None)
     if create is None or getattr(create, "_mci", False):
         return
+    pg_class = c10d.ProcessGroup
+    gloo, custom = pg_class.BackendType.GLOO, pg_class.BackendType.CUSTOM
 
     def create_shrunk(new_backend, *args, **kwargs):
-        pg = create(new_backend, *args, **kwargs)
-        if new_backend.name() == "mci":
-            custom = c10d.ProcessGroup.BackendType.CUSTOM
-            pg._register_backend(torch.device("cpu"), custom, new_backend)
-            pg._set_default_backend(custom)
-        return pg
+        if new_backend.name() != "mci":
+            return create(new_backend, *args, **kwargs)
+        register, set_default = pg_class._register_backend, pg_class._set_default_backend
+
+        def register_custom(self, device, backend_type, backend):
+            return register(self, device, custom if backend_type == gloo else backend_type, backend)
+
+        def set_default_custom(self, backend_type):
+            return set_default(self, custom if backend_type == gloo else backend_type)
+
+        # For the length of this call only (shrinking is collective: the
+        # program is at one place).
+        pg_class._register_backend, pg_class._set_default_backend = register_custom, set_default_custom
+        try:
+            return create(new_backend, *args, **kwargs)
+        finally:
+            pg_class._register_backend, pg_class._set_default_backend = register, set_default
 
     create_shrunk._mci = True
     c10d._create_shrunk_process_group = create_shrunk
@@ -95,11 +109,11 @@ def create_backend(store, rank, size, timeout, engine=None, settings=None, enabl
         return server, server.port
 
     if enable_reconfigure:
-        host, port, token, server = "", 0, "", None
+        host, port, token, server, group_name = "", 0, "", None, "torch"
     else:
-        host, port, token, server = meet(store, rank, size, timeout, start_server)
+        host, port, token, server, group_name = meet(store, rank, size, timeout, start_server)
     engine = engine or os.environ.get("MCI_TORCH_ENGINE", "cpu")
-    return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, "torch",
+    return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, group_name,
                           dict(settings or {}), enable_reconfigure, advertised_address())
 
 

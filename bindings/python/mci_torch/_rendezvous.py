@@ -1,7 +1,11 @@
-"""How the ranks of a torch group find its mci store: group rank 0 hosts
-one and publishes where it is through torch's store. mci's store does what
-torch's cannot (hang reports, authentication), and needs no port of its
-own. Both backends (the pure-Python group and the C++ extension) meet here."""
+"""How the ranks of a torch group find its mci store. Under mcirun, the
+launcher's (MCI_STORE_HOSTED): it outlives every rank, rank 0 included, so
+the survivors of a lost rank can still agree through it; each torch group
+gets a name of its own there. Elsewhere (torchrun, srun, a bare script),
+group rank 0 hosts one for the group. Rank 0 publishes where it is through
+torch's store. mci's store does what torch's cannot (hang reports,
+authentication, knowing who is gone), and needs no port of its own. Both
+backends (the pure-Python group and the C++ extension) meet here."""
 
 import datetime
 import os
@@ -23,20 +27,40 @@ def _keys():
 
 
 def meet(store, rank, size, timeout, start_server):
-    """(host, port, token, server) of the group's mci store. On group rank 0,
-    start_server(token) starts it and returns (server, port)."""
+    """(host, port, token, server, group_name) of the group's mci store. On
+    group rank 0 without a launcher's store, start_server(token) starts one
+    and returns (server, port). The job token never goes into torch's store
+    (which anyone who reaches it can read): "-" there stands for it."""
     store_key, arrived_key = _keys()
-    token = os.environ.get("MCI_JOB_TOKEN") or secrets.token_hex(16)
+    job_token = os.environ.get("MCI_JOB_TOKEN")
+    token = job_token or secrets.token_hex(16)
     store.set(f"{arrived_key}{rank}", "1")  # who came, for the error if the group never forms
     server = None
     if rank == 0:
-        server, port = start_server(token)
-        where = f"{advertised_address()} {port} {token}"
-        store.set(store_key, where)
-    else:
-        where = _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key)
-    host, port_text, token = where.split(" ")
-    return host, int(port_text), token, server
+        hosted = _launcher_store()
+        if hosted:
+            # The launcher's store: the job's token, or none where it has none.
+            host, port = hosted
+            group_name = f"torch-{secrets.token_hex(8)}"
+            token = job_token or ""
+        else:
+            server, port = start_server(token)
+            host, group_name = advertised_address(), "torch"
+        store.set(store_key, f"{host} {port} {'-' if job_token or not token else token} {group_name}")
+        return host, int(port), token, server, group_name
+    where = _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key)
+    host, port_text, published, group_name = where.split(" ")
+    return host, int(port_text), (job_token or "") if published == "-" else published, server, group_name
+
+
+def _launcher_store():
+    """(host, port) of mcirun's store when it hosts one for this job."""
+    if os.environ.get("MCI_STORE_HOSTED") != "1":
+        return None
+    host, port = os.environ.get("MCI_STORE_ADDR"), os.environ.get("MCI_STORE_PORT")
+    if not host or not port:
+        return None
+    return host, int(port)
 
 
 def advertised_address():

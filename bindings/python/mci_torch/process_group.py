@@ -185,11 +185,11 @@ class ProcessGroupMCI(dist.ProcessGroup):
             check(lib.mci_store_server_start(b"0.0.0.0", token.encode(), ctypes.byref(self._server), ctypes.byref(port)))
             return self._server, port.value
 
-        host, port, token, _ = meet(store, rank, size, timeout, start_server)
+        host, port, token, _, group_name = meet(store, rank, size, timeout, start_server)
         backend = os.environ.get("MCI_TORCH_ENGINE", "cpu").encode()
         check(
             lib.mci_group_new(
-                host.encode(), port, token.encode(), rank, size, self._timeout_ms, backend, b"torch",
+                host.encode(), port, token.encode(), rank, size, self._timeout_ms, backend, group_name.encode(),
                 None, ctypes.byref(self._group),
             )
         )

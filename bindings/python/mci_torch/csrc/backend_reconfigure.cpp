@@ -87,7 +87,9 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reconfigure(const c10d::ReconfigureOp
   o.rank = rank;
   o.world_size = size;
   o.timeout = timeout;
-  o.group_name = config_.group_name + "-reconfigure";
+  // Not this group's own name: a member made with enable_reconfigure has
+  // none of the others' (the store is scoped by the uuid already).
+  o.group_name = "torch-reconfigure";
   o.settings = config_.settings;
   o.store = reconf::meet(handles, rank, opts.uuid, timeout);
   std::shared_ptr<mci::ProcessGroup> formed = mci::init_process_group(o);
@@ -107,8 +109,8 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reconfigure(const c10d::ReconfigureOp
   config_.rank = rank;
   config_.size = size;
   config_.timeout = timeout;
-  auto w = c10::make_intrusive<WorkMCI>(rank, c10d::OpType::UNKNOWN, "reconfigure", std::vector<at::Tensor>{},
-                                        nullptr, std::vector<at::Tensor>{});
+  auto w = c10::make_intrusive<WorkMCI>(rank, c10d::OpType::UNKNOWN, "reconfigure", std::vector<at::Tensor>{}, nullptr,
+                                        std::vector<at::Tensor>{});
   w->complete(mci::Work(), unseen_);
   return w;
 }

@@ -34,8 +34,8 @@ Handle parse_handle(const std::string& text, const std::string& where) {
   in >> tag >> h.host >> port >> token >> h.nonce;
   std::string extra;
   const bool ok = tag == kTag && !h.host.empty() && !h.nonce.empty() && !(in >> extra) &&
-                  std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                  !port.empty() && port.size() < 6;
+                  std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) && !port.empty() &&
+                  port.size() < 6;
   if (!ok) {
     throw mci::ConfigError("mci_torch: reconfigure: " + where + " (\"" + text.substr(0, 120) +
                            "\") is not a handle of backend mci: pass what dist._get_reconfigure_handle() returned on "
@@ -101,8 +101,8 @@ std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int ra
   if (decided != mine) {
     // Say so to the others too, so they fail now rather than at the timeout.
     store->set("disagree", mci::to_bytes("rank " + std::to_string(rank)));
-    throw mci::ConfigError("mci_torch: reconfigure (uuid " + std::to_string(uuid) + "): rank " +
-                           std::to_string(rank) + " was given other handles than the first member to arrive (" +
+    throw mci::ConfigError("mci_torch: reconfigure (uuid " + std::to_string(uuid) + "): rank " + std::to_string(rank) +
+                           " was given other handles than the first member to arrive (" +
                            std::to_string(handles.size()) + " handles, digest " + mine + " against " + decided +
                            "): every member must pass the same handles, in the same order for a list");
   }
@@ -128,8 +128,8 @@ std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int ra
                             "again without it, with a fresh uuid");
   }
   if (store->check({"disagree"})) {
-    throw mci::ConfigError("mci_torch: reconfigure (uuid " + std::to_string(uuid) + "): " +
-                           mci::to_string(store->get("disagree", timeout)) +
+    throw mci::ConfigError("mci_torch: reconfigure (uuid " + std::to_string(uuid) +
+                           "): " + mci::to_string(store->get("disagree", timeout)) +
                            " was given other handles than this rank: every member must pass the same handles, in "
                            "the same order for a list");
   }

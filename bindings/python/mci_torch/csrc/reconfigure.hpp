@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <variant>
 #include <vector>
-#include <unordered_set>
 
 #include "mci/store.hpp"
 
