@@ -89,6 +89,7 @@ struct BackendCaps {
   bool reports_arrivals = false;  // a timeout's hang report says which rank arrived last, and when
   bool aborts_running = false;    // abort() ends an operation already running on the peers too
   bool shrinks = false;           // survivors of a lost rank go on in place (ProcessGroup::shrink, grow)
+  bool any_source = false;        // recv(data, any_source, tag): whichever rank sends first
 };
 
 struct BackendInfo {

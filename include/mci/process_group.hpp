@@ -20,6 +20,10 @@ namespace mci {
 // async (queued in order on the group's progress thread; call Work::wait()).
 enum class Exec : std::uint8_t { blocking, async };
 
+// recv's src for "whichever rank sends first" (MPI_ANY_SOURCE; torch's
+// dist.recv without src). Work::source() then names the rank it came from.
+inline constexpr int any_source = -1;
+
 class ProcessGroup {
  public:
   struct Impl;
@@ -59,6 +63,14 @@ class ProcessGroup {
   Work barrier(Exec e = Exec::blocking);
 
   // Point-to-point. A recv matches the oldest send from src with the same tag.
+  // With src = any_source it takes the oldest matching send (same tag, same
+  // count and dtype) from whichever rank's arrives first; from any one rank,
+  // its sends are taken in the order they were made. Receives are matched in
+  // the order posted: a recv naming rank r posted before it has the first
+  // claim on r's sends, and it on everyone's before a recv posted after it.
+  // Work::source() says which rank it got. Backends that cannot match a
+  // sender they do not know (gloo, nccl, mpi) refuse it with a ConfigError;
+  // any_source is for recv only (a send needs its dst).
   Work send(BufferView data, int dst, int tag = 0, Exec e = Exec::blocking);
   Work recv(BufferView data, int src, int tag = 0, Exec e = Exec::blocking);
 

@@ -53,6 +53,10 @@ class Work {
   // ... ("library" when the backend's library chose: gloo, nccl, mpi). The names
   // MCI_ALGO takes; docs/env.md lists them.
   std::string algorithm() const;
+  // For a completed recv: the rank its data came from (its src, or for a
+  // recv from any_source, the rank whose send it took). -1 for every other
+  // operation, for a recv not completed yet and for one that failed.
+  int source() const;
 
  private:
   std::shared_ptr<State> state_;

@@ -47,6 +47,10 @@ class Backend {
   }
   virtual bool p2p_done(std::uint64_t /*ticket*/) { return true; }
   virtual void progress_p2p(std::chrono::milliseconds /*max_wait*/, const Deadline& /*dl*/) {}
+  // Once p2p_done(ticket) said so, for a recv from any source (only on a
+  // backend whose row has BackendCaps::any_source): the rank whose send it
+  // took. Asked once per such ticket; -1 when the backend does not know.
+  virtual int p2p_source(std::uint64_t /*ticket*/) { return -1; }
 
   // After run(): which rank entered the operation last and how long after
   // this rank (ns; negative if this rank was the last), when the backend

@@ -50,7 +50,10 @@ constexpr BackendCaps kCpuCaps{.host_memory = true,
                                .fingerprints = true,
                                .reports_arrivals = true,
                                .aborts_running = true,
-                               .shrinks = true};
+                               .shrinks = true,
+                               .any_source = true};
+// Gloo, NCCL and MPI: no recv from any source (mci's p2p on them names the
+// peer; the cpu backend matches the first sender in its TCP transport).
 // Gloo: abort leaves its reason in the store and breaks the connections; a
 // shrink forms a new Gloo context over the store for the survivors.
 constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true, .shrinks = true};
@@ -130,6 +133,16 @@ void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
       fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use a backend "
                   "that takes GPU memory: {}",
                   backend, op_name(d.kind), d.device.str(), backends_with(&BackendCaps::cuda_memory)));
+}
+
+void require_any_source(std::string_view backend, const coll::CollectiveDesc& d) {
+  if (!d.from_any_source()) return;
+  const BackendEntry* b = find_backend(backend);
+  if (b && b->caps.any_source) return;
+  throw ConfigError(
+      fmt::format("the {} backend cannot receive from any source (recv with src = mci::any_source, or torch's "
+                  "dist.recv without src): pass src=<the sending rank>, or use a backend that can: {}",
+                  backend, backends_with(&BackendCaps::any_source)));
 }
 
 const BackendEntry& require_backend(std::string_view name) {

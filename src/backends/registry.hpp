@@ -44,6 +44,10 @@ std::string backends_with(bool BackendCaps::*cap);
 // backend honours it or the setting is not a backend's.
 std::optional<std::string> ignored_setting(const BackendEntry& b, const SettingRow& setting, const std::string& value);
 
+// A recv from any source (d.from_any_source()) on a backend whose row
+// cannot take one: ConfigError naming the backend and what to do instead.
+void require_any_source(std::string_view backend, const coll::CollectiveDesc& d);
+
 // The backend's entry; ConfigError for an unknown backend or one this build
 // lacks (before anything connects).
 const BackendEntry& require_backend(std::string_view name);

@@ -8,6 +8,7 @@
 
 #include "common/algo.hpp"
 #include "common/fingerprint.hpp"
+#include "mci/process_group.hpp"
 #include "mci/types.hpp"
 
 namespace mci::coll {
@@ -30,6 +31,8 @@ struct CollectiveDesc {
   Device device = Device::cpu();
 
   std::size_t bytes() const { return count * dtype_size(dtype); }
+  // A recv that takes its data from whichever rank sends first.
+  bool from_any_source() const { return kind == OpKind::recv && peer == any_source; }
   Fingerprint fingerprint() const;
 };
 

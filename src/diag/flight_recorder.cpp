@@ -31,7 +31,11 @@ std::string OpRecord::describe() const {
   fp.op = op;
   fp.root = root;
   std::string s = fp.describe();
-  if (is_p2p(kind)) s += fmt::format(" {} rank {}", kind == OpKind::send ? "to" : "from", root);
+  if (is_p2p(kind)) {
+    // A recv's source -1 is mci::any_source: whichever rank sends first.
+    if (kind == OpKind::recv && root < 0) return s + " from any source";
+    s += fmt::format(" {} rank {}", kind == OpKind::send ? "to" : "from", root);
+  }
   return s;
 }
 

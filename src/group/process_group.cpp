@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/registry.hpp"
 #include "common/log.hpp"
 #include "group/group_impl.hpp"
 #include "group/validate.hpp"
@@ -20,6 +21,7 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
   coll::CollectiveDesc d;
   try {
     d = make_desc(call, rank, size);
+    require_any_source(backend_name, d);
     if (!is_p2p(kind)) d.seq = seq_ + 1;
     backend_->prepare(d);  // may refuse, e.g. host memory on nccl
   } catch (const ConfigError& err) {
@@ -29,6 +31,13 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
     throw;
   }
   if (!is_p2p(kind)) ++seq_;
+  // A recv from any source always runs where async point-to-point runs: the
+  // backend posts it and the progress thread moves it beside the other
+  // sends and receives until some rank's send matches (a run() to
+  // completion would need the backend to match a sender on its own). A
+  // blocking one waits for it there.
+  const bool wait_here = e == Exec::blocking && d.from_any_source();
+  if (wait_here) e = Exec::async;
 
   // Blocking calls reuse the last state when the caller has let go of its
   // Work (the usual case): no allocation on the fast path.
@@ -67,7 +76,9 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
     }
   }
   cv_.notify_all();
-  return Work(std::move(st));
+  Work w(std::move(st));
+  if (wait_here) w.wait();  // rethrows its error, as a blocking call does
+  return w;
 }
 
 void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st,
@@ -107,10 +118,11 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     const auto late = backend_->last_arrival();
     recorder_->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0);
     if (debug_timing_) note_timing(d, took, late);
+    const int src = d.kind == OpKind::recv ? d.peer : -1;
     if (shared) {
-      st.finish(took, nullptr);
+      st.finish(took, nullptr, src);
     } else {
-      st.finish_unshared(took, nullptr);
+      st.finish_unshared(took, nullptr, src);
     }
   } catch (const std::exception& err) {
     const auto end = Clock::now();
@@ -214,8 +226,10 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     batch.clear();
     for (auto it = live.begin(); it != live.end();) {
       if (backend_->p2p_done(it->ticket)) {
+        const coll::CollectiveDesc& d = it->t.d;
+        const int src = d.from_any_source() ? backend_->p2p_source(it->ticket) : d.kind == OpKind::recv ? d.peer : -1;
         recorder_->finish(it->t.rec, true, diag::now_ns());
-        it->t.st->finish(Clock::now() - it->t0, nullptr);
+        it->t.st->finish(Clock::now() - it->t0, nullptr, src);
         it = live.erase(it);
       } else {
         ++it;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "mci/errors.hpp"
+#include "mci/process_group.hpp"
 
 namespace mci {
 
@@ -123,7 +124,24 @@ coll::CollectiveDesc make_desc(const Call& call, int rank, int size) {
     }
   }
   if (shape.p2p) {
-    c.root(peer, size, kind == OpKind::send ? "destination rank" : "source rank");
+    if (peer == any_source && kind == OpKind::send) {
+      c.fail(
+          fmt::format("destination rank {} is any_source, which only a recv takes: a send needs the rank it goes "
+                      "to (0..{})",
+                      peer, size - 1));
+    }
+    if (kind == OpKind::send) {
+      c.root(peer, size, "destination rank");
+    } else if (peer != any_source && (peer < 0 || peer >= size)) {
+      // any_source passes here; the backend says whether it can do it.
+      c.fail(
+          fmt::format("source rank {} is out of range: the group has ranks 0..{} (or mci::any_source, -1, for "
+                      "whichever rank sends first)",
+                      peer, size - 1));
+    }
+    if (peer == any_source && size == 1) {
+      c.fail("it receives from any source in a group of one rank: no other rank can send to it");
+    }
     if (peer == rank) {
       c.fail(fmt::format("rank {} cannot {} itself: a point-to-point peer must be another rank", rank,
                          kind == OpKind::send ? "send to" : "receive from"));

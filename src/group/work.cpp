@@ -64,4 +64,9 @@ std::uint64_t Work::seq() const { return state_->seq; }
 std::string Work::op() const { return std::string(op_name(state_->kind)); }
 std::string Work::algorithm() const { return std::string(algo_name(state_->algo)); }
 
+int Work::source() const {
+  std::lock_guard lk(state_->mu);
+  return state_->done ? state_->source : -1;
+}
+
 }  // namespace mci

@@ -22,6 +22,8 @@ struct Work::State {
   std::uint64_t seq = 0;
   OpKind kind = OpKind::barrier;
   Algo algo = Algo::unset;
+  // A recv's rank of origin, set when it succeeds (Work::source()).
+  int source = -1;
   // Set once a device backend has put the operation on the device queue.
   std::shared_ptr<const DeviceFence> fence;
 
@@ -38,20 +40,24 @@ struct Work::State {
     done = false;
     error = nullptr;
     duration = std::chrono::nanoseconds(0);
+    source = -1;
     fence = nullptr;
   }
 
   // For a state no other thread can see yet (a blocking call's).
-  void finish_unshared(std::chrono::nanoseconds d, std::exception_ptr e) {
+  // `src`: a recv's rank of origin (kept on success only).
+  void finish_unshared(std::chrono::nanoseconds d, std::exception_ptr e, int src = -1) {
     duration = d;
+    source = e ? -1 : src;
     error = std::move(e);
     done = true;
   }
 
-  void finish(std::chrono::nanoseconds d, std::exception_ptr e) {
+  void finish(std::chrono::nanoseconds d, std::exception_ptr e, int src = -1) {
     {
       std::lock_guard lk(mu);
       duration = d;
+      source = e ? -1 : src;
       error = std::move(e);
       done = true;
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "transport/transport.hpp"
@@ -27,6 +28,11 @@ class SubTransport final : public Transport {
   }
   OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) override {
     return base_.post_recv(members_.at(peer), fp, data, bytes);
+  }
+  // Its base would match a sender outside the members.
+  OpHandle post_recv_any(const Fingerprint& fp, void*, std::size_t) override {
+    throw Error("mci: a transport over some ranks of another cannot receive from any source (tag " +
+                std::to_string(fp.seq) + "); name the sending rank");
   }
   void wait(const OpHandle& op, const Deadline& dl) override { base_.wait(op, dl); }
   void wait_all(const Deadline& dl) override { base_.wait_all(dl); }

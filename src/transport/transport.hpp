@@ -14,6 +14,7 @@
 
 #include "common/deadline.hpp"
 #include "common/fingerprint.hpp"
+#include "mci/errors.hpp"
 
 namespace mci::transport {
 
@@ -23,9 +24,12 @@ inline constexpr const char* kTransportBroken =
     "mci transport: this group's connections were closed after an earlier error; destroy the group and "
     "create a new one";
 
+// OpHandle::peer of a receive from any source (post_recv_any).
+inline constexpr int kAnyPeer = -1;
+
 // Names one posted operation, to wait for it alone.
 struct OpHandle {
-  int peer = -1;
+  int peer = -1;  // kAnyPeer: a receive from any source
   bool is_recv = false;
   std::uint64_t index = 0;  // per peer and direction, in posting order
 };
@@ -41,6 +45,20 @@ class Transport {
   // own, and the byte count against what it expects.
   virtual OpHandle post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) = 0;
   virtual OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) = 0;
+  // A point-to-point receive from whichever peer's matching frame (fp's tag,
+  // count and dtype) comes first; from one peer, the oldest. Receives are
+  // matched in the order posted: one posted for a peer earlier has the
+  // first claim on that peer's frames, and this one on every peer's frames
+  // before a receive posted after it. Its handle's peer is kAnyPeer. A transport that cannot match an unknown
+  // sender refuses it.
+  virtual OpHandle post_recv_any(const Fingerprint& fp, void* /*data*/, std::size_t /*bytes*/) {
+    throw Error(std::string("mci: the ") + name() + " transport cannot receive from any source (tag " +
+                std::to_string(fp.seq) + "); name the sending rank");
+  }
+  // For a receive that done() says is complete, until reap(): the peer its
+  // frame came from (for one from any source, the peer it took). -1 for a
+  // send.
+  virtual int source(const OpHandle& op) const { return op.is_recv ? op.peer : -1; }
   // Progresses everything posted until this one operation is complete (so an
   // algorithm can reduce a chunk while the next ones are still arriving).
   virtual void wait(const OpHandle& op, const Deadline& dl) = 0;

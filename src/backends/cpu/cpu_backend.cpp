@@ -64,6 +64,14 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   void prepare(coll::CollectiveDesc& d) override {
+    if (d.from_any_source() && d.device.is_cuda()) {
+      // A staged p2p call runs to completion inside post_p2p, where no other
+      // send or receive moves; an any-source one may wait on any of them.
+      throw ConfigError(
+          fmt::format("the cpu backend receives from any source into host memory only, and this recv buffer is on {}: "
+                      "receive into a host buffer and copy it to the GPU, or pass src=<the sending rank>",
+                      d.device.str()));
+    }
     d.algo = coll::select_algo(d.kind, d.bytes(), mesh_->size(), forced_, layout_);
   }
 
@@ -97,18 +105,41 @@ class CpuBackend final : public Backend {
     if (d.device.is_cuda()) return Backend::post_p2p(d, dl);  // staged: runs to completion here
     const Fingerprint fp = d.fingerprint();
     const auto h = d.kind == OpKind::send ? mesh_->post_send(d.peer, fp, d.in, d.bytes())
+                   : d.from_any_source()  ? mesh_->post_recv_any(fp, d.out, d.bytes())
                                           : mesh_->post_recv(d.peer, fp, d.out, d.bytes());
-    inflight_.emplace(++next_ticket_, h);
+    inflight_.emplace(++next_ticket_, InFlight{h});
+    if (h.peer == transport::kAnyPeer) ++any_inflight_;
     return next_ticket_;
   }
 
   bool p2p_done(std::uint64_t ticket) override {
     auto it = inflight_.find(ticket);
     if (it == inflight_.end()) return true;
-    if (!mesh_->done(it->second)) return false;
+    if (!mesh_->done(it->second.handle)) return false;
+    if (it->second.handle.peer == transport::kAnyPeer) {
+      --any_inflight_;
+      sources_[ticket] = it->second.source >= 0 ? it->second.source : mesh_->source(it->second.handle);
+    }
     inflight_.erase(it);
+    // reap() forgets completed receives, and with them the peer that a
+    // receive from any source took: note it first for those still in flight.
+    if (any_inflight_ > 0) {
+      for (auto& [t, f] : inflight_) {
+        if (f.handle.peer == transport::kAnyPeer && f.source < 0 && mesh_->done(f.handle)) {
+          f.source = mesh_->source(f.handle);
+        }
+      }
+    }
     mesh_->reap();
     return true;
+  }
+
+  int p2p_source(std::uint64_t ticket) override {
+    const auto it = sources_.find(ticket);
+    if (it == sources_.end()) return -1;
+    const int src = it->second;
+    sources_.erase(it);
+    return src;
   }
 
   void progress_p2p(std::chrono::milliseconds max_wait, const Deadline& dl) override { mesh_->progress(max_wait, dl); }
@@ -178,7 +209,13 @@ class CpuBackend final : public Backend {
   coll::Scratch scratch_;
   coll::Scratch packed_;
   coll::SharedCopier copier_;
-  std::map<std::uint64_t, transport::OpHandle> inflight_;
+  struct InFlight {
+    transport::OpHandle handle;
+    int source = -1;  // a receive from any source: its peer, once noted before a reap()
+  };
+  std::map<std::uint64_t, InFlight> inflight_;
+  std::size_t any_inflight_ = 0;          // of inflight_, receives from any source
+  std::map<std::uint64_t, int> sources_;  // completed ones, until p2p_source() asks
   std::uint64_t next_ticket_ = 0;
   std::int64_t began_ns_ = 0;
   std::int64_t entered_ns_ = 0;

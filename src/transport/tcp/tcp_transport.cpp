@@ -36,6 +36,13 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
   return collective_mismatch_text(me, peer, mine, theirs.fp);
 }
 
+// "recv tag 7 (f32 x 8) from any source": a p2p fingerprint says send.
+std::string any_source_text(const Fingerprint& fp) {
+  Fingerprint recv = fp;
+  recv.kind = OpKind::recv;
+  return recv.describe() + " from any source";
+}
+
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, TcpWait wait)
@@ -136,11 +143,73 @@ OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* da
 OpHandle TcpTransport::post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) {
   check_usable();
   Peer& p = this->peer(peer);
-  p.recvs.push_back(RecvOp{fp, static_cast<std::uint8_t*>(data), bytes, false, false});
+  p.recvs.push_back(RecvOp{fp, static_cast<std::uint8_t*>(data), bytes, false, false, recvs_posted_++});
   ++p.recvs_left;
   const OpHandle handle{peer, true, p.recv_base + p.recvs.size() - 1};
   match_stash(peer, p.recvs.back());
   return handle;
+}
+
+OpHandle TcpTransport::post_recv_any(const Fingerprint& fp, void* data, std::size_t bytes) {
+  check_usable();
+  if (!is_p2p(fp.kind)) {
+    throw Error(
+        fmt::format("mci tcp transport: {} cannot take its frames from any source (only a point-to-point "
+                    "receive can)",
+                    fp.describe()));
+  }
+  any_.push_back(AnyRecv{RecvOp{fp, static_cast<std::uint8_t*>(data), bytes, false, false, recvs_posted_++}, -1});
+  ++any_left_;
+  const OpHandle handle{kAnyPeer, true, any_base_ + any_.size() - 1};
+  match_any_stash();
+  if (any_left_ > 0) check_any_sender_left();
+  return handle;
+}
+
+int TcpTransport::source(const OpHandle& op) const {
+  if (!op.is_recv) return -1;
+  if (op.peer != kAnyPeer) return op.peer;
+  if (op.index < any_base_) return -1;  // reaped
+  const AnyRecv& a = any_[op.index - any_base_];
+  return a.op.done ? a.source : -1;
+}
+
+const TcpTransport::AnyRecv* TcpTransport::first_pending_any() const {
+  for (const auto& a : any_) {
+    if (!a.op.done) return &a;
+  }
+  return nullptr;
+}
+
+void TcpTransport::match_any_stash() {
+  for (auto& a : any_) {
+    if (a.op.done || a.op.active) continue;
+    // Each peer's oldest matching frame, and of those the one stashed first:
+    // the sender that came first, and from one sender its sends in order.
+    int from = -1;
+    std::deque<Stashed>::iterator best;
+    for (const int i : active_) {
+      Peer& p = *peers_[static_cast<std::size_t>(i)];
+      for (auto it = p.stash.begin(); it != p.stash.end(); ++it) {
+        if (!same_slot(a.op.fp, it->h)) continue;
+        if (from < 0 || it->order < best->order) {
+          from = i;
+          best = it;
+        }
+        break;
+      }
+    }
+    if (from < 0) continue;
+    if (!a.op.fp.matches(best->h.fp) || best->h.payload != a.op.bytes) {
+      broken_ = true;
+      throw MismatchError(mismatch_text(rank_, from, a.op.fp, best->h, a.op.bytes));
+    }
+    if (a.op.bytes) std::memcpy(a.op.data, best->payload.data(), a.op.bytes);
+    a.op.done = true;
+    a.source = from;
+    --any_left_;
+    peers_[static_cast<std::size_t>(from)]->stash.erase(best);
+  }
 }
 
 void TcpTransport::match_stash(int peer, RecvOp& op) {
@@ -215,7 +284,8 @@ bool TcpTransport::progress_send(int peer) {
 // holds (used when the peer hung up, to find its bye or abort).
 void TcpTransport::progress_recv(int peer, bool drain) {
   Peer& p = *peers_[static_cast<std::size_t>(peer)];
-  while (!p.eof && (drain || p.recvs_left > 0 || p.cur)) {
+  const bool was_eof = p.eof;
+  while (!p.eof && (drain || reading(p))) {
     ssize_t r;
     if (!p.cur) {
       r = ::recv(p.fd.get(), p.hdr.data() + p.hdr_got, kFrameHeaderSize - p.hdr_got, MSG_DONTWAIT);
@@ -248,6 +318,27 @@ void TcpTransport::progress_recv(int peer, bool drain) {
     peer_gone(peer, p.bye ? "left the group" : "closed its connection");
   }
   if (p.eof && !p.bye) peer_gone(peer, "closed its connection");
+  if (p.eof && !was_eof && any_left_ > 0) check_any_sender_left();
+}
+
+// A rank that left on purpose sends nothing more: once every other rank
+// has, a receive from any source can only time out, so it fails now. (Lazy
+// mode: a rank never connected may still come.)
+void TcpTransport::check_any_sender_left() {
+  int last_peer = -1;
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
+    const Peer* p = peers_[static_cast<std::size_t>(i)].get();
+    if (!p || !p->eof) return;
+    last_peer = i;
+  }
+  if (last_peer < 0) return;
+  broken_ = true;
+  throw PeerError(
+      fmt::format("every other rank left the group (rank {} among them) while rank {} waited for {} ({} bytes); "
+                  "the send it waits for never came",
+                  last_peer, rank_, any_source_text(first_pending_any()->op.fp), first_pending_any()->op.bytes),
+      last_peer);
 }
 
 void TcpTransport::on_header(int peer) {
@@ -271,17 +362,22 @@ void TcpTransport::on_header(int peer) {
   p.cur = *h;
   p.got = 0;
   p.target = nullptr;
+  p.any_target = nullptr;
   p.partial.clear();
   if (h->type == FrameType::data) {
-    for (auto& op : p.recvs) {
-      if (op.done || op.active || !same_slot(op.fp, *h)) continue;
-      if (!op.fp.matches(h->fp) || h->payload != op.bytes) {
+    // The frame goes to the first receive posted for its slot: this peer's
+    // own, or one from any source posted before it.
+    RecvOp* own = first_unclaimed(p, *h);
+    AnyRecv* any = first_unclaimed_any(*h);
+    if (any && own && own->posted < any->op.posted) any = nullptr;
+    if (RecvOp* to = any ? &any->op : own) {
+      if (!to->fp.matches(h->fp) || h->payload != to->bytes) {
         broken_ = true;
-        throw MismatchError(mismatch_text(rank_, peer, op.fp, *h, op.bytes));
+        throw MismatchError(mismatch_text(rank_, peer, to->fp, *h, to->bytes));
       }
-      op.active = true;
-      p.target = &op;
-      break;
+      to->active = true;
+      p.target = to;
+      p.any_target = any;
     }
     if (!p.target && !is_p2p(h->fp.kind)) {
       for (auto& op : p.recvs) {
@@ -308,19 +404,40 @@ void TcpTransport::on_frame_complete(int peer) {
     p.target->done = true;
     p.target->active = false;
     p.target = nullptr;
-    --p.recvs_left;
+    if (p.any_target) {
+      p.any_target->source = peer;
+      p.any_target = nullptr;
+      --any_left_;
+    } else {
+      --p.recvs_left;
+    }
     return;
   }
   p.partial.resize(h.payload);
-  p.stash.push_back(Stashed{h, std::move(p.partial)});
+  p.stash.push_back(Stashed{h, std::move(p.partial), stash_order_++});
   p.partial = std::vector<std::uint8_t>();
-  // A recv posted while this frame was arriving may be waiting for it.
+  // A recv posted while this frame was arriving may be waiting for it: the
+  // first posted, this peer's own or one from any source.
+  RecvOp* own = first_unclaimed(p, h);
+  const AnyRecv* any = first_unclaimed_any(h);
+  if (any && (!own || any->op.posted < own->posted)) match_any_stash();
+  if (own && !own->done) match_stash(peer, *own);
+  if (any) match_any_stash();
+}
+
+TcpTransport::RecvOp* TcpTransport::first_unclaimed(Peer& p, const FrameHeader& h) {
   for (auto& op : p.recvs) {
-    if (!op.done && !op.active && same_slot(op.fp, h)) {
-      match_stash(peer, op);
-      break;
-    }
+    if (!op.done && !op.active && same_slot(op.fp, h)) return &op;
   }
+  return nullptr;
+}
+
+TcpTransport::AnyRecv* TcpTransport::first_unclaimed_any(const FrameHeader& h) {
+  if (any_left_ == 0 || !is_p2p(h.fp.kind)) return nullptr;
+  for (auto& a : any_) {
+    if (!a.op.done && !a.op.active && same_slot(a.op.fp, h)) return &a;
+  }
+  return nullptr;
 }
 
 void TcpTransport::peer_gone(int peer, const char* how) {
@@ -332,6 +449,10 @@ void TcpTransport::peer_gone(int peer, const char* how) {
       what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes, op.fp.describe());
       break;
     }
+  }
+  if (what.empty() && any_left_ > 0) {
+    const AnyRecv& a = *first_pending_any();
+    what = fmt::format(" while rank {} waited for {} bytes of {}", rank_, a.op.bytes, any_source_text(a.op.fp));
   }
   if (what.empty()) {
     for (const auto& op : p.sends) {
@@ -351,6 +472,9 @@ void TcpTransport::peer_gone(int peer, const char* how) {
 
 std::string TcpTransport::pending_desc() const {
   std::string out;
+  if (const AnyRecv* a = first_pending_any()) {
+    out = fmt::format("waiting for {} bytes of tag {} from any rank", a->op.bytes, a->op.fp.seq);
+  }
   for (const int i : active_) {
     const Peer& p = *peers_[static_cast<std::size_t>(i)];
     if (!p.fd.valid() && links_ && (p.recvs_left > 0 || !p.sends.empty())) {
@@ -383,6 +507,14 @@ void TcpTransport::timeout(const Deadline& dl) {
     }
     if (!p.sends.empty()) fp = p.sends.front().fp;
   }
+  if (peers.empty()) {
+    if (const AnyRecv* a = first_pending_any()) {
+      throw TimeoutError(fmt::format(
+          "Timed out waiting {}ms for {} on rank {}: no rank sent it ({}). The sender never reached its send, sent "
+          "with another tag, or is much slower: raise the timeout only if it is a slow step, not a hang.",
+          dl.budget().count(), any_source_text(a->op.fp), rank_, pending_desc()));
+    }
+  }
   throw TimeoutError(
       fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
                   "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
@@ -391,6 +523,7 @@ void TcpTransport::timeout(const Deadline& dl) {
 }
 
 bool TcpTransport::pending() const {
+  if (any_left_ > 0) return true;
   for (const int i : active_) {
     const Peer& p = *peers_[static_cast<std::size_t>(i)];
     if (p.recvs_left > 0 || !p.sends.empty()) return true;
@@ -404,7 +537,7 @@ void TcpTransport::step(int poll_ms) {
     Peer& p = *peers_[static_cast<std::size_t>(i)];
     if (!p.fd.valid()) continue;  // still connecting
     if (!p.sends.empty()) progress_send(i);
-    if (p.recvs_left > 0 || p.cur) progress_recv(i, false);
+    if (reading(p)) progress_recv(i, false);
   }
   if (poll_ms <= 0 || !pending()) return;
   std::vector<pollfd>& fds = poll_fds_;
@@ -415,7 +548,7 @@ void TcpTransport::step(int poll_ms) {
     Peer& p = *peers_[static_cast<std::size_t>(i)];
     if (p.eof || !p.fd.valid()) continue;
     short ev = POLLRDHUP;
-    if (p.recvs_left > 0 || p.cur) ev |= POLLIN;
+    if (reading(p)) ev |= POLLIN;
     if (!p.sends.empty()) ev |= POLLOUT;
     fds.push_back({p.fd.get(), ev, 0});
     who.push_back(i);
@@ -437,7 +570,7 @@ void TcpTransport::step(int poll_ms) {
     Peer& p = *peers_[static_cast<std::size_t>(who[k])];
     // A hang-up from a peer we owe nothing to: learn whether it left on
     // purpose (bye) or died; a death fails the operation at once.
-    if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && p.recvs_left == 0 && !p.cur) {
+    if ((re & (POLLRDHUP | POLLHUP | POLLERR)) && !reading(p)) {
       progress_recv(who[k], true);
     }
   }
@@ -476,6 +609,7 @@ void TcpTransport::progress_until(Done done, const Deadline& dl) {
 }
 
 bool TcpTransport::done(const OpHandle& op) const {
+  if (op.peer == kAnyPeer) return op.index < any_base_ || any_[op.index - any_base_].op.done;
   const Peer& p = *peers_[static_cast<std::size_t>(op.peer)];
   if (op.is_recv) return op.index < p.recv_base || p.recvs[op.index - p.recv_base].done;
   return op.index < p.sends_done;
@@ -497,6 +631,10 @@ void TcpTransport::reap() {
       ++p.recv_base;
     }
   }
+  while (!any_.empty() && any_.front().op.done && !any_.front().op.active) {
+    any_.pop_front();
+    ++any_base_;
+  }
 }
 
 void TcpTransport::wait(const OpHandle& op, const Deadline& dl) {
@@ -510,6 +648,8 @@ void TcpTransport::wait_all(const Deadline& dl) {
     p.recv_base += p.recvs.size();
     p.recvs.clear();
   }
+  any_base_ += any_.size();
+  any_.clear();
 }
 
 namespace {

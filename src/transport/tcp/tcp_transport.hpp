@@ -56,6 +56,12 @@ class TcpTransport final : public Transport, public ArrivalLog {
 
   OpHandle post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) override;
   OpHandle post_recv(int peer, const Fingerprint& fp, void* data, std::size_t bytes) override;
+  // While it is pending, every connected peer is read (and a peer that
+  // connects meanwhile, lazy mode); a frame goes to the first receive of its
+  // slot posted, for its peer or from any source. Frames nobody claims are
+  // stashed: a receive from any source takes the one stashed first.
+  OpHandle post_recv_any(const Fingerprint& fp, void* data, std::size_t bytes) override;
+  int source(const OpHandle& op) const override;
   void wait(const OpHandle& op, const Deadline& dl) override;
   void wait_all(const Deadline& dl) override;
   bool done(const OpHandle& op) const override;
@@ -82,11 +88,17 @@ class TcpTransport final : public Transport, public ArrivalLog {
     std::uint8_t* data = nullptr;
     std::size_t bytes = 0;
     bool done = false;
-    bool active = false;  // a frame is being read into it
+    bool active = false;       // a frame is being read into it
+    std::uint64_t posted = 0;  // posting order among this rank's receives, whatever their peer
+  };
+  struct AnyRecv {
+    RecvOp op;
+    int source = -1;  // the peer whose frame it took
   };
   struct Stashed {
     FrameHeader h;
     std::vector<std::uint8_t> payload;
+    std::uint64_t order = 0;  // arrival order among every peer's stashed frames
   };
   struct Peer {
     Fd fd;
@@ -100,7 +112,8 @@ class TcpTransport final : public Transport, public ArrivalLog {
     std::array<std::uint8_t, kFrameHeaderSize> hdr{};
     std::size_t hdr_got = 0;
     std::optional<FrameHeader> cur;
-    RecvOp* target = nullptr;  // null: payload goes to `partial`
+    RecvOp* target = nullptr;       // null: payload goes to `partial`
+    AnyRecv* any_target = nullptr;  // target is this receive from any source
     std::vector<std::uint8_t> partial;
     std::size_t got = 0;
     std::deque<Stashed> stash;  // complete frames nobody asked for yet
@@ -138,6 +151,20 @@ class TcpTransport final : public Transport, public ArrivalLog {
   void on_header(int peer);
   void on_frame_complete(int peer);
   void match_stash(int peer, RecvOp& op);
+  // Gives each pending receive from any source the matching frame stashed
+  // first, from whichever peer.
+  void match_any_stash();
+  // The first receive not complete nor being read into that a frame of
+  // this slot would go to: the peer's own, and one from any source (p2p
+  // frames only).
+  static RecvOp* first_unclaimed(Peer& p, const FrameHeader& h);
+  AnyRecv* first_unclaimed_any(const FrameHeader& h);
+  // Frames are read from a peer while something may claim them.
+  bool reading(const Peer& p) const { return p.recvs_left > 0 || p.cur || any_left_ > 0; }
+  // With a receive from any source pending: a PeerError once every other
+  // rank has left (nobody can send it any more).
+  void check_any_sender_left();
+  const AnyRecv* first_pending_any() const;
   [[noreturn]] void peer_gone(int peer, const char* how);
   [[noreturn]] void timeout(const Deadline& dl);
   std::string pending_desc() const;
@@ -149,6 +176,11 @@ class TcpTransport final : public Transport, public ArrivalLog {
   // here, plus a Peer per rank actually talked to.
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<int> active_;           // ranks with a Peer, in the order they came
+  std::deque<AnyRecv> any_;           // receives from any source, in posting order
+  std::uint64_t any_base_ = 0;        // index of any_.front() among all posted
+  std::size_t any_left_ = 0;          // of any_, those not complete
+  std::uint64_t stash_order_ = 0;     // the next Stashed::order
+  std::uint64_t recvs_posted_ = 0;    // the next RecvOp::posted
   std::unique_ptr<PeerLinks> links_;  // lazy mode; null once all are connected
   std::int64_t spin_ns_ = 0;
   std::int64_t yield_ns_ = 0;

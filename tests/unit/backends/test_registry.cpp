@@ -38,6 +38,7 @@ TEST(BackendTable, FindBackendInfoGivesEachRowsCapabilities) {
     EXPECT_EQ(info->caps.gpu_per_rank, e.caps.gpu_per_rank) << e.name;
     EXPECT_EQ(info->caps.mci_algorithms, e.caps.mci_algorithms) << e.name;
     EXPECT_EQ(info->caps.fingerprints, e.caps.fingerprints) << e.name;
+    EXPECT_EQ(info->caps.any_source, e.caps.any_source) << e.name;
     // Every backend takes some memory.
     EXPECT_TRUE(e.caps.host_memory || e.caps.cuda_memory) << e.name;
   }
@@ -97,6 +98,29 @@ TEST(BackendTable, InitRefusesAnUnknownBackendBeforeConnecting) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown backend 'fast'"), std::string::npos) << e.what();
   }
+}
+
+// A recv from any source: the cpu backend matches the first sender; the
+// others name the peer, so they refuse it with what to do instead.
+TEST(BackendTable, OnlyTheCpuBackendReceivesFromAnySource) {
+  coll::CollectiveDesc d;
+  d.kind = OpKind::recv;
+  d.peer = any_source;
+  EXPECT_NO_THROW(require_any_source("cpu", d));
+  for (const char* name : {"gloo", "nccl", "mpi"}) {
+    try {
+      require_any_source(name, d);
+      ADD_FAILURE() << name << " took a recv from any source";
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("the ") + name + " backend cannot receive from any source"), std::string::npos) << m;
+      EXPECT_NE(m.find("pass src=<the sending rank>, or use a backend that can: cpu (MCI_BACKEND=cpu)"),
+                std::string::npos)
+          << m;
+    }
+  }
+  d.peer = 1;  // a recv naming its source is every backend's
+  EXPECT_NO_THROW(require_any_source("gloo", d));
 }
 
 }  // namespace

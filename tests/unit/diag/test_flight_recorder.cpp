@@ -39,6 +39,21 @@ TEST(FlightRecorder, RecordsStatesAndKeepsTheLastN) {
   EXPECT_FALSE(fr.get(1));  // overwritten
 }
 
+TEST(FlightRecorder, PointToPointNamesThePeerOrAnySource) {
+  OpRecord r;
+  r.kind = OpKind::recv;
+  r.count = 4;
+  r.dtype = DType::f32;
+  r.tag = 7;
+  r.root = 2;
+  EXPECT_EQ(r.describe(), "recv tag 7 (f32 x 4) from rank 2");
+  r.root = any_source;
+  EXPECT_EQ(r.describe(), "recv tag 7 (f32 x 4) from any source");
+  r.kind = OpKind::send;
+  r.root = 1;
+  EXPECT_EQ(r.describe(), "send tag 7 (f32 x 4) to rank 1");
+}
+
 TEST(FlightRecorder, StateEncodingSaysWhereTheRankIs) {
   FlightRecorder fr(16);
   EXPECT_NE(encode_state(fr).find("last_completed=none"), std::string::npos);

@@ -49,6 +49,23 @@ TEST(Validate, RootsPeersTagsAndTypes) {
             std::string::npos);
 }
 
+TEST(Validate, AnySourceIsARecvsOnly) {
+  std::vector<float> a(4);
+  EXPECT_EQ(why(OpKind::recv, {}, view(a), any_source, 0, 3), "");
+  EXPECT_EQ(make_desc(Call{.kind = OpKind::recv, .out = view(a), .peer = any_source, .tag = 7}, 0, 3).peer, any_source);
+  EXPECT_TRUE(make_desc(Call{.kind = OpKind::recv, .out = view(a), .peer = any_source}, 0, 3).from_any_source());
+  EXPECT_FALSE(make_desc(Call{.kind = OpKind::recv, .out = view(a), .peer = 1}, 0, 3).from_any_source());
+  // Any other negative source is refused as before, and says what -1 is.
+  EXPECT_NE(why(OpKind::recv, {}, view(a), -2, 0, 3)
+                .find("source rank -2 is out of range: the group has ranks 0..2 (or mci::any_source, -1, for "
+                      "whichever rank sends first)"),
+            std::string::npos);
+  EXPECT_NE(why(OpKind::send, view(a), {}, any_source, 0, 3).find("any_source, which only a recv takes"),
+            std::string::npos);
+  EXPECT_NE(why(OpKind::send, view(a), {}, -2, 0, 3).find("destination rank -2 is out of range"), std::string::npos);
+  EXPECT_NE(why(OpKind::recv, {}, view(a), any_source, 0, 1).find("no other rank can send to it"), std::string::npos);
+}
+
 TEST(Validate, OverlappingBuffersOnlyInTheInPlaceLayouts) {
   std::vector<float> big(8);
   BufferView all{big.data(), 8, DType::f32};

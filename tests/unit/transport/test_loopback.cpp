@@ -134,6 +134,23 @@ TEST(LoopbackTransport, PointToPointFramesWaitForTheRecvOfTheirTag) {
   });
 }
 
+// The thread tests' transport names its peers: a receive from any source
+// (the cpu backend's, over TCP) is refused, saying so.
+TEST(LoopbackTransport, RefusesAReceiveFromAnySource) {
+  LoopbackTransport t(std::make_shared<LoopbackHub>(2), 0);
+  int v = 0;
+  try {
+    t.post_recv_any(p2p(7, 1), &v, 4);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the loopback transport cannot receive from any source (tag 7); name the sending rank"),
+              std::string::npos)
+        << e.what();
+  }
+  t.close();
+}
+
 TEST(LoopbackTransport, ProgressMovesPostedWorkInBoundedRounds) {
   with_loopback(2, [](LoopbackTransport& t) {
     const int peer = 1 - t.rank();

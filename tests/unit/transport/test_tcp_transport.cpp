@@ -208,6 +208,201 @@ TEST_P(TcpTransportModes, StashedPointToPointFramesWaitForTheirRecv) {
   });
 }
 
+// Receives from any source: whichever peer's matching frame comes first, in
+// both modes (lazy: the senders connect to the receiver on their first send).
+
+Fingerprint p2p(std::uint64_t tag, std::uint64_t count = 1) {
+  return test::coll_fingerprint(tag, count, OpKind::send, DType::i32);
+}
+
+TEST_P(TcpTransportModes, AnySourceTakesEachSendersFrameOnceAndNamesItsSource) {
+  with_mesh(3, [](TcpTransport& t) {
+    if (t.rank() != 0) {
+      int v = t.rank() * 10;
+      t.post_send(0, p2p(7), &v, 4);
+      t.wait_all(Deadline(5000ms));
+      return;
+    }
+    int a = -1, b = -1;
+    const OpHandle ha = t.post_recv_any(p2p(7), &a, 4);
+    const OpHandle hb = t.post_recv_any(p2p(7), &b, 4);
+    EXPECT_EQ(ha.peer, kAnyPeer);
+    t.wait(ha, Deadline(5000ms));
+    t.wait(hb, Deadline(5000ms));
+    const int sa = t.source(ha), sb = t.source(hb);
+    EXPECT_EQ(std::min(sa, sb), 1);
+    EXPECT_EQ(std::max(sa, sb), 2);
+    EXPECT_EQ(a, sa * 10);
+    EXPECT_EQ(b, sb * 10);
+  });
+}
+
+// From one sender, its frames of a tag in the order sent, whether they
+// arrive before the receives (stashed) or after (read into them).
+TEST_P(TcpTransportModes, AnySourceTakesOneSendersFramesInOrder) {
+  with_mesh(2, [](TcpTransport& t) {
+    int go = 0;
+    if (t.rank() == 1) {
+      int v[5] = {1, 100, 2, 3, 4};
+      for (int round = 0; round < 2; ++round) {
+        // Round 0: rank 0 asks for them only after the last frame (tag 9)
+        // came. Round 1: rank 0's receives are posted before rank 1 sends.
+        if (round == 1) {
+          t.post_recv(0, p2p(5), &go, 4);
+          t.wait_all(Deadline(5000ms));
+        }
+        t.post_send(0, p2p(7), &v[0], 4);
+        t.post_send(0, p2p(8), &v[1], 4);
+        t.post_send(0, p2p(7), &v[2], 4);
+        t.post_send(0, p2p(7), &v[3], 4);
+        t.post_send(0, p2p(9), &v[4], 4);
+        t.wait_all(Deadline(5000ms));
+      }
+      return;
+    }
+    for (int round = 0; round < 2; ++round) {
+      int got[3] = {-1, -1, -1}, other = -1, last = -1;
+      if (round == 0) {
+        t.post_recv(1, p2p(9), &last, 4);
+        t.wait_all(Deadline(5000ms));
+      }
+      OpHandle h[3];
+      for (int k = 0; k < 3; ++k) h[k] = t.post_recv_any(p2p(7), &got[k], 4);
+      if (round == 1) {
+        t.post_send(1, p2p(5), &go, 4);
+        t.post_recv(1, p2p(9), &last, 4);
+      }
+      for (const auto& op : h) t.wait(op, Deadline(5000ms));
+      for (const auto& op : h) EXPECT_EQ(t.source(op), 1);
+      t.post_recv_any(p2p(8), &other, 4);
+      t.wait_all(Deadline(5000ms));
+      EXPECT_EQ(got[0], 1) << "round " << round;
+      EXPECT_EQ(got[1], 2) << "round " << round;
+      EXPECT_EQ(got[2], 3) << "round " << round;
+      EXPECT_EQ(other, 100) << "round " << round;
+      EXPECT_EQ(last, 4) << "round " << round;
+    }
+  });
+}
+
+// A receive posted for rank 1 before the one from any source has the first
+// claim on rank 1's frames, whenever they arrive.
+TEST_P(TcpTransportModes, AnEarlierReceiveForThePeerHasTheFirstClaim) {
+  with_mesh(3, [](TcpTransport& t) {
+    if (t.rank() != 0) {
+      int v[2] = {t.rank() * 10 + 1, t.rank() * 10 + 2};
+      t.post_send(0, p2p(7), &v[0], 4);
+      if (t.rank() == 1) t.post_send(0, p2p(7), &v[1], 4);
+      t.wait_all(Deadline(5000ms));
+      return;
+    }
+    int mine = -1, a = -1, b = -1;
+    const OpHandle hr = t.post_recv(1, p2p(7), &mine, 4);
+    const OpHandle ha = t.post_recv_any(p2p(7), &a, 4);
+    const OpHandle hb = t.post_recv_any(p2p(7), &b, 4);
+    for (const auto& op : {hr, ha, hb}) t.wait(op, Deadline(5000ms));
+    EXPECT_EQ(mine, 11);
+    EXPECT_EQ(t.source(hr), 1);
+    // The other two: rank 1's second and rank 2's, in either order.
+    EXPECT_EQ(a, t.source(ha) == 1 ? 12 : 21);
+    EXPECT_EQ(b, t.source(hb) == 1 ? 12 : 21);
+    EXPECT_NE(t.source(ha), t.source(hb));
+  });
+}
+
+// Receives are matched in the order posted: one from any source posted
+// before a receive for rank 1 takes rank 1's first frame.
+TEST_P(TcpTransportModes, AnAnySourceReceivePostedFirstIsMatchedFirst) {
+  with_mesh(2, [](TcpTransport& t) {
+    int go = 0;
+    if (t.rank() == 1) {
+      t.post_recv(0, p2p(5), &go, 4);  // both receives are posted before rank 1 sends
+      t.wait_all(Deadline(5000ms));
+      int v[2] = {1, 2};
+      t.post_send(0, p2p(7), &v[0], 4);
+      t.post_send(0, p2p(7), &v[1], 4);
+      t.wait_all(Deadline(5000ms));
+      return;
+    }
+    int any = -1, mine = -1;
+    const OpHandle ha = t.post_recv_any(p2p(7), &any, 4);
+    const OpHandle hr = t.post_recv(1, p2p(7), &mine, 4);
+    t.post_send(1, p2p(5), &go, 4);
+    t.wait(ha, Deadline(5000ms));
+    t.wait(hr, Deadline(5000ms));
+    EXPECT_EQ(any, 1);
+    EXPECT_EQ(t.source(ha), 1);
+    EXPECT_EQ(mine, 2);
+  });
+}
+
+TEST_P(TcpTransportModes, AnySourceCountDisagreementIsAMismatchNamingBothRanks) {
+  with_mesh(2, [](TcpTransport& t) {
+    int v[2] = {1, 2};
+    if (t.rank() == 1) {
+      t.post_send(0, p2p(7, 2), v, 8);
+      t.wait_all(Deadline(5000ms));
+      return;
+    }
+    t.post_recv_any(p2p(7, 1), v, 4);
+    try {
+      t.wait_all(Deadline(5000ms));
+      ADD_FAILURE() << "no mismatch";
+    } catch (const MismatchError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("point-to-point mismatch between rank 0 and rank 1"), std::string::npos) << m;
+      EXPECT_NE(m.find("(i32 x 2) (8 bytes)"), std::string::npos) << m;
+    }
+    t.abort("mismatch");
+  });
+}
+
+TEST_P(TcpTransportModes, AnySourceTimeoutSaysNoRankSentIt) {
+  std::atomic<bool> done{false};
+  with_mesh(2, [&](TcpTransport& t) {
+    if (t.rank() == 1) return stay_until(done);
+    int v = 0;
+    t.post_recv_any(p2p(7), &v, 4);
+    try {
+      t.wait_all(Deadline(300ms));
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("Timed out waiting 300ms for recv tag 7 (i32 x 1) from any source on rank 0: no rank sent it"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("waiting for 4 bytes of tag 7 from any rank"), std::string::npos) << m;
+    }
+    done = true;
+  });
+}
+
+// Once every other rank has left, nobody can send: a PeerError at once,
+// not the timeout.
+TEST_P(TcpTransportModes, AnySourceFailsAtOnceWhenEveryOtherRankHasLeft) {
+  with_mesh(3, [](TcpTransport& t) {
+    int hello = t.rank(), got = -1;
+    if (t.rank() != 0) {
+      // Connected (lazy mode too) and then gone.
+      t.post_send(0, p2p(1), &hello, 4);
+      t.wait_all(Deadline(5000ms));
+      return;
+    }
+    for (int k = 0; k < 2; ++k) t.post_recv_any(p2p(1), &got, 4);
+    t.wait_all(Deadline(5000ms));
+    const auto t0 = Clock::now();
+    t.post_recv_any(p2p(7), &got, 4);
+    try {
+      t.wait_all(Deadline(60000ms));
+      ADD_FAILURE() << "no error";
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("every other rank left the group"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("recv tag 7 (i32 x 1) from any source"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(Clock::now() - t0, 30s);
+  });
+}
+
 // Eager: rank 0 waits at init for a rank 1 that cannot prove the token.
 // Lazy: each dials the other on first use. Either way a stranger's junk is
 // closed on at once, the wrong token never joins, and both ranks stop.
