@@ -141,7 +141,7 @@ rm -f "${out}.1"
 # finish with one sum. Under srun (one mcirun per node), then with one
 # mcirun per host started by hand.
 same_sum() {  # every "final ... sum X" line of the file has the same X
-  [ "$(grep -o 'world 3 sum .*' "$1" | sort -u | wc -l)" = 1 ]
+  [ "$(grep -o '^final rank [0-9]* world [0-9]* sum .*' "$1" | sed 's/.* sum //' | sort -u | wc -l)" = 1 ]
 }
 run -N 2 --ntasks-per-node=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
   "$build/bin/elastic_train" --steps 12 --step-ms 10 --die 3@6:collective >"$out" 2>&1
@@ -185,11 +185,29 @@ if [ -n "$torch2_python" ] && "$torch2_python" -c "import torch.distributed as d
   same_sum "$out" || rc=99
   check "srun mcirun --on-rank-loss=continue elastic_train.py (torch 2.x): rank 3 lost on node 1, in place" 0 $rc \
     "$out" "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
+  # Rank 0 lost: torch's store and mci's live in node 0's mcirun, not in it.
+  run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
+    "$torch2_python" "$example" --steps 8 --step-ms 10 --die 0@4:collective >"$out" 2>&1
+  rc=$?
+  same_sum "$out" || rc=99
+  check "srun mcirun --on-rank-loss=continue elastic_train.py (torch 2.x): rank 0 lost on node 0, in place" 0 $rc \
+    "$out" "recovered world 3 lost 0 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
+  # A replacement for rank 3 on node 1 joins the running torch group
+  # (torch 2.15's reconfigure contract on "mci").
+  if "$torch2_python" -c "import torch.distributed as d; d._reconfigure" 2>/dev/null; then
+    run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=replace \
+      "$torch2_python" "$example" --steps 8 --step-ms 10 --die 3@3:collective --wait-joiners-at 5 >"$out" 2>&1
+    rc=$?
+    same_sum "$out" || rc=99
+    check "srun mcirun --on-rank-loss=replace elastic_train.py (torch 2.15): rank 3 replaced on node 1" 0 $rc \
+      "$out" "recovered world 3 lost 3 " "joined as rank 3 of world 4 at step 5" "grew world 4 joined 1 " \
+      "final rank 3 world 4 sum" "replaced by pid "
+  fi
 else
   echo "skip elastic_train.py across hosts: no torch 2.x with shrink_group (MCI_TORCH2_PYTHON)"
 fi
 for n in node0 node1; do
-  if ip netns exec "$n" pgrep -f "bin/elastic_train" >/dev/null; then
+  if ip netns exec "$n" pgrep -f "bin/elastic_train|elastic_train.py|from torch.distributed import TCPStore" >/dev/null; then
     echo "FAIL an elastic_train process is left on $n"; failures=$((failures + 1))
   fi
 done

@@ -805,8 +805,21 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::recv(std::vector<at::Tensor>& tensors
                  {d}});
 }
 
-c10::intrusive_ptr<c10d::Work> BackendMCI::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  fail_config("recv without a source rank is not supported: pass src= to recv/irecv");
+// The oldest matching send of whichever rank's arrives first (mci's
+// any_source); the Work's sourceRank() names that rank.
+c10::intrusive_ptr<c10d::Work> BackendMCI::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  if (tensors.size() != 1) fail_config("recv takes one tensor");
+  check_tensor(tensors[0], "recv tensor");
+  if (getSize() == 1) fail_config("recv from any source in a group of one rank: no other rank can send");
+  Staged dst = staged(tensors[0]);
+  const at::Tensor d = dst.buffer;
+  return submit({OpType::RECVANYSOURCE,
+                 "recv",
+                 true,
+                 [this, d, tag](mci::Exec e) { return group().recv(view_of(d), mci::any_source, tag, e); },
+                 tensors,
+                 dst.back,
+                 {d}});
 }
 
 // gloo's monitored barrier, over torch's store for this group: rank 0 waits

@@ -88,6 +88,7 @@ void WorkMCI::complete(const mci::Work& work, const std::shared_ptr<UnseenFailur
     error = std::current_exception();
   }
   duration_ms_ = static_cast<float>(work.duration_ms());
+  source_ = work.source();
   finish_ = nullptr;
   keep_.clear();
   if (error) {
@@ -102,6 +103,13 @@ void WorkMCI::complete(const mci::Work& work, const std::shared_ptr<UnseenFailur
     future_->markCompleted(c10::IValue(outputs_));
   }
   finish(error);  // c10d::Work's: completed_, exception_, wakes wait()
+}
+
+int WorkMCI::sourceRank() const {
+  if (source_ < 0) {
+    throw mci::ConfigError("mci_torch: " + what_ + " has no source rank: only a completed receive has one");
+  }
+  return source_;
 }
 
 void WorkMCI::touch() const {

@@ -61,6 +61,8 @@ class WorkMCI final : public c10d::Work {
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   float getDuration() const override;
+  // A receive's sender (recv from any source: the rank that matched).
+  int sourceRank() const override;
 
  private:
   void touch() const;
@@ -74,6 +76,7 @@ class WorkMCI final : public c10d::Work {
   mutable std::shared_ptr<void> unseen_flag_ = std::make_shared<int>(0);
   mutable std::mutex touch_mu_;
   float duration_ms_ = 0;
+  int source_ = -1;
 };
 
 // One thread completing a group's async operations in the order they were
