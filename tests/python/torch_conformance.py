@@ -43,7 +43,8 @@ def column(backend, world, pattern, out_path):
     one world size; writes {test: [outcome, detail]} to out_path."""
     os.environ.update(BACKEND="gloo", WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=os.environ.get("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "120"))
-    os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="mci-conformance-"))
+    if "TEMP_DIR" not in os.environ:
+        os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="mci-conformance-")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import unittest
 
@@ -124,8 +125,10 @@ def run_column(mcirun, backend, world, pattern, workdir):
     """One column in a child interpreter; its results, or None if it died."""
     out = os.path.join(workdir, f"{backend}-world{world}.json")
     python_dir = os.path.join(os.path.dirname(os.path.realpath(mcirun)), "..", "python")
+    # TMPDIR too: torch's test case leaves a file per test in it (its
+    # FileStore's), which the harness's folder takes away with it.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (python_dir, os.environ.get("PYTHONPATH")) if p),
-               TEMP_DIR=tempfile.mkdtemp(prefix=f"mci-conformance-{backend}-", dir=workdir))
+               TEMP_DIR=tempfile.mkdtemp(prefix=f"mci-conformance-{backend}-", dir=workdir), TMPDIR=workdir)
     cmd = [sys.executable, os.path.abspath(__file__), mcirun, "--column", backend, "--world", str(world), "--out", out]
     if pattern:
         cmd += ["-k", pattern]
