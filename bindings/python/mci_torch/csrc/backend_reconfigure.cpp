@@ -88,8 +88,8 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reconfigure(const c10d::ReconfigureOp
   o.world_size = size;
   o.timeout = timeout;
   // Not this group's own name: a member made with enable_reconfigure has
-  // none of the others' (the store is scoped by the uuid already).
-  o.group_name = "torch-reconfigure";
+  // none of the others'.
+  o.group_name = reconf::group_name(opts.uuid);
   o.settings = config_.settings;
   o.store = reconf::meet(handles, rank, opts.uuid, timeout);
   std::shared_ptr<mci::ProcessGroup> formed = mci::init_process_group(o);

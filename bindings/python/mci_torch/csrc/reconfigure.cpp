@@ -95,7 +95,7 @@ std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int ra
                              "uuid",
                          0);
   }
-  auto store = std::make_shared<mci::PrefixStore>(prefix_of(uuid), base);
+  auto store = std::make_shared<mci::PrefixStore>(prefix_of(uuid) + "/meet", base);
   const std::string mine = digest(handles);
   const auto decided = mci::to_string(store->compare_set("handles", {}, mci::to_bytes(mine)));
   if (decided != mine) {
@@ -133,7 +133,9 @@ std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int ra
                            " was given other handles than this rank: every member must pass the same handles, in "
                            "the same order for a list");
   }
-  return store;
+  return base;
 }
+
+std::string group_name(std::int64_t uuid) { return "torch-reconfigure-" + std::to_string(uuid); }
 
 }  // namespace mci_torch::reconf

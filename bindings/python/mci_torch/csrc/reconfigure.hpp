@@ -46,8 +46,15 @@ std::string digest(const std::vector<std::string>& handles);
 // checks that the first to write was given the same (else ConfigError
 // naming the difference), then waits until every member has arrived, at
 // most `timeout` (else TimeoutError naming those who did not). Returns the
-// store, scoped to this uuid, for the group's rendezvous.
+// client of that store for the group's rendezvous (a TcpStore itself, not
+// a prefix over one: mci's init listens on the address it reaches a
+// TcpStore from); the group's name scopes its keys by the uuid
+// (group_name()).
 std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int rank, std::int64_t uuid,
                                  std::chrono::milliseconds timeout);
+
+// The mci group name of the group reconfigure `uuid` forms: the same on
+// every member, whatever each was before.
+std::string group_name(std::int64_t uuid);
 
 }  // namespace mci_torch::reconf
