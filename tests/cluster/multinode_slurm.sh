@@ -179,28 +179,28 @@ check "srun mcirun --on-rank-loss=replace elastic_train: rank 3 replaced on node
 torch2_python=${MCI_TORCH2_PYTHON:-}
 if [ -n "$torch2_python" ] && "$torch2_python" -c "import torch.distributed as d; d.shrink_group" 2>/dev/null; then
   example=$(cd "$(dirname "$0")/../../examples/pytorch" && pwd)/elastic_train.py
-  run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
-    "$torch2_python" "$example" --steps 8 --step-ms 10 --die 3@4:backward >"$out" 2>&1
-  rc=$?
-  same_sum "$out" || rc=99
-  check "srun mcirun --on-rank-loss=continue elastic_train.py (torch 2.x): rank 3 lost on node 1, in place" 0 $rc \
-    "$out" "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
+  # torch_twin POLICY NAME "EXAMPLE ARGS" PATTERN...: one mcirun per host,
+  # 2 ranks each; every final sum the same.
+  torch_twin() {
+    local policy=$1 name=$2 args=$3
+    shift 3
+    # shellcheck disable=SC2086
+    run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 \
+      --on-rank-loss="$policy" "$torch2_python" "$example" --steps 8 --step-ms 10 $args >"$out" 2>&1
+    local rc=$?
+    same_sum "$out" || rc=99
+    check "srun mcirun --on-rank-loss=$policy elastic_train.py (torch $name" 0 $rc "$out" "$@"
+  }
+  torch_twin continue "2.x): rank 3 lost on node 1, in place" "--die 3@4:backward" \
+    "recovered world 3 lost 3 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
   # Rank 0 lost: torch's store and mci's live in node 0's mcirun, not in it.
-  run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=continue \
-    "$torch2_python" "$example" --steps 8 --step-ms 10 --die 0@4:collective >"$out" 2>&1
-  rc=$?
-  same_sum "$out" || rc=99
-  check "srun mcirun --on-rank-loss=continue elastic_train.py (torch 2.x): rank 0 lost on node 0, in place" 0 $rc \
-    "$out" "recovered world 3 lost 0 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
+  torch_twin continue "2.x): rank 0 lost on node 0, in place" "--die 0@4:collective" \
+    "recovered world 3 lost 0 " "final rank 0 world 3 sum" "final rank 2 world 3 sum"
   # A replacement for rank 3 on node 1 joins the running torch group
   # (torch 2.15's reconfigure contract on "mci").
   if "$torch2_python" -c "import torch.distributed as d; d._reconfigure" 2>/dev/null; then
-    run -N 2 --ntasks-per-node=1 env OMP_NUM_THREADS=1 "$build/bin/mcirun" --nproc_per_node=2 --on-rank-loss=replace \
-      "$torch2_python" "$example" --steps 8 --step-ms 10 --die 3@3:collective --wait-joiners-at 5 >"$out" 2>&1
-    rc=$?
-    same_sum "$out" || rc=99
-    check "srun mcirun --on-rank-loss=replace elastic_train.py (torch 2.15): rank 3 replaced on node 1" 0 $rc \
-      "$out" "recovered world 3 lost 3 " "joined as rank 3 of world 4 at step 5" "grew world 4 joined 1 " \
+    torch_twin replace "2.15): rank 3 replaced on node 1" "--die 3@3:collective --wait-joiners-at 5" \
+      "recovered world 3 lost 3 " "joined as rank 3 of world 4 at step 5" "grew world 4 joined 1 " \
       "final rank 3 world 4 sum" "replaced by pid "
   fi
 else
