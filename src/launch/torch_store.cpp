@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/deadline.hpp"
 #include "launch/child_process.hpp"
 #include "mci/errors.hpp"
 
@@ -16,11 +17,17 @@ namespace {
 // Binds every interface (the other nodes reach it at MASTER_ADDR), prints
 // "ready" once it listens, then waits to be ended. wait_for_workers=False:
 // the ranks come and go (a lost rank, a replacement) while it serves.
-constexpr const char* kScript = R"(import datetime, signal, sys
+// Once ready, its stdout and stderr go to /dev/null: nobody reads its pipes
+// after the start, and a store that filled one (torch logs a warning per
+// client lost) would block, and every rank with it.
+constexpr const char* kScript = R"(import datetime, os, signal, sys
 from torch.distributed import TCPStore
 store = TCPStore("0.0.0.0", int(sys.argv[1]), is_master=True, wait_for_workers=False,
                  timeout=datetime.timedelta(seconds=60))
 print("ready", flush=True)
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)
 while True:
     signal.pause()
 )";
@@ -60,12 +67,11 @@ TorchStoreKeeper::TorchStoreKeeper(const std::string& python, const std::vector<
   out_ = std::move(c.out);
   err_ = std::move(c.err);
   // Wait for "ready" on its stdout, or for it to end.
-  const auto until = std::chrono::steady_clock::now() + limit;
+  const Deadline dl(limit);
   std::string said;
   while (said.find("ready") == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     pollfd p{out_.get(), POLLIN, 0};
-    const int n = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 200))) : 0;
+    const int n = dl.expired() ? 0 : ::poll(&p, 1, dl.poll_ms());
     if (n > 0) {
       char buf[256];
       const ssize_t got = ::read(out_.get(), buf, sizeof buf);
@@ -78,7 +84,7 @@ TorchStoreKeeper::TorchStoreKeeper(const std::string& python, const std::vector<
         throw Error(fmt::format("{} could not host torch's store on port {}: {}", python, port,
                                 last_lines(drain(err_.get()), 3)));
       }
-    } else if (left.count() <= 0) {
+    } else if (dl.expired()) {
       const std::string why = last_lines(drain(err_.get()), 3);
       stop();
       throw Error(fmt::format("{} did not host torch's store on port {} within {} s{}", python, port,

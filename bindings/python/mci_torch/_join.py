@@ -15,6 +15,7 @@ They meet in torch's store, which mcirun's launcher hosts for such a job
 (it outlives every rank), under keys of this module."""
 
 import datetime
+import functools
 import os
 
 import torch
@@ -35,12 +36,19 @@ def is_replacement():
 
 def _store(timeout):
     """A client of torch's store that the launcher hosts: it outlives every
-    rank. Elsewhere there is none to meet in."""
+    rank. Elsewhere there is none to meet in. One connection per process
+    (joiners_waiting asks at every step boundary), its timeout set per use."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         raise ConfigError("mci_torch: replacing ranks needs torch's store outside the ranks: run the job under "
                           "mcirun --on-rank-loss=replace, whose launcher hosts it (TORCHELASTIC_USE_AGENT_STORE=True)")
-    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                         timeout=timeout)
+    store = _client(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    store.set_timeout(timeout)
+    return store
+
+
+@functools.lru_cache(maxsize=None)
+def _client(host, port):
+    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=60))
 
 
 def _check_reconfigure():
