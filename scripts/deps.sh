@@ -14,6 +14,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3-torch
   python3-matplotlib
+  chromium prometheus
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).
 packages+=("$@")

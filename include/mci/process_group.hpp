@@ -81,6 +81,20 @@ class ProcessGroup {
   // Every later call throws.
   void abort(const std::string& reason);
 
+  // The flight recorder in torch's flight-recorder format, which torch's
+  // torchfrtrace analyses (docs/troubleshooting.md, "Reading mci's records
+  // with torchfrtrace"): writes the records of every group of this process
+  // to <path_prefix><rank in the job> and returns that path. An empty
+  // prefix: MCI_FR_DUMP_DIR's (else TORCH_FR_DUMP_TEMP_FILE); with neither,
+  // a ConfigError. A timeout writes it there by itself, on every rank.
+  std::string dump_flight_recorder(const std::string& path_prefix = {}) const;
+  // How dumps name this group and its members: torch's group name and
+  // description, and the rank in the job of each group rank (job_ranks[i]
+  // for group rank i). Defaults: mci's name of the group, "undefined", and
+  // 0 .. size()-1 (a shrunk group keeps its members' ranks); an empty
+  // argument keeps the current value. mci_torch gives torch's.
+  void name_for_dumps(const std::string& name, const std::string& desc, const std::vector<int>& job_ranks = {});
+
   // Going on without lost ranks (docs/fault-tolerance.md, "In place"):
   // typically after a PeerError, every rank still alive calls shrink(); they
   // agree through the store on who is gone (the same set on every one, also

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace mci {
@@ -51,6 +52,11 @@ inline std::string_view op_name(OpKind k) noexcept { return op_shape(k).name; }
 inline bool is_p2p(OpKind k) noexcept { return op_shape(k).p2p; }
 inline bool has_root(OpKind k) noexcept { return op_shape(k).rooted; }
 inline bool has_reduce_op(OpKind k) noexcept { return op_shape(k).reduces; }
+
+// The kind named `name` ("all_reduce"), or nullopt.
+std::optional<OpKind> op_kind_named(std::string_view name) noexcept;
+// nccl-tests' bus bandwidth factor for `ranks` ranks: busbw = algbw * factor.
+double bus_factor(OpKind k, int ranks) noexcept;
 
 // Elements of this side's buffer on a rank (0 for a side it does not use).
 std::size_t side_count(BufferExtent e, bool at_root_only, bool at_root, std::size_t count, std::size_t size) noexcept;

@@ -34,6 +34,9 @@ class SettingSource {
   std::string choice(std::string_view name) const;
   std::string text(std::string_view name) const;
   bool flag(std::string_view name) const;
+  // A variable that is not mci's but that mci honours too (torch's
+  // TORCH_FR_DUMP_TEMP_FILE), from the environment only; nullopt when unset.
+  std::optional<std::string> foreign(const std::string& name) const { return env_(name); }
 
   // "MCI_ALGO=auto MCI_TRANSPORT=shm ..." for the rows the ranks must agree
   // on that a backend with these uses honours: what init compares.

@@ -36,6 +36,11 @@ constexpr std::array kRankLoss{
                   "the survivors go on and a new process takes the lost one's place (mcirun "
                   "--on-rank-loss=replace)"},
 };
+constexpr std::array kDumpSignals{
+    SettingChoice{"off", "no signal handler"},
+    SettingChoice{"SIGUSR1", "dump on SIGUSR1"},
+    SettingChoice{"SIGUSR2", "dump on SIGUSR2"},
+};
 constexpr std::array kClocks{
     SettingChoice{"auto", "the CPU's time-stamp counter where it is invariant, else the steady clock"},
     SettingChoice{"steady", "the steady clock"},
@@ -265,6 +270,37 @@ constexpr std::array kRows{
         "operations each rank keeps in its flight recorder, rounded up to a power of two; 0 turns recording "
         "off (to measure its cost)"},
     SettingRow{
+        .name = "MCI_FR_DUMP_DIR",
+        .kind = SettingKind::text,
+        .fallback = "",
+        .scope = SettingScope::rank,
+        .ranks_agree = false,
+        .use = SettingUse::group,
+        .section = SettingSection::tuning,
+        .shown_default = "unset",
+        .doc =
+        "a folder (made if missing) where each process writes its flight recorder in torch's flight-recorder "
+        "format, as `mci_trace_rank_<rank>`, when an operation times out: the rank that timed out, and every "
+        "rank its hang report asks (so the ranks that never came write theirs too); `torchfrtrace <folder>` "
+        "reads them (see [troubleshooting](troubleshooting.md#reading-mcis-records-with-torchfrtrace)). Unset: "
+        "torch's `TORCH_FR_DUMP_TEMP_FILE` when it is set (files `<its value><rank>`, as torch names them), "
+        "else no file"},
+    SettingRow{
+        .name = "MCI_FR_DUMP_ON_SIGNAL",
+        .kind = SettingKind::choice,
+        .fallback = "off",
+        .choices = kDumpSignals,
+        .noun = "a signal mci can dump on",
+        .scope = SettingScope::rank,
+        .ranks_agree = false,
+        .use = SettingUse::group,
+        .section = SettingSection::tuning,
+        .doc =
+        "`SIGUSR1` or `SIGUSR2`: that signal makes the process write its flight recorder where "
+        "`MCI_FR_DUMP_DIR` (or `TORCH_FR_DUMP_TEMP_FILE`) says, which must be set (`kill -USR2 <pid>` on every "
+        "rank of a job that seems stuck); mci installs a handler that only wakes a thread of its own, which "
+        "writes the file, and calls the handler the program had after it. `off`: no handler"},
+    SettingRow{
         .name = "MCI_CLOCK",
         .kind = SettingKind::choice,
         .fallback = "auto",
@@ -343,6 +379,41 @@ constexpr std::array kRows{
         .scope = SettingScope::job,
         .ranks_agree = false,
         .use = SettingUse::tool,
+        .section = SettingSection::launcher},
+    SettingRow{
+        .name = "MCI_MONITOR",
+        .kind = SettingKind::text,  // [HOST:]PORT, checked by mcirun (job_config.cpp)
+        .fallback = "",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::tool,
+        .section = SettingSection::tools},
+    SettingRow{
+        .name = "MCI_MONITOR_OPEN",
+        .kind = SettingKind::flag,
+        .fallback = "",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::tool,
+        .section = SettingSection::tools},
+    SettingRow{
+        .name = "MCI_MONITOR_FD",
+        .kind = SettingKind::integer,
+        .fallback = "",
+        .min = 0,
+        .max = 1'000'000,
+        .unit = "a file descriptor",
+        .scope = SettingScope::rank,  // each rank's own status block
+        .ranks_agree = false,
+        .use = SettingUse::launcher,
+        .section = SettingSection::launcher},
+    SettingRow{
+        .name = "MCI_MONITOR_URL",
+        .kind = SettingKind::text,
+        .fallback = "",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::launcher,
         .section = SettingSection::launcher},
     SettingRow{
         .name = "MCI_PYTHON",

@@ -2,7 +2,10 @@
 // (what, how big, with whom, which state, when). The thread running an
 // operation writes its slot; the hang-report thread reads slots at any time.
 // Each slot is a seqlock of atomics: writing costs a few plain stores and no
-// lock, reading never blocks the writer.
+// lock, reading never blocks the writer. The ring and its counters live in
+// an area of the process's status block when mcirun watches the job
+// (monitor/status_block.hpp), so the launcher reads them too; in the
+// recorder's own memory otherwise.
 #pragma once
 
 #include <atomic>
@@ -13,29 +16,16 @@
 #include <vector>
 
 #include "collectives/desc.hpp"
+#include "monitor/status_block.hpp"
 
 namespace mci::diag {
 
-enum class OpState : std::uint8_t { enqueued = 0, started, completed, failed };
-const char* state_name(OpState s);
+// The record and its states live in the status block's layer, which the
+// launcher reads too; here they gain their description.
+using monitor::OpState;
+using monitor::state_name;
 
-struct OpRecord {
-  std::uint64_t id = 0;   // operation number in the group (1-based, p2p included)
-  std::uint64_t seq = 0;  // collective sequence number (0 for p2p)
-  std::uint64_t count = 0;
-  OpKind kind = OpKind::barrier;
-  DType dtype = DType::u8;
-  ReduceOp op = ReduceOp::sum;
-  Algo algo = Algo::unset;
-  OpState state = OpState::enqueued;
-  std::int32_t root = -1;  // root, or the peer of a send/recv
-  std::int32_t tag = 0;
-  std::int64_t enqueued_ns = 0;  // steady clock
-  std::int64_t started_ns = 0;
-  std::int64_t ended_ns = 0;
-  std::int32_t last_rank = -1;    // who entered last, when the backend knows
-  std::int64_t last_late_ns = 0;  // how long after this rank it entered
-
+struct OpRecord : monitor::OpRecord {
   std::string describe() const;  // "all_reduce #1 (f32 x 2, sum)"
 };
 
@@ -47,6 +37,9 @@ class FlightRecorder {
   // rounded up to a power of two (a slot's index is then a mask, not a
   // division, twice per call).
   explicit FlightRecorder(std::size_t capacity);
+  // The ring in `area` (its capacity is the area's; 0 keeps recording off).
+  FlightRecorder(std::size_t capacity, monitor::AreaView area);
+  ~FlightRecorder();
 
   // Records a new operation (in submission order) and returns its record;
   // the thread that runs it passes the record back to start() and finish(),
@@ -60,29 +53,28 @@ class FlightRecorder {
 
   std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
   std::vector<OpRecord> last(std::size_t n) const;      // oldest first
-  std::uint64_t last_id() const { return next_id_.load(std::memory_order_acquire) - 1; }
+  std::uint64_t last_id() const { return h_->next_id.load(std::memory_order_acquire) - 1; }
   // The operation running now (0 if none) and when this rank last left mci.
-  std::uint64_t running() const { return running_.load(std::memory_order_acquire); }
-  std::int64_t idle_since_ns() const { return idle_since_.load(std::memory_order_acquire); }
-  std::size_t capacity() const { return enabled_ ? slots_.size() : 0; }
+  std::uint64_t running() const { return h_->running.load(std::memory_order_acquire); }
+  std::int64_t idle_since_ns() const { return h_->idle_since_ns.load(std::memory_order_acquire); }
+  std::size_t capacity() const { return enabled_ ? mask_ + 1 : 0; }
+  // The group is gone: the launcher's view says so.
+  void close() { h_->closed.store(1, std::memory_order_release); }
 
  private:
-  static constexpr int kWords = 10;
-  struct Slot {
-    std::atomic<std::uint64_t> version{0};
-    std::atomic<std::uint64_t> w[kWords];
-  };
+  static constexpr int kWords = monitor::OpSlot::kWords;
   // Writes words [first, last] of r's slot (all of them when enqueuing; the
   // few that change when starting and finishing).
   template <int First = 0, int Last = kWords - 1>
   void write(const OpRecord& r);
-  std::optional<OpRecord> read(const Slot& s) const;
+  void count(const OpRecord& r);
 
+  std::unique_ptr<monitor::PrivateArea> own_;  // when no block holds the ring
   bool enabled_;
-  std::vector<Slot> slots_;
-  std::atomic<std::uint64_t> next_id_{1};
-  std::atomic<std::uint64_t> running_{0};
-  std::atomic<std::int64_t> idle_since_;
+  monitor::AreaHeader* h_;
+  monitor::OpSlot* slots_;
+  std::uint64_t mask_;
+  int group_size_ = 1;  // for the counters' bytes (all_gather's are per rank)
 };
 
 }  // namespace mci::diag

@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
+#include "diag/dump_registry.hpp"
 #include "mci/errors.hpp"
 
 namespace mci::diag {
@@ -109,6 +110,11 @@ void HangResponder::loop() {
       const std::string req = to_string(store_->get(fmt::format("diag/req/{}", id), std::chrono::hours(1)));
       const auto space = req.find(' ');
       const auto seq = parse_int(space == std::string::npos ? std::string() : req.substr(space + 1));
+      // This rank's flight recorder is written where its dumps go, if
+      // anywhere, so the ranks that never reached the stuck operation dump
+      // too; before answering, so that every rank that answered has its
+      // file when the report is complete (the job may end right after it).
+      dump_automatically(fr_, fmt::format("the hang report of rank {}", req.substr(0, space)));
       store_->set(fmt::format("diag/ans/{}/{}", id, rank_),
                   to_bytes(encode_state(fr_, seq && *seq > 0 ? static_cast<std::uint64_t>(*seq) : 0)));
       ++id;

@@ -17,6 +17,9 @@
 
 namespace mci::diag {
 
+// Answers each request from the recorder; first, when the group has a
+// destination for dumps, it writes this process's flight recorder in torch's
+// format (diag/dump_registry.hpp), so every rank asked leaves its file.
 class HangResponder {
  public:
   // `own` must be a connection no other thread uses: the responder blocks on it.

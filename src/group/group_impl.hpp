@@ -15,6 +15,7 @@
 
 #include "backends/backend.hpp"
 #include "collectives/desc.hpp"
+#include "diag/dump_registry.hpp"
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
 #include "group/join.hpp"
@@ -65,6 +66,10 @@ struct ProcessGroup::Impl {
   Shrunk shrink(const std::vector<int>& exclude);  // group/shrink.cpp
   bool joiners_waiting();                          // group/grow.cpp
   Grown grow();
+  // The flight recorder in torch's format (group/fr_dump.cpp).
+  void register_for_dumps(const GroupSettings& settings, const std::string& name);
+  std::string dump_flight_recorder(const std::string& prefix) const;
+  void name_for_dumps(const std::string& name, const std::string& desc, const std::vector<int>& job_ranks);
 
  private:
   // Declared in this order so the backend closes before the store client,
@@ -79,6 +84,8 @@ struct ProcessGroup::Impl {
   const bool debug_timing_;  // MCI_DEBUG=timing: a line per collective, a summary at the end
   // The submit and finish times of every call (MCI_CLOCK).
   std::unique_ptr<TickClock> clock_;
+  std::unique_ptr<diag::DumpRegistration> dump_;  // reads recorder_: declared after it
+  std::string dump_after_timeout();               // the hang report's last line, or ""
 
   struct Task {
     coll::CollectiveDesc d;

@@ -327,6 +327,9 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
                                                                  place.local_world, opts.backend, opts.timeout},
                                                    settings, origin, GroupSession{session, certified}, store,
                                                    std::move(backend), std::move(clock));
+  // Named in dumps by its store prefix: the same on every rank, and
+  // another for each group (generations, shrink, grow).
+  impl->register_for_dumps(settings, session);
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", place.rank, place.world, opts.group_name,
             opts.backend, generation);
   // Where the group of this job is now (init, then each shrink and grow):

@@ -7,12 +7,26 @@
 #include "group/group_impl.hpp"
 #include "group/validate.hpp"
 #include "mci/errors.hpp"
+#include "monitor/status_block.hpp"
 
 namespace mci {
 
 namespace {
 std::int64_t ns_of(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Under mcirun --monitor the ring lives in the process's status block,
+// where the launcher reads it; otherwise in the recorder's own memory.
+std::unique_ptr<diag::FlightRecorder> make_recorder(const GroupIdentity& id, std::size_t entries,
+                                                    const std::string& name) {
+  if (auto* block = monitor::BlockWriter::of_process(); block != nullptr && entries > 0) {
+    if (auto area = block->add_area(entries, id.rank, id.size, static_cast<std::uint64_t>(id.timeout.count()),
+                                    id.backend_name, name)) {
+      return std::make_unique<diag::FlightRecorder>(entries, *area);
+    }
+  }
+  return std::make_unique<diag::FlightRecorder>(entries);
 }
 }  // namespace
 
@@ -279,12 +293,18 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
 }
 
 diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
-  if (!store_ || report_wait_.count() <= 0) return {};
-  try {
-    return diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout));
-  } catch (const std::exception& e) {
-    return {fmt::format("(no hang report: {})", e.what()), {}};
+  diag::HangReport report;
+  if (store_ && report_wait_.count() > 0) {
+    try {
+      report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout));
+    } catch (const std::exception& e) {
+      report = {fmt::format("(no hang report: {})", e.what()), {}};
+    }
   }
+  // With the operation still shown as running, as the other ranks' dumps
+  // (written when the report asked them) show it.
+  report.text += dump_after_timeout();
+  return report;
 }
 
 void ProcessGroup::Impl::fail_group(const std::string& reason) {
@@ -347,6 +367,7 @@ void ProcessGroup::Impl::shutdown() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   responder_.reset();
+  recorder_->close();
   std::lock_guard lk(exec_mu_);
   print_timing_summary();
   if (broken_.empty()) backend_->close();
@@ -365,7 +386,7 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
       session_(std::move(session)),
       store_(std::move(store)),
       backend_(std::move(backend)),
-      recorder_(std::make_unique<diag::FlightRecorder>(settings.flight_recorder_entries)),
+      recorder_(make_recorder(id, settings.flight_recorder_entries, origin_.opts.group_name)),
       report_wait_(settings.hang_report_wait),
       debug_timing_(settings.debug_timing),
       clock_(std::move(clock)) {

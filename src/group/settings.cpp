@@ -1,5 +1,7 @@
 #include "group/settings.hpp"
 
+#include <signal.h>
+
 #include <fmt/format.h>
 
 #include "mci/errors.hpp"
@@ -23,6 +25,23 @@ GroupSettings GroupSettings::from(const InitOptions& o, const SettingSource& sou
   s.host_addr = source.text("MCI_HOST_ADDR");
   s.counter_clock = source.choice("MCI_CLOCK") == "auto";
   s.token = o.token.empty() ? source.text("MCI_JOB_TOKEN") : o.token;
+  // torch users already set torch's variable for their NCCL groups' dumps;
+  // mci's own wins (it keeps mci's files apart when both would write
+  // <prefix><rank>).
+  if (const std::string dir = source.text("MCI_FR_DUMP_DIR"); !dir.empty()) {
+    s.fr_dump_prefix = dir + (dir.back() == '/' ? "" : "/") + "mci_trace_rank_";
+  } else if (auto torch = source.foreign("TORCH_FR_DUMP_TEMP_FILE"); torch && !torch->empty()) {
+    s.fr_dump_prefix = *torch;
+  }
+  if (const std::string sig = source.choice("MCI_FR_DUMP_ON_SIGNAL"); sig != "off") {
+    s.fr_dump_signal = sig == "SIGUSR1" ? SIGUSR1 : SIGUSR2;
+    if (s.fr_dump_prefix.empty()) {
+      throw ConfigError(fmt::format(
+          "MCI_FR_DUMP_ON_SIGNAL={} needs a place to write the flight recorder: set MCI_FR_DUMP_DIR (a folder) or "
+          "TORCH_FR_DUMP_TEMP_FILE (a file prefix, as for torch)",
+          sig));
+    }
+  }
   return s;
 }
 

@@ -20,6 +20,11 @@ struct GroupSettings {
   std::string host_addr;                             // MCI_HOST_ADDR: the address peers reach this rank at
   std::string token;                                 // InitOptions::token, else MCI_JOB_TOKEN
   bool counter_clock = true;                         // MCI_CLOCK: auto (the CPU's counter where usable) or steady
+  // Where the flight recorder is written in torch's format on a timeout (a
+  // file is this + the job rank): MCI_FR_DUMP_DIR/mci_trace_rank_, else
+  // TORCH_FR_DUMP_TEMP_FILE; "" for nowhere.
+  std::string fr_dump_prefix;
+  int fr_dump_signal = 0;  // MCI_FR_DUMP_ON_SIGNAL: SIGUSR1, SIGUSR2, or 0 for none
 
   // Throws ConfigError naming a malformed variable.
   static GroupSettings from(const InitOptions& o, const SettingSource& source);

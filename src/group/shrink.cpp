@@ -207,6 +207,13 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     place.rank = found;
     try {
       result.group = join_group(origin_, fmt::format("{}/{}/group", session_.prefix, topic), place);
+      // Its members keep their job ranks in dumps (the files' names).
+      if (dump_) {
+        const std::vector<int> job = dump_->group().job_ranks;
+        std::vector<int> kept_job;
+        for (int r : result.kept) kept_job.push_back(job.at(static_cast<std::size_t>(r)));
+        result.group->name_for_dumps("", "", kept_job);
+      }
       log::info("rank {} is rank {} of {} after shrinking (lost: {})", rank, place.rank, place.world,
                 fmt::join(result.lost, ", "));
       return result;

@@ -40,7 +40,8 @@ struct CStrings {
 };
 
 [[noreturn]] void exec_child(const ExecSpec& program, char* const* argv, char* const* envp, int out, int err,
-                             int report, pid_t parent, const SignalFd& signals, const cpu_set_t* cpus) noexcept {
+                             int report, pid_t parent, const SignalFd& signals, const cpu_set_t* cpus,
+                             int keep_fd) noexcept {
   // Only async-signal-safe calls from here on.
   ::setpgid(0, 0);
   // A CPU the kernel refuses leaves the rank unpinned rather than unstarted:
@@ -49,6 +50,7 @@ struct CStrings {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // mcirun died before prctl took effect
   signals.restore_in_child();
+  if (keep_fd >= 0) (void)::fcntl(keep_fd, F_SETFD, 0);
   if (::dup2(out, STDOUT_FILENO) < 0 || ::dup2(err, STDERR_FILENO) < 0) {
     const int e = errno;
     (void)!::write(report, &e, sizeof e);
@@ -63,7 +65,7 @@ struct CStrings {
 }  // namespace
 
 StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env, const SignalFd& signals,
-                         const std::vector<int>& cpus) {
+                         const std::vector<int>& cpus, int keep_fd) {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   for (int c : cpus) {
@@ -80,7 +82,7 @@ StartedChild start_child(const ExecSpec& program, const std::vector<std::string>
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "mcirun: fork");
   if (pid == 0) {
     exec_child(program, argv.ptrs.data(), envp.ptrs.data(), out.write.get(), err.write.get(), report.write.get(),
-               parent, signals, cpus.empty() ? nullptr : &mask);
+               parent, signals, cpus.empty() ? nullptr : &mask, keep_fd);
   }
   // Also from here: a signal sent to the group before the child ran
   // setpgid must still reach it. EACCES means it already exec'd, and did it.

@@ -27,8 +27,10 @@ struct StartedChild {
 // first), std::system_error when a pipe or fork fails.
 // `cpus`, when not empty, is the CPU affinity the child starts with (set
 // before exec, so every thread it starts inherits it).
+// `keep_fd`, when not -1, is a close-on-exec descriptor of ours the child
+// keeps open across exec (its status block under --monitor).
 StartedChild start_child(const ExecSpec& program, const std::vector<std::string>& env, const SignalFd& signals,
-                         const std::vector<int>& cpus = {});
+                         const std::vector<int>& cpus = {}, int keep_fd = -1);
 
 // Whether the kernel has begun ending this process: it is a zombie, or its
 // main thread carries PF_EXITING, which the kernel sets before it closes the

@@ -168,6 +168,10 @@ const std::vector<Row>& rows() {
        "go on and a new process takes the lost one's place,\nwith MCI_REPLACEMENT=K; at most --max-restarts per node, "
        "default 3)",
        "stop"},
+      {"monitor", "", &CliArgs::monitor, false, false, "[HOST:]PORT",
+       "serve a live page of the job from node 0 (its ranks, who waits for\nwhom, charts; JSON at /api/v1/job, "
+       "Prometheus at /metrics): on\n127.0.0.1 at a free port for a bare --monitor (the URL is printed);\nanother "
+       "HOST needs MCI_JOB_TOKEN (or MCI_MONITOR_OPEN=1) [MCI_MONITOR]"},
   };
   return table;
 }
@@ -360,10 +364,35 @@ std::string completion_script(const std::string& shell) {
 
 CliOutcome parse_cli(const std::vector<std::string>& argv) { return parse_cli(argv, fixed_env({})); }
 
-CliOutcome parse_cli(const std::vector<std::string>& argv, const EnvLookup& env) {
+// A bare --monitor (its value is optional) before the program becomes
+// --monitor=auto: CLI11 would otherwise take the program's name as its
+// value. Words after the program are the program's, whatever they are.
+std::vector<std::string> with_bare_monitor(std::vector<std::string> argv) {
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& w = argv[i];
+    if (w == "--" || w.empty() || w[0] != '-') break;
+    if (w == "--monitor") {
+      argv[i] = "--monitor=auto";
+      continue;
+    }
+    if (w.find('=') != std::string::npos) continue;
+    for (const Row& r : rows()) {
+      if (std::holds_alternative<bool CliArgs::*>(r.field)) continue;
+      const auto names = spellings_of(r.name, r.short_name);
+      if (std::find(names.begin(), names.end(), w) != names.end()) {
+        ++i;  // its value
+        break;
+      }
+    }
+  }
+  return argv;
+}
+
+CliOutcome parse_cli(const std::vector<std::string>& given, const EnvLookup& env) {
   CliArgs a;
   std::optional<std::string> completion;
   App app = make_app(a, completion);
+  const std::vector<std::string> argv = with_bare_monitor(given);
   // CLI11 takes the words in reverse order and without the program name.
   std::vector<std::string> words(argv.rbegin(), argv.rend());
   if (!words.empty()) words.pop_back();

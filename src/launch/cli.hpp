@@ -59,6 +59,7 @@ struct CliArgs {
   bool prefix = false;
   std::optional<std::string> bind;          // none, numa or core
   std::optional<std::string> on_rank_loss;  // stop, continue or replace
+  std::optional<std::string> monitor;       // [HOST:]PORT, or "auto" for a bare --monitor
   std::vector<std::string> command;         // the program and its own arguments
 
   // The options whose value came from the environment: option -> PET_NAME.

@@ -298,6 +298,38 @@ void note_torchrun_leftovers(const CliArgs& a, JobConfig& c) {
 // fails its attempt (launch/heartbeat.hpp), which continue and replace would
 // contradict. Under replace, --max-restarts caps the replacements of each
 // node instead: a replacement is this policy's restart, of one process.
+// --monitor[=[HOST:]PORT], else MCI_MONITOR (the same values; unset,
+// empty, 0 or "off": no page): node 0's page.
+void apply_monitor(const CliArgs& a, const EnvLookup& env, JobConfig& c) {
+  std::optional<std::string> v = a.monitor;
+  std::string named = "--monitor";
+  if (!v) {
+    v = env("MCI_MONITOR");
+    named = "MCI_MONITOR";
+    if (!v || v->empty() || *v == "off" || *v == "0") return;
+  }
+  JobConfig::Monitor m;
+  if (*v != "auto" && *v != "0" && !v->empty()) {
+    if (v->find_first_not_of("0123456789") == std::string::npos) {
+      m.port = parse_port(named, *v);
+    } else {
+      const auto colon = v->rfind(':');
+      std::string host = colon == std::string::npos ? *v : v->substr(0, colon);
+      const std::string port = colon == std::string::npos ? "0" : v->substr(colon + 1);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+      if (host.empty() || (host.find(':') != std::string::npos && v->front() != '[')) {
+        throw UsageError(
+            fmt::format("{}={}: give [HOST:]PORT, e.g. 127.0.0.1:8265 (an IPv6 address in brackets)", named, *v));
+      }
+      m.host = host;
+      m.port = port == "0" || port.empty() ? 0 : parse_port(named, port);
+    }
+  }
+  const auto open = env("MCI_MONITOR_OPEN");
+  m.open = open && !open->empty() && *open != "0";
+  c.monitor = m;
+}
+
 void apply_on_rank_loss(const std::string& value, bool max_restarts_given, JobConfig& c) {
   c.on_rank_loss = parse_on_rank_loss("--on-rank-loss", value);
   if (c.on_rank_loss == OnRankLoss::stop) return;
@@ -591,6 +623,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   }
   if (c.virtual_local_rank) check_virtual_local_rank(c, env);
   if (a.on_rank_loss) apply_on_rank_loss(*a.on_rank_loss, a.max_restarts.has_value(), c);
+  apply_monitor(a, env, c);
   c.program = resolve_program(a.command, run_as(a, c.notices), env);
   return c;
 }

@@ -99,6 +99,13 @@ struct JobConfig {
   // host name resolves to, often a loopback address).
   std::string gloo_ifname;
   topo::BindMode bind = topo::BindMode::none;
+  // --monitor (or MCI_MONITOR): where node 0 serves the job's page.
+  struct Monitor {
+    std::string host = "127.0.0.1";
+    int port = 0;       // 0: a free one
+    bool open = false;  // MCI_MONITOR_OPEN: another host without a token, on purpose
+  };
+  std::optional<Monitor> monitor;
   // Elastic jobs: the range; nnodes and node_rank are then this attempt's
   // GROUP_WORLD_SIZE and GROUP_RANK (nnodes is MAX before the first), and
   // first_rank and world its ranks (the nodes may run different

@@ -12,10 +12,12 @@
 #include "common/cpus.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
+#include "jobview/job_monitor.hpp"
 #include "launch/child_env.hpp"
 #include "launch/elastic_rendezvous.hpp"
 #include "launch/error_files.hpp"
 #include "launch/fd_budget.hpp"
+#include "launch/fr_dumps.hpp"
 #include "launch/heartbeat.hpp"
 #include "launch/node_link.hpp"
 #include "launch/program_port.hpp"
@@ -86,6 +88,35 @@ NodeLinkOptions link_options(const JobConfig& job, const std::string& token, int
   o.node_rank = job.node_rank;
   o.attempt = attempt;
   return o;
+}
+
+// --monitor: every node reads its ranks; node 0 also serves the page.
+std::unique_ptr<jobview::JobMonitor> start_monitor(const JobConfig& job, const std::string& token, const EnvLookup& env,
+                                                   const FrDumps& dumps) {
+  jobview::MonitorOptions o;
+  o.host = job.monitor->host;
+  o.port = job.monitor->port;
+  o.open = job.monitor->open;
+  o.token = env("MCI_JOB_TOKEN").value_or("");
+  o.store_token = token;
+  o.node_rank = job.hosts_store() ? 0 : std::max(job.node_rank, 1);
+  o.nnodes = job.elastic ? job.elastic->max_nodes : job.nnodes;
+  o.world = job.world_size();
+  o.store_host = job.master_addr;
+  o.store_port = job.master_port;
+  for (const auto& w : job.program.argv) o.program += (o.program.empty() ? "" : " ") + w;
+  if (o.program.size() > 200) o.program = o.program.substr(0, 200) + "...";
+  o.dump_dir = dumps.where();
+  auto m = std::make_unique<jobview::JobMonitor>(o);
+  if (!m->url().empty()) {
+    const std::string u = m->url();
+    const std::string tail = o.token.empty() || jobview::is_loopback(o.host) ? "" : "?token=$MCI_JOB_TOKEN";
+    say(
+        fmt::format("mcirun: watching the job at {}{} (JSON: {}api/v1/job, Prometheus: {}metrics); "
+                    "flight-recorder dumps go to {}",
+                    u, tail, u, u, dumps.where()));
+  }
+  return m;
 }
 
 int refuse_other_on_rank_loss(const JobConfig& job, const std::string& token, const std::string& node0s) {
@@ -226,7 +257,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
     }
   }
   const std::string python_path = mci_python_path();
-  const std::vector<std::string> base = current_environment();
+  std::vector<std::string> base = current_environment();
   if (!job.program.python.empty() && (!env("NCCL_ASYNC_ERROR_HANDLING") || job.on_rank_loss != OnRankLoss::stop)) {
     const TorchProbe probe = probe_torch(job.program.python, base, signals);
     job.torch = probe.version;
@@ -253,6 +284,18 @@ int run_job(JobConfig job, const EnvLookup& env) {
   }
   const std::vector<std::vector<int>> cpus = place_ranks(job);
   const std::string host = host_name();
+  std::unique_ptr<jobview::JobMonitor> monitor;
+  std::optional<FrDumps> dumps;
+  if (job.monitor) {
+    try {
+      dumps.emplace(env);
+      monitor = start_monitor(job, token, env, *dumps);
+      base.insert(base.end(), dumps->env().begin(), dumps->env().end());
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: --monitor: {}", e.what()));
+      return 1;
+    }
+  }
 
   // --nnodes MIN:MAX: the nodes meet before each attempt.
   std::unique_ptr<ElasticRendezvous> rdzv;
@@ -358,7 +401,7 @@ int run_job(JobConfig job, const EnvLookup& env) {
            cpus[static_cast<std::size_t>(local)],
            plan_streams(job.logs, job.log_attempt_dir, RankLabel{job.role, rank, local, host}, job.prefix)});
     }
-    Supervisor sup(job, signals, link.get());
+    Supervisor sup(job, signals, link.get(), monitor.get());
     sup.start(ranks);
     const int rc = sup.run();
     if (watch) {
@@ -377,6 +420,10 @@ int run_job(JobConfig job, const EnvLookup& env) {
     }
     say(fmt::format("mcirun: attempt {} failed ({}): restarting every process, restart {} of {}", attempt,
                     failures.back().second, attempt + 1, job.max_restarts));
+    if (monitor) {
+      monitor->event("restart", fmt::format("attempt {} failed ({}); restart {} of {}", attempt, failures.back().second,
+                                            attempt + 1, job.max_restarts));
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/socket.hpp"
+#include "jobview/job_monitor.hpp"
 #include "launch/child_env.hpp"
 #include "launch/child_process.hpp"
 #include "launch/error_files.hpp"
@@ -45,8 +46,8 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-Supervisor::Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link)
-    : job_(job), signals_(signals), link_(link), host_(host_name()), buf_(kReadChunk) {}
+Supervisor::Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link, jobview::JobMonitor* monitor)
+    : job_(job), signals_(signals), link_(link), monitor_(monitor), host_(host_name()), buf_(kReadChunk) {}
 
 Supervisor::~Supervisor() {
   for (auto& p : procs_) {
@@ -96,8 +97,13 @@ void Supervisor::launch(const RankSpec& spec, int replacement) {
   const bool again = replacement > 0;
   RelaySinks out = sinks_for(spec.streams.out, STDOUT_FILENO, again);
   RelaySinks err = sinks_for(spec.streams.err, STDERR_FILENO, again);
-  StartedChild c =
-      start_child(job_.program, again ? replacement_environment(spec.env, replacement) : spec.env, signals_, spec.cpus);
+  std::vector<std::string> env = again ? replacement_environment(spec.env, replacement) : spec.env;
+  // --monitor: the rank's status block, kept open across its exec only.
+  const int block = monitor_ ? monitor_->block_for(spec.rank, spec.local_rank, replacement) : -1;
+  if (block >= 0) env.push_back(fmt::format("MCI_MONITOR_FD={}", block));
+  if (monitor_ && !monitor_->url().empty()) env.push_back("MCI_MONITOR_URL=" + monitor_->url());
+  StartedChild c = start_child(job_.program, env, signals_, spec.cpus, block);
+  if (monitor_) monitor_->started(spec.rank, c.pid);
   procs_.emplace_back(spec, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
                       StreamRelay(std::move(c.err), std::move(err), kTailLines), replacement);
 }
@@ -158,6 +164,13 @@ void Supervisor::reap() {
       p.status = st;
       p.out.drain(buf_);
       p.err.drain(buf_);
+      if (monitor_) {
+        monitor_->exited(p.rank,
+                         exited_ok(st) ? "done"
+                         : goes_on()   ? "lost"
+                                       : "failed",
+                         exited_ok(st) ? "" : describe_exit(st));
+      }
       exited.push_back(&p);
     }
   }

@@ -41,6 +41,10 @@
 #include "launch/summary.hpp"
 #include "launch/worker_logs.hpp"
 
+namespace mci::jobview {
+class JobMonitor;
+}
+
 namespace mci::launch {
 
 struct RankSpec {
@@ -53,8 +57,8 @@ struct RankSpec {
 
 class Supervisor {
  public:
-  // link: null for a one-node job.
-  Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link);
+  // link: null for a one-node job; monitor: null without --monitor.
+  Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link, jobview::JobMonitor* monitor = nullptr);
   // Kills (SIGKILL) and reaps whatever is still running: only an exception
   // leaves run() with processes alive, and they must not outlive us.
   ~Supervisor();
@@ -161,6 +165,7 @@ class Supervisor {
   const JobConfig& job_;
   SignalFd& signals_;
   NodeLink* link_;
+  jobview::JobMonitor* monitor_;
   std::string host_;
   std::vector<Proc> procs_;
   std::vector<RankSpec> specs_;  // how each local rank started: what a replacement starts again

@@ -237,6 +237,51 @@ else
   echo "skip train_multinode/train_ddp (C++): not built (no LibTorch)"
 fi
 
+# mcirun --monitor across the two hosts, on mci's engine and on Gloo: rank 3
+# (node 1) stalls in step 20; node 0's page names it, its row says node 1,
+# and every rank's flight recorder is dumped from the page (torch's format).
+if [ -x "$build/bin/test_integration" ]; then
+  for backend in cpu gloo; do
+    shared=$(mktemp -d "$build/monitor-check-XXXXXX")  # both hosts see the build folder
+    port=$((20000 + RANDOM % 10000))
+    run -N 2 --ntasks-per-node=1 env TEST_DIR="$shared" STALL=3 MCI_TEST_BACKEND=$backend \
+      MCI_FR_DUMP_DIR="$shared" "$build/bin/mcirun" --nproc_per_node=2 --monitor=127.0.0.1:$port \
+      "$build/bin/test_integration" --scenario=monitor_steps >"$out" 2>&1 &
+    job=$!
+    verdict=$(ip netns exec node0 timeout 60 python3 - "$port" <<'PY'
+import json, sys, time, urllib.request
+port = sys.argv[1]
+end = time.time() + 50
+while time.time() < end:
+    try:
+        j = json.load(urllib.request.urlopen("http://127.0.0.1:%s/api/v1/job" % port, timeout=3))
+        if j["verdict"]["state"] == "stalled" and len(j["ranks"]) == 4:
+            nodes = [r["node"] for r in j["ranks"]]
+            req = urllib.request.Request("http://127.0.0.1:%s/api/v1/dump" % port, method="POST",
+                                         headers={"X-MCI-Action": "dump"})
+            urllib.request.urlopen(req, timeout=3).read()
+            print("rank=%s nodes=%s text=%s" % (j["verdict"]["rank"], nodes, j["verdict"]["text"]))
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+print("no stalled verdict")
+PY
+)
+    # The dumps of node 1's ranks come at its next refresh.
+    for _ in $(seq 50); do [ -s "$shared/mci_trace_rank_3" ] && break; sleep 0.1; done
+    touch "$shared/release"
+    wait $job
+    rc=$?
+    echo "$verdict" >>"$out"
+    ls "$shared" >>"$out"
+    check "srun mcirun --monitor across two hosts ($backend): node 0's page names rank 3 on node 1" 0 $rc "$out" \
+      "rank=3 nodes=\[0, 0, 1, 1\] text=waiting " "for rank 3, which is running its own code" "on host node1" \
+      "mci_trace_rank_0" "mci_trace_rank_3"
+    rm -rf "$shared"
+  done
+fi
+
 rm -f "$out"
 echo "multinode_slurm: $failures failure(s)"
 [ "$failures" = 0 ]

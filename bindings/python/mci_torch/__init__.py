@@ -30,6 +30,7 @@ __all__ = [
     "ProcessGroupMCI",
     "TimeoutError",
     "create_process_group",
+    "dump_flight_recorder",
     "grow_group",
     "is_replacement",
     "join_running_group",
@@ -128,6 +129,30 @@ def shrink_group(group=None):
     # mci_torch._ext registers the shrunk backend as a custom one (torch's
     # shrink_group would say Gloo).
     return dist.shrink_group(lost, group=group), lost
+
+
+def dump_flight_recorder(prefix=None, group=None):
+    """Writes this process's mci flight recorder in torch's flight-recorder
+    format, which torch's torchfrtrace analyses (docs/troubleshooting.md,
+    "Reading mci's records with torchfrtrace"): every mci group of the
+    process in one file, <prefix><global rank>; returns its path. prefix
+    None: MCI_FR_DUMP_DIR's (its files are mci_trace_rank_<rank>), else
+    TORCH_FR_DUMP_TEMP_FILE; neither set is a ConfigError. group: any mci
+    group of the process (default: the whole world); it names the file by
+    this process's global rank. A timeout writes the same file on every
+    rank by itself when one of those variables is set.
+
+    Torch 2.x with the C++ backend (PATH == "ext") only."""
+    import torch
+    import torch.distributed as dist
+
+    if PATH != "ext":
+        raise ConfigError(f"mci_torch.dump_flight_recorder needs mci's C++ backend (mci_torch.PATH={PATH!r}, torch "
+                          f"{torch.__version__}): use torch 2.x with mci built for it")
+    from . import _C
+
+    pg = group if group is not None else dist.group.WORLD
+    return _C.dump_flight_recorder(pg._get_backend(torch.device("cpu")), prefix or "")
 
 
 def _torch_entry_point():

@@ -97,11 +97,13 @@ def _ddp_logging_names_mci():
 _ddp_logging_names_mci()
 
 
-def create_backend(store, rank, size, timeout, engine=None, settings=None, enable_reconfigure=False):
+def create_backend(store, rank, size, timeout, engine=None, settings=None, enable_reconfigure=False,
+                   global_ranks=None):
     """The creator torch.distributed calls for backend 'mci' (torch 2.x),
     and split_group's: engine and settings are the parent group's. With
     enable_reconfigure the group has no members until dist._reconfigure():
-    nobody meets now."""
+    nobody meets now. global_ranks: torch's global_ranks_in_group (the
+    names of the flight recorder's dump files; empty: the default group)."""
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
 
     def start_server(token):
@@ -114,7 +116,8 @@ def create_backend(store, rank, size, timeout, engine=None, settings=None, enabl
         host, port, token, server, group_name = meet(store, rank, size, timeout, start_server)
     engine = engine or os.environ.get("MCI_TORCH_ENGINE", "cpu")
     return _C.new_backend(store, rank, size, timeout_ms, host, port, token, server, engine, group_name,
-                          dict(settings or {}), enable_reconfigure, advertised_address())
+                          dict(settings or {}), enable_reconfigure, advertised_address(),
+                          [int(r) for r in (global_ranks or [])])
 
 
 def create_backend_extended(opts, pg_options):
@@ -124,4 +127,5 @@ def create_backend_extended(opts, pg_options):
     makes a group that waits for dist._reconfigure()."""
     options = Options.of(pg_options)
     return create_backend(opts.store, opts.group_rank, opts.group_size, options.timeout or opts.timeout,
-                          options.engine, options.settings, bool(getattr(opts, "enable_reconfigure", False)))
+                          options.engine, options.settings, bool(getattr(opts, "enable_reconfigure", False)),
+                          list(getattr(opts, "global_ranks_in_group", None) or []))

@@ -71,6 +71,7 @@ TEST(Cli, DefaultsWhenNothingIsGiven) {
 
 // A value each of torchrun 2.15's options takes (the flags take none).
 const std::map<std::string, std::string> kValues{
+    {"monitor", "8265"},
     {"nnodes", "1"},
     {"nproc_per_node", "2"},
     {"rdzv_backend", "c10d"},
@@ -109,6 +110,26 @@ std::string underscored(const std::string& spelling) {
   std::string name;
   for (char c : spelling.substr(spelling.find_first_not_of('-'))) name.push_back(c == '-' ? '_' : c);
   return name;
+}
+
+// --monitor's value is optional: bare, it must not take the program's name
+// (or a following option) as its value; after the program it is the
+// program's own word.
+TEST(Cli, ABareMonitorLeavesTheProgramAlone) {
+  CliArgs a = parse({"--monitor", "train.py", "--lr=1"});
+  EXPECT_EQ(a.monitor, "auto");
+  EXPECT_EQ(a.command, (Words{"train.py", "--lr=1"}));
+  a = parse({"--nproc_per_node", "2", "--monitor", "--prefix", "train.py"});
+  EXPECT_EQ(a.monitor, "auto");
+  EXPECT_TRUE(a.prefix);
+  EXPECT_EQ(a.nproc_per_node, "2");
+  a = parse({"--monitor=127.0.0.1:8265", "train.py"});
+  EXPECT_EQ(a.monitor, "127.0.0.1:8265");
+  a = parse({"train.py", "--monitor"});
+  EXPECT_FALSE(a.monitor);
+  EXPECT_EQ(a.command, (Words{"train.py", "--monitor"}));
+  a = parse({"--", "--monitor"});
+  EXPECT_FALSE(a.monitor);
 }
 
 TEST(Cli, EverySpellingOfEveryOptionParses) {

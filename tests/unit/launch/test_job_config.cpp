@@ -56,6 +56,30 @@ TEST(JobConfig, DefaultsAreTorchrunsSingleNode) {
   EXPECT_TRUE(c.hosts_store());
 }
 
+TEST(JobConfig, MonitorAddresses) {
+  EXPECT_FALSE(job({}).monitor);
+  auto m = job({"--monitor"}).monitor;
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->host, "127.0.0.1");
+  EXPECT_EQ(m->port, 0);
+  EXPECT_FALSE(m->open);
+  m = job({"--monitor=8265"}).monitor;
+  EXPECT_EQ(m->port, 8265);
+  m = job({"--monitor=0.0.0.0:9000"}, {{"MCI_MONITOR_OPEN", "1"}}).monitor;
+  EXPECT_EQ(m->host, "0.0.0.0");
+  EXPECT_EQ(m->port, 9000);
+  EXPECT_TRUE(m->open);
+  m = job({"--monitor=[::1]:0"}).monitor;
+  EXPECT_EQ(m->host, "::1");
+  // The environment twin, which the flag overrides; 0, off or empty: none.
+  EXPECT_EQ(job({}, {{"MCI_MONITOR", "7000"}}).monitor->port, 7000);
+  EXPECT_EQ(job({"--monitor=7001"}, {{"MCI_MONITOR", "7000"}}).monitor->port, 7001);
+  for (const char* off : {"0", "off", ""}) EXPECT_FALSE(job({}, {{"MCI_MONITOR", off}}).monitor) << off;
+  expect_has(error({"--monitor=host:port"}), "--monitor");
+  expect_has(error({"--monitor=::1:80"}), "IPv6 address in brackets");
+  expect_has(error({}, {{"MCI_MONITOR", "h:99999"}}), "MCI_MONITOR");
+}
+
 TEST(JobConfig, BindModes) {
   EXPECT_EQ(job({}).bind, topo::BindMode::none);
   EXPECT_EQ(job({"--bind", "numa"}).bind, topo::BindMode::numa);

@@ -91,6 +91,9 @@ c10::intrusive_ptr<c10d::Backend> BackendMCI::shrink(const std::vector<int64_t>&
   BackendConfig c = config_;
   c.rank = s.group->rank();
   c.size = s.group->size();
+  const std::vector<int> mine = global_ranks();
+  c.global_ranks.clear();
+  for (int r : s.kept) c.global_ranks.push_back(mine.at(static_cast<std::size_t>(r)));
   if (opts_override && opts_override->timeout.count() > 0) c.timeout = opts_override->timeout;
   auto b = c10::make_intrusive<BackendMCI>(std::move(c), std::move(s.group));
   if (config_.track) config_.track(b);
@@ -130,7 +133,14 @@ c10::intrusive_ptr<c10d::Backend> BackendMCI::split(const c10::intrusive_ptr<c10
   if (me == ranks.end()) return nullptr;
   if (!config_.make_group) fail_config("split_group: this group was made without mci_torch's rendezvous");
   const auto timeout = opts && opts->timeout.count() > 0 ? opts->timeout : config_.timeout;
-  return config_.make_group(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), timeout);
+  auto made = config_.make_group(store, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), timeout);
+  // Its members' global ranks, for its dumps: this group's, of the ranks listed.
+  if (auto* split = dynamic_cast<BackendMCI*>(made.get())) {
+    const std::vector<int> mine = global_ranks();
+    split->config_.global_ranks.clear();
+    for (int r : ranks) split->config_.global_ranks.push_back(mine.at(static_cast<std::size_t>(r)));
+  }
+  return made;
 }
 
 void BackendMCI::close_at_exit() {
@@ -155,8 +165,28 @@ mci::ProcessGroup& BackendMCI::group() const {
   return *pg_;
 }
 
+void BackendMCI::name_for_dumps() {
+  mci::ProcessGroup& g = group();
+  if (named_.load(std::memory_order_acquire) == &g) return;
+  g.name_for_dumps(getGroupUid(), getGroupDesc(), global_ranks());
+  named_.store(&g, std::memory_order_release);
+}
+
+std::vector<int> BackendMCI::global_ranks() const {
+  if (static_cast<int>(config_.global_ranks.size()) == getSize()) return config_.global_ranks;
+  std::vector<int> v(static_cast<std::size_t>(getSize()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int>(i);
+  return v;
+}
+
+std::string BackendMCI::dump_flight_recorder(const std::string& prefix) {
+  name_for_dumps();
+  return group().dump_flight_recorder(prefix);
+}
+
 c10::intrusive_ptr<c10d::Work> BackendMCI::submit(Call call) {
   unseen_->throw_first();
+  name_for_dumps();
   auto w = c10::make_intrusive<WorkMCI>(getRank(), call.type, call.what, std::move(call.outputs),
                                         std::move(call.finish), std::move(call.keep));
   if (!call.async) {

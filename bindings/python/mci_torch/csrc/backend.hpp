@@ -39,6 +39,9 @@ struct BackendConfig {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   std::string engine = "cpu";  // mci's backend under this one
   std::string group_name = "torch";
+  // torch's global_ranks_in_group: the job rank of each group rank, for
+  // flight-recorder dumps; empty: 0 .. size-1 (the default group).
+  std::vector<int> global_ranks;
   std::map<std::string, std::string> settings;
   // torch's enable_reconfigure: no group until reconfigure() forms one.
   bool enable_reconfigure = false;
@@ -161,6 +164,9 @@ class BackendMCI final : public c10d::Backend {
   // The collectives this group has run (mci numbers them alike on every
   // rank; torch compares them to find ranks that called different ones).
   uint64_t getSequenceNumberForGroup() override { return group().last_seq(); }
+  // mci_torch.dump_flight_recorder: every mci group of this process in
+  // torch's flight-recorder format, to <prefix><global rank>; the path.
+  std::string dump_flight_recorder(const std::string& prefix);
 
  private:
   // What one operation hands the submit path.
@@ -175,6 +181,13 @@ class BackendMCI final : public c10d::Backend {
   };
   c10::intrusive_ptr<c10d::Work> submit(Call call);
   mci::ProcessGroup& group() const;
+  // torch names a group (setGroupUid, setGroupDesc) after making its
+  // backend: mci's group takes torch's names and global ranks for its
+  // dumps before its first operation (nothing can time out sooner), and
+  // again after reconfigure() replaced it.
+  void name_for_dumps();
+  std::vector<int> global_ranks() const;  // config_.global_ranks, or 0 .. size-1
+  std::atomic<const mci::ProcessGroup*> named_{nullptr};
   // Waits for an abort() still running (reconfigure, shutdown).
   void join_abort();
   void check_root(int64_t root, const char* what) const;

@@ -109,6 +109,7 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reconfigure(const c10d::ReconfigureOp
   config_.rank = rank;
   config_.size = size;
   config_.timeout = timeout;
+  config_.global_ranks.clear();  // the handles' order is the new numbering
   auto w = c10::make_intrusive<WorkMCI>(rank, c10d::OpType::UNKNOWN, "reconfigure", std::vector<at::Tensor>{}, nullptr,
                                         std::vector<at::Tensor>{});
   w->complete(mci::Work(), unseen_);

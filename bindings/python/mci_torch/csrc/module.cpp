@@ -119,7 +119,7 @@ PYBIND11_MODULE(_C, m) {
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeout_ms, const std::string& host,
          int port, const std::string& token, std::shared_ptr<mci::StoreServer> server, const std::string& engine,
          const std::string& group_name, const std::map<std::string, std::string>& settings, bool enable_reconfigure,
-         const std::string& advertise) -> c10::intrusive_ptr<c10d::Backend> {
+         const std::string& advertise, const std::vector<int>& global_ranks) -> c10::intrusive_ptr<c10d::Backend> {
         mci_torch::BackendConfig c;
         c.enable_reconfigure = enable_reconfigure;
         c.advertise = advertise;
@@ -134,6 +134,7 @@ PYBIND11_MODULE(_C, m) {
         c.engine = engine;
         c.group_name = group_name;
         c.settings = settings;
+        c.global_ranks = global_ranks;
         // A split group keeps this group's engine and settings (pg_options).
         c.make_group = [engine, settings](const c10::intrusive_ptr<c10d::Store>& group_store, int group_rank,
                                           int group_size, std::chrono::milliseconds timeout) {
@@ -152,6 +153,17 @@ PYBIND11_MODULE(_C, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("host"), py::arg("port"),
       py::arg("token"), py::arg("server"), py::arg("engine"), py::arg("group_name"), py::arg("settings"),
       py::arg("enable_reconfigure") = false, py::arg("advertise") = "127.0.0.1",
-      py::call_guard<py::gil_scoped_release>(),
+      py::arg("global_ranks") = std::vector<int>{}, py::call_guard<py::gil_scoped_release>(),
       "Joins the mci group whose store is at host:port; the torch Backend over it.");
+
+  m.def(
+      "dump_flight_recorder",
+      [](const c10::intrusive_ptr<c10d::Backend>& backend, const std::string& prefix) {
+        auto* mine = dynamic_cast<mci_torch::BackendMCI*>(backend.get());
+        if (!mine) throw mci::ConfigError("dump_flight_recorder: this group's CPU backend is not mci's");
+        return mine->dump_flight_recorder(prefix);
+      },
+      py::arg("backend"), py::arg("prefix") = "", py::call_guard<py::gil_scoped_release>(),
+      "Writes every mci group of this process in torch's flight-recorder format to <prefix><global rank> "
+      "(empty prefix: MCI_FR_DUMP_DIR's, else TORCH_FR_DUMP_TEMP_FILE); returns the path.");
 }

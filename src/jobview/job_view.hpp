@@ -1,0 +1,115 @@
+// Node 0's view of the whole job, made from every node's samples
+// (node_sample.hpp) and the launchers' events: one row per rank, the
+// verdict the hang report would give if the job stopped now, each
+// collective's arrival order and skew, a time series per operation kind,
+// and the counters /metrics exports. Everything it keeps is bounded (a
+// ring of points per kind, a window of operations per group, a list of
+// events), so a week-long job holds no more than a minute-long one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mci::jobview {
+
+struct ViewOptions {
+  int world = 1;
+  int nnodes = 1;
+  std::chrono::milliseconds refresh{500};
+  // A rank everyone else has waited for this long is "stalled" (marked in
+  // its row and in the verdict); shorter when the group's timeout is.
+  std::chrono::milliseconds stall_after{2000};
+  std::string program;  // for the page's title
+};
+
+class JobView {
+ public:
+  explicit JobView(ViewOptions o);
+
+  // A node's sample (node_sample.hpp). Thread-safe, as is everything here.
+  void update(const nlohmann::json& node_sample);
+  // What a launcher saw: "rank_lost", "replacement", "restart", "shrink",
+  // "grow", "rank_done", "job_end"; text for people.
+  void event(const std::string& kind, const std::string& text);
+
+  // The page's data (GET /api/v1/job), and Prometheus's (GET /metrics).
+  nlohmann::json snapshot() const;
+  std::string metrics() const;
+
+  // Bounds, for tests and the docs.
+  static constexpr std::size_t kSeriesPoints = 300;
+  static constexpr std::size_t kOpsPerGroup = 256;
+  static constexpr std::size_t kEvents = 200;
+
+ private:
+  struct Op {  // one collective, as the ranks that ran it reported it
+    std::string kind, dtype;
+    std::uint64_t bytes = 0;
+    int size = 0;
+    std::map<int, double> dur_us;  // global rank -> its own time in the call
+    double end_s = -1;             // when it ended (the first report's), on the view's clock
+    bool counted = false;          // its arrival is in the counters and series
+  };
+  struct Group {
+    std::string name;
+    int size = 0;
+    std::map<std::uint64_t, Op> ops;  // by sequence number, the last kOpsPerGroup
+  };
+  struct Rank {
+    nlohmann::json sample;        // this rank's part of its node's last sample
+    mutable nlohmann::json view;  // the same, its times brought to now (age())
+    int node = 0;
+    std::chrono::steady_clock::time_point at;
+    std::uint64_t last_arrivals = 0;  // collectives it entered last (as the monitor saw them)
+  };
+  struct Point {
+    double t_s;
+    std::uint64_t seq;
+    double min_us, max_us, busbw_gbs;
+    int last_rank;
+  };
+  struct Event {
+    double t_s;
+    std::string kind, text;
+  };
+  struct Verdict {
+    std::string state = "starting";  // starting, ok, slow, stalled, done
+    std::string text;
+    int rank = -1;         // the rank everyone waits for, or the straggler
+    double waiting_s = 0;  // how long the others have waited for it
+    double timeout_s = 0;
+  };
+
+  double since_start_s() const;
+  // Brings every rank's times (in an operation, idle) to now: a node's
+  // sample is up to a refresh old when node 0 reads it.
+  void age() const;
+  void add_event(const std::string& kind, const std::string& text);  // mu_ held
+  void note_transition(int rank, const nlohmann::json& before, const nlohmann::json& now);
+  void finish_ops(Group& g, const std::string& key);
+  Verdict verdict() const;
+  std::optional<double> busbw(const Op& op) const;
+  // Per rank: the main group's (its first) sample, or null.
+  static const nlohmann::json* main_group(const nlohmann::json& rank_sample);
+
+  ViewOptions o_;
+  std::chrono::steady_clock::time_point started_;
+  mutable std::mutex mu_;
+  std::map<int, Rank> ranks_;
+  std::map<std::string, Group> groups_;              // by "name/size"
+  std::map<std::string, std::deque<Point>> series_;  // by kind
+  std::map<std::string, double> skew_us_;            // by "group/kind": the last complete collective's
+  std::deque<Event> events_;
+  std::map<std::string, std::uint64_t> event_counts_;
+  std::map<std::string, int> known_groups_;  // rank/name -> size, to tell shrink and grow
+};
+
+}  // namespace mci::jobview

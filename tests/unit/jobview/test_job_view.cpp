@@ -1,0 +1,222 @@
+// Node 0's view of a job, fed with node samples as the nodes' launchers
+// make them: the verdict (stalled, slow, in step), arrival order, events,
+// the metrics' text, and its bounds.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "jobview/http_server.hpp"
+#include "jobview/job_view.hpp"
+#include "jobview/top.hpp"
+#include "test_paths.hpp"
+
+namespace mci::jobview {
+namespace {
+
+using json = nlohmann::json;
+
+json op(std::uint64_t seq, double dur_us) {
+  return {{"seq", seq}, {"kind", "all_reduce"}, {"dtype", "f32"}, {"bytes", 4096}, {"dur_us", dur_us}, {"ok", true}};
+}
+
+// A rank in group "default" of `size`, which finished collectives
+// 1..done (durations from dur(seq)) and runs `running` (seq, for_ms) or
+// its own code.
+json rank(int r, int size, std::uint64_t done, const std::function<double(std::uint64_t)>& dur,
+          std::optional<std::pair<std::uint64_t, double>> running = std::nullopt,
+          const std::string& process = "running", double pid = 100) {
+  json recent = json::array();
+  for (std::uint64_t s = done > 32 ? done - 31 : 1; s <= done; ++s) recent.push_back(op(s, dur(s)));
+  json g = {{"name", "default"},
+            {"backend", "cpu"},
+            {"rank", r},
+            {"size", size},
+            {"timeout_ms", 20000},
+            {"closed", false},
+            {"idle_ms", 4200.0},
+            {"recent", recent},
+            {"kinds", {{"all_reduce", {{"ops", done}, {"failed", 0}, {"bytes", done * 4096}, {"busy_s", 0.5}}}}}};
+  g["running"] = running ? json{{"kind", "all_reduce"},     {"seq", running->first},
+                                {"dtype", "f32"},           {"bytes", 4096},
+                                {"state", "started"},       {"peer", -1},
+                                {"for_ms", running->second}}
+                         : json(nullptr);
+  return {{"rank", r},        {"local_rank", r},           {"host", r == 3 ? "hostB" : "hostA"},
+          {"pid", pid},       {"process", process},        {"exit", process == "lost" ? "signal SIGKILL" : ""},
+          {"replacement", 0}, {"groups", json::array({g})}};
+}
+
+json node(int n, std::vector<json> ranks) { return {{"node", n}, {"host", "h"}, {"ranks", ranks}}; }
+
+auto even = [](std::uint64_t) { return 100.0; };
+
+ViewOptions options(int world, int nnodes) {
+  ViewOptions o;
+  o.world = world;
+  o.nnodes = nnodes;
+  return o;
+}
+
+TEST(JobView, AHangInTheMakingNamesTheMissingRankAndWhatItDoes) {
+  JobView v(options(4, 2));
+  v.update(node(0, {rank(0, 4, 117, even, std::make_pair<std::uint64_t, double>(118, 4200.0)),
+                    rank(1, 4, 117, even, std::make_pair<std::uint64_t, double>(118, 4100.0)),
+                    rank(2, 4, 117, even, std::make_pair<std::uint64_t, double>(118, 4000.0))}));
+  json r3 = rank(3, 4, 116, even,
+                 std::make_pair<std::uint64_t, double>(117, 4300.0));  // still in #117: the others are in #118
+  r3["groups"][0]["running"]["kind"] = "all_gather";
+  v.update(node(1, {r3}));
+  const json j = v.snapshot();
+  EXPECT_EQ(j["verdict"]["state"], "stalled");
+  EXPECT_EQ(j["verdict"]["rank"], 3);
+  EXPECT_EQ(j["verdict"]["text"],
+            "waiting 4.2 s of 20 s in all_reduce #118 for rank 3, which is in all_gather #117 on host hostB");
+  EXPECT_TRUE(j["ranks"][3]["waited_for"].get<bool>());
+  EXPECT_EQ(j["ranks"][0]["state"], "waiting");
+  EXPECT_EQ(j["ranks"][3]["node"], 1);
+  const std::string m = v.metrics();
+  EXPECT_NE(m.find("mci_hang_state 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("mci_hang_rank 3\n"), std::string::npos) << m;
+  EXPECT_NE(render_top(j).find("<- waited for"), std::string::npos);
+}
+
+TEST(JobView, ARankInItsOwnCodeIsSaidSo) {
+  JobView v(options(2, 1));
+  v.update(node(0, {rank(0, 2, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0)), rank(1, 2, 9, even)}));
+  EXPECT_EQ(v.snapshot()["verdict"]["text"],
+            "waiting 3.0 s of 20 s in all_reduce #10 for rank 1, which is running its own code since 4.2 s (its last "
+            "collective was #9) on host hostA");
+}
+
+TEST(JobView, ALongTransferWithEveryoneThereIsNotAHang) {
+  JobView v(options(2, 1));
+  v.update(node(0, {rank(0, 2, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0)),
+                    rank(1, 2, 9, even, std::make_pair<std::uint64_t, double>(10, 2900.0))}));
+  const json j = v.snapshot();
+  EXPECT_EQ(j["verdict"]["state"], "slow");
+  EXPECT_EQ(j["verdict"]["rank"], -1);
+}
+
+TEST(JobView, AStragglerIsNamedWithHowLateAndHowOften) {
+  JobView v(options(3, 1));
+  // Rank 2 enters last by 380 ms in 9 of the last 10: it waits least.
+  auto early = [](std::uint64_t) { return 400'000.0; };
+  auto late = [](std::uint64_t s) { return s == 20 ? 500'000.0 : 20'000.0; };
+  v.update(
+      node(0, {rank(0, 3, 20, early), rank(1, 3, 20, [](std::uint64_t) { return 410'000.0; }), rank(2, 3, 20, late)}));
+  const json j = v.snapshot();
+  EXPECT_EQ(j["verdict"]["state"], "slow");
+  EXPECT_EQ(j["verdict"]["text"], "rank 2 arrives last by 380 ms in 9 of the last 10 collectives");
+  // Arrival order of #19: 1, 0, then 2.
+  const json& ops = j["groups"][0]["ops"];
+  ASSERT_GE(ops.size(), 2u);
+  EXPECT_EQ(ops[1]["seq"], 19);
+  EXPECT_EQ(ops[1]["arrival"], json::array({1, 0, 2}));
+  EXPECT_GT(ops[1]["busbw_gbs"].get<double>(), 0);
+  EXPECT_EQ(j["ranks"][2]["last_arrivals"], 19);            // each of 1..20 counted once, #20 was rank 0's
+  EXPECT_EQ(j["ranks"][2]["recent"].back()["arrival"], 1);  // #20: it came first
+  const std::string m = v.metrics();
+  EXPECT_NE(m.find("mci_last_to_arrive_total{rank=\"2\",node=\"0\"} 19\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("mci_arrival_skew_microseconds{group=\"default\",collective=\"all_reduce\"} 100000\n"),
+            std::string::npos)
+      << m;
+}
+
+TEST(JobView, InStepWhenNothingStandsOut) {
+  JobView v(options(2, 1));
+  v.update(node(0, {rank(0, 2, 30, even), rank(1, 2, 30, [](std::uint64_t) { return 90.0; })}));
+  const json j = v.snapshot();
+  EXPECT_EQ(j["verdict"]["state"], "ok");
+  EXPECT_EQ(j["verdict"]["text"], "all 2 ranks in step (last collective #30)");
+  EXPECT_NE(v.metrics().find("mci_hang_state 0\n"), std::string::npos);
+}
+
+TEST(JobView, LossesAndReplacementsAreEvents) {
+  JobView v(options(2, 1));
+  v.update(node(0, {rank(0, 2, 5, even), rank(1, 2, 5, even)}));
+  v.update(node(0, {rank(0, 2, 5, even), rank(1, 2, 5, even, std::nullopt, "lost")}));
+  json back = rank(1, 2, 5, even, std::nullopt, "running", 200);
+  back["replacement"] = 1;
+  v.update(node(0, {rank(0, 2, 5, even), back}));
+  v.event("restart", "attempt 0 failed");
+  const json j = v.snapshot();
+  ASSERT_EQ(j["events"].size(), 3u) << j["events"].dump(1);
+  EXPECT_EQ(j["events"][0]["kind"], "rank_lost");
+  EXPECT_EQ(j["events"][0]["text"], "rank 1 (pid 100 on hostA) was lost: signal SIGKILL");
+  EXPECT_EQ(j["events"][1]["kind"], "replacement");
+  const std::string m = v.metrics();
+  EXPECT_NE(m.find("mci_ranks_lost_total 1\n"), std::string::npos);
+  EXPECT_NE(m.find("mci_recoveries_total 1\n"), std::string::npos);
+  EXPECT_NE(m.find("mci_restarts_total 1\n"), std::string::npos);
+}
+
+TEST(JobView, StaysBoundedOverALongJob) {
+  JobView v(options(2, 1));
+  for (std::uint64_t done = 32; done < 20'000; done += 32) {
+    v.update(node(0, {rank(0, 2, done, even), rank(1, 2, done, even)}));
+  }
+  for (int i = 0; i < 1000; ++i) v.event("restart", "again");
+  const json j = v.snapshot();
+  EXPECT_LE(j["series"]["all_reduce"].size(), JobView::kSeriesPoints);
+  EXPECT_LE(j["events"].size(), JobView::kEvents);
+  EXPECT_LE(j["groups"][0]["ops"].size(), 20u);
+  EXPECT_LT(j.dump().size(), 200'000u);
+}
+
+TEST(JobView, LabelsAndTextsAreEscapedForPrometheus) {
+  JobView v(options(1, 1));
+  json r = rank(0, 1, 3, even);
+  r["groups"][0]["name"] = "a\"b\\c\nd";
+  v.update(node(0, {r}));
+  const std::string m = v.metrics();
+  EXPECT_NE(m.find("group=\"a\\\"b\\\\c\\nd\""), std::string::npos) << m;
+}
+
+// docs/grafana/mci-dashboard.json queries only metrics /metrics exports.
+TEST(JobView, TheGrafanaDashboardQueriesExportedMetrics) {
+  JobView v(options(2, 1));
+  v.update(node(0, {rank(0, 2, 30, even), rank(1, 2, 30, even)}));
+  std::set<std::string> exported;
+  const std::string m = v.metrics();
+  const std::regex type_line("# TYPE (mci_[a-z_]+) ");
+  for (std::sregex_iterator it(m.begin(), m.end(), type_line), end; it != end; ++it) exported.insert((*it)[1]);
+  std::ifstream f(std::string(MCI_DOCS_DIR) + "/grafana/mci-dashboard.json");
+  const json dash = json::parse(f, nullptr, false);
+  ASSERT_FALSE(dash.is_discarded()) << "the dashboard is not JSON";
+  int queried = 0;
+  const std::regex metric("mci_[a-z_]+");
+  for (const auto& p : dash["panels"]) {
+    for (const auto& t : p["targets"]) {
+      const std::string expr = t["expr"];
+      for (std::sregex_iterator it(expr.begin(), expr.end(), metric), end; it != end; ++it) {
+        EXPECT_TRUE(exported.count(it->str())) << it->str() << " (panel '" << p["title"] << "') is not exported";
+        ++queried;
+      }
+    }
+  }
+  EXPECT_GT(queried, 10);
+}
+
+TEST(HttpRequest, ParsesWhatBrowsersSendAndRefusesTheRest) {
+  HttpRequest r;
+  ASSERT_TRUE(parse_request("GET /api/v1/job?token=a%20b&x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t\r\n\r\n", r));
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.path, "/api/v1/job");
+  EXPECT_EQ(r.query["token"], "a b");
+  EXPECT_EQ(r.query.count("x"), 1u);
+  EXPECT_EQ(r.headers["authorization"], "Bearer t");
+  HttpRequest bad;
+  EXPECT_FALSE(parse_request("garbage\r\n\r\n", bad));
+  EXPECT_FALSE(parse_request("GET nothing HTTP/1.1\r\n\r\n", bad));
+  EXPECT_FALSE(parse_request("get / HTTP/1.1\r\n\r\n", bad));
+  EXPECT_FALSE(parse_request("GET / SPDY/3\r\n\r\n", bad));
+  EXPECT_FALSE(parse_request("GET / HTTP/1.1\r\nno colon here\r\n\r\n", bad));
+  const std::string out = render_response(HttpResponse{404, "text/plain", "x"});
+  EXPECT_EQ(out.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_NE(out.find("Content-Length: 1\r\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mci::jobview
