@@ -100,8 +100,8 @@ class JobMonitor {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
-  bool refresh_now_ = false;  // a rank exited: refresh without waiting
-  std::mutex store_mu_;       // store_ and each refresh, one caller at a time
+  bool refresh_now_ = false;     // a rank exited: refresh without waiting
+  std::mutex store_mu_;          // store_ and each refresh, one caller at a time
   std::int64_t dumps_seen_ = 0;  // nodes other than 0: the job's dump requests already done
   std::thread thread_;
 };
