@@ -98,18 +98,18 @@ void JobView::update(const json& node_sample) {
       const std::string name = str(g, "name");
       const int size = static_cast<int>(num(g, "size"));
       const std::string key = fmt::format("{}/{}", name, size);
-      // A new group after the first: the job shrank or grew (said once).
-      const std::string seen = fmt::format("{}@{}", key, static_cast<int>(num(g, "rank")));
-      if (!groups_.contains(key) && !groups_.empty()) {
-        int largest_before = 0;
-        for (const auto& [k, gr] : groups_) largest_before = std::max(largest_before, gr.size);
-        add_event(size < largest_before ? "shrink" : "grow",
-                  fmt::format("group '{}' of {} rank(s) formed (the job had {})", name, size, largest_before));
+      // A group formed again under the same name with another size: the
+      // job shrank or grew (said once). A subgroup has a name of its own.
+      if (!groups_.contains(key)) {
+        if (const auto was = last_size_.find(name); was != last_size_.end() && was->second != size) {
+          add_event(size < was->second ? "shrink" : "grow",
+                    fmt::format("group '{}' formed again with {} rank(s) (it had {})", name, size, was->second));
+        }
+        last_size_[name] = size;
       }
       Group& gr = groups_[key];
       gr.name = name;
       gr.size = size;
-      known_groups_[seen] = size;
       for (const auto& op : g["recent"]) {
         const auto seq = static_cast<std::uint64_t>(num(op, "seq"));
         if (seq == 0 || !op.value("ok", false)) continue;

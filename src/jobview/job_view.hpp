@@ -109,7 +109,7 @@ class JobView {
   std::map<std::string, double> skew_us_;            // by "group/kind": the last complete collective's
   std::deque<Event> events_;
   std::map<std::string, std::uint64_t> event_counts_;
-  std::map<std::string, int> known_groups_;  // rank/name -> size, to tell shrink and grow
+  std::map<std::string, int> last_size_;  // group name -> its newest size, to tell a shrink or a grow
 };
 
 }  // namespace mci::jobview

@@ -1,6 +1,7 @@
 #include "monitor/status_block.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <system_error>
 
 #include "common/env.hpp"
@@ -148,12 +150,25 @@ BlockWriter::BlockWriter(int fd) : impl_(std::make_unique<Impl>()) {
   impl_->fd = fd;
   // Close-on-exec here: a program this rank starts is not this rank.
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  if (::ftruncate(fd, static_cast<off_t>(kPage)) != 0) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw std::system_error(errno, std::generic_category(), "monitor block");
+  if (st.st_size < static_cast<off_t>(kPage) && ::ftruncate(fd, static_cast<off_t>(kPage)) != 0) {
     throw std::system_error(errno, std::generic_category(), "monitor block");
   }
   void* p = ::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "monitor block");
   impl_->maps.emplace_back(p, kPage);
+  // A process that inherited the descriptor from a rank that already uses
+  // the block (a helper it started without exec's close) stays unseen
+  // rather than write over the rank's areas.
+  const auto* existing = static_cast<const BlockHeader*>(p);
+  if (existing->magic.load(std::memory_order_acquire) == kMagic) {
+    const auto owner = static_cast<pid_t>(existing->pid.load(std::memory_order_relaxed));
+    if (owner != ::getpid() && ::kill(owner, 0) == 0) {
+      throw std::runtime_error("the status block belongs to another live process");
+    }
+  }
+  impl_->end = std::max<std::size_t>(kPage, static_cast<std::size_t>(st.st_size));
   auto* h = new (p) BlockHeader;  // placement on the shared page: the OS owns the memory
   impl_->header = h;
   copy_text(h->host, sizeof(h->host), this_host());

@@ -152,6 +152,23 @@ TEST(JobView, LossesAndReplacementsAreEvents) {
   EXPECT_NE(m.find("mci_restarts_total 1\n"), std::string::npos);
 }
 
+// The same group formed again smaller is a shrink; a subgroup (a name of
+// its own) is no event.
+TEST(JobView, AShrinkIsAnEventASubgroupIsNot) {
+  JobView v(options(3, 1));
+  v.update(node(0, {rank(0, 3, 5, even), rank(1, 3, 5, even), rank(2, 3, 5, even)}));
+  json sub = rank(0, 2, 1, even);
+  sub["groups"][0]["name"] = "subgroup";
+  v.update(node(0, {sub}));
+  EXPECT_TRUE(v.snapshot()["events"].empty());
+  v.update(node(0, {rank(0, 2, 6, even), rank(1, 2, 6, even)}));
+  const json j = v.snapshot();
+  ASSERT_EQ(j["events"].size(), 1u) << j["events"].dump(1);
+  EXPECT_EQ(j["events"][0]["kind"], "shrink");
+  EXPECT_EQ(j["events"][0]["text"], "group 'default' formed again with 2 rank(s) (it had 3)");
+  EXPECT_NE(v.metrics().find("mci_recoveries_total 1\n"), std::string::npos);
+}
+
 TEST(JobView, StaysBoundedOverALongJob) {
   JobView v(options(2, 1));
   for (std::uint64_t done = 32; done < 20'000; done += 32) {

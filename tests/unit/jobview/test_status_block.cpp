@@ -2,6 +2,7 @@
 // mcirun gave it, read back the way the launcher reads it.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "diag/flight_recorder.hpp"
@@ -91,6 +92,32 @@ TEST(StatusBlock, ABlockFullOfGroupsRefusesMoreAndTheRecorderStillWorks) {
   auto r = own.enqueue(all_reduce(1, 1), 1, true);
   own.finish(r, true, 2);
   EXPECT_EQ(own.last(4).size(), 1u);
+}
+
+// A process that inherited a live rank's descriptor (a helper it started)
+// leaves the rank's block alone.
+TEST(StatusBlock, AnotherLiveProcessCannotTakeTheBlock) {
+  BlockFile file("test");
+  BlockWriter writer(file.fd());
+  ASSERT_TRUE(writer.add_area(4, 0, 2, 1000, "cpu", "default"));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      BlockWriter thief(file.fd());
+      ::_exit(1);
+    } catch (const std::exception&) {
+      ::_exit(0);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child took the block";
+  BlockReader reader(file.fd());
+  auto snap = reader.read(1);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->pid, static_cast<std::uint64_t>(::getpid()));
+  EXPECT_EQ(snap->areas.size(), 1u);
 }
 
 TEST(StatusBlock, AnEmptyOrForeignFileReadsAsNothing) {
