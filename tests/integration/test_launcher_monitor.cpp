@@ -59,7 +59,7 @@ MCI_SCENARIO(monitor_steps) {
       return exit_code::ok;
     }
     grad[0] = pg->rank() == 0 && released() ? 1.0f : 0.0f;
-    pg->all_reduce(BufferView(grad.data(), grad.size()), ReduceOp::sum);
+    pg->all_reduce(view(grad), ReduceOp::sum);
     if (grad[0] > 0) break;
   }
   return exit_code::ok;
