@@ -123,7 +123,7 @@ void JobView::update(const json& node_sample) {
         if (o.end_s < 0) o.end_s = std::max(0.0, since_start_s() - num(op, "ago_ms") / 1e3);
       }
       while (gr.ops.size() > kOpsPerGroup) gr.ops.erase(gr.ops.begin());
-      finish_ops(gr, key);
+      finish_ops(gr);
     }
   }
 }
@@ -137,7 +137,7 @@ std::optional<double> JobView::busbw(const Op& op) const {
   return bus_bandwidth_gbs(op.kind, op.size, op.bytes, fastest / 1e6);
 }
 
-void JobView::finish_ops(Group& g, const std::string& key) {
+void JobView::finish_ops(Group& g) {
   for (auto& [seq, op] : g.ops) {
     if (op.counted || static_cast<int>(op.dur_us.size()) < op.size || op.size <= 0) continue;
     op.counted = true;
@@ -151,7 +151,6 @@ void JobView::finish_ops(Group& g, const std::string& key) {
     s.push_back(Point{op.end_s, seq, last->second, slowest, busbw(op).value_or(0), last->first});
     while (s.size() > kSeriesPoints) s.pop_front();
   }
-  (void)key;
 }
 
 // What changed for a rank between two samples, as the job's events.

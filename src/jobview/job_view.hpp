@@ -94,7 +94,7 @@ class JobView {
   void age() const;
   void add_event(const std::string& kind, const std::string& text);  // mu_ held
   void note_transition(int rank, const nlohmann::json& before, const nlohmann::json& now);
-  void finish_ops(Group& g, const std::string& key);
+  void finish_ops(Group& g);
   Verdict verdict() const;
   std::optional<double> busbw(const Op& op) const;
   // Per rank: the main group's (its first) sample, or null.
