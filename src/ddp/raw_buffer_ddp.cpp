@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ddp/model_check.hpp"
+#include "ddp/most_advanced.hpp"
 #include "ddp/reducer.hpp"
 #include "mci/ddp.hpp"
 #include "mci/errors.hpp"
@@ -80,18 +81,14 @@ DistributedDataParallel::Growth DistributedDataParallel::grow(std::uint64_t step
 
 std::uint64_t DistributedDataParallel::sync_replicas(std::uint64_t steps_done, const std::vector<BufferView>& state) {
   ProcessGroup& g = *impl_->pg;
-  // The most steps any rank completed, then the lowest rank that did.
-  auto most = static_cast<std::int64_t>(steps_done);
-  g.all_reduce(view(&most, 1), ReduceOp::max);
-  std::int32_t source = static_cast<std::int64_t>(steps_done) == most ? g.rank() : g.size();
-  g.all_reduce(view(&source, 1), ReduceOp::min);
+  const auto [source, most] = ddp::most_advanced(g, steps_done);
   for (auto& p : impl_->params) g.broadcast(p.value, source);
   for (const auto& s : state) g.broadcast(s, source);
   for (auto& p : impl_->params) {
     if (!p.grad.device.is_cuda() && p.grad.data) std::memset(p.grad.data, 0, p.grad.bytes());
   }
   impl_->source = source;
-  return static_cast<std::uint64_t>(most);
+  return most;
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

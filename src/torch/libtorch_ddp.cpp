@@ -28,6 +28,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "ddp/model_check.hpp"
+#include "ddp/most_advanced.hpp"
 #include "ddp/reducer.hpp"
 #include "mci/errors.hpp"
 #include "mci/torch.hpp"
@@ -307,12 +308,7 @@ mci::DistributedDataParallel::Recovery Replica::recover(std::uint64_t steps_done
   State& s = *state_;
   ProcessGroup::Shrunk shrunk = s.pg->shrink();
   ProcessGroup& g = *shrunk.group;
-  // The replica of the survivor that completed the most steps (the lowest
-  // such rank): a step some rank finished counts, one nobody did is redone.
-  auto most = static_cast<std::int64_t>(steps_done);
-  g.all_reduce(view(&most, 1), ReduceOp::max);
-  std::int32_t source = static_cast<std::int64_t>(steps_done) == most ? g.rank() : g.size();
-  g.all_reduce(view(&source, 1), ReduceOp::min);
+  const auto [source, most] = ddp::most_advanced(g, steps_done);
   for (std::size_t i = 0; i < s.params.size(); ++i) broadcast_from(g, s.params[i], s.names[i], source);
   for (std::size_t i = 0; i < s.buffers.size(); ++i) broadcast_from(g, s.buffers[i], s.buffer_names[i], source);
   for (std::size_t i = 0; i < state.size(); ++i) broadcast_from(g, state[i], fmt::format("state {}", i), source);
@@ -323,7 +319,7 @@ mci::DistributedDataParallel::Recovery Replica::recover(std::uint64_t steps_done
   // A new reducer and hooks on the survivors' group (the old ones go with
   // the old state, which hands back any gradient left in its buckets).
   *this = Replica(shrunk.group, s.module, s.opts);
-  return {static_cast<std::uint64_t>(most), std::move(shrunk.lost), source};
+  return {most, std::move(shrunk.lost), source};
 }
 
 void Replica::set_sync(bool on) { state_->sync = on; }
