@@ -11,8 +11,8 @@ mci_use_ccache
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DMCI_WERROR=ON "${mci_launcher[@]}" -DMCI_BUILD_FUZZERS=ON -DMCI_BUILD_TESTS=OFF -DMCI_WITH_TORCH=OFF \
   -DMCI_BUILD_EXAMPLES=OFF -DMCI_BUILD_BENCH=OFF -DMCI_WITH_GLOO=OFF -DMCI_WITH_NCCL=OFF -DMCI_WITH_MPI=OFF \
   -DMCI_SANITIZE=address,undefined >/dev/null
-cmake --build build-fuzz --target store_frame_fuzzer data_stream_fuzzer
-for t in store_frame data_stream; do
+cmake --build build-fuzz --target store_frame_fuzzer store_records_fuzzer data_stream_fuzzer
+for t in store_frame store_records data_stream; do
   mkdir -p "fuzz/corpus/$t"
   echo "fuzzing $t for ${secs}s"
   ASAN_OPTIONS=detect_leaks=1 build-fuzz/bin/${t}_fuzzer -max_total_time="$secs" -max_len=4096 \

@@ -133,6 +133,27 @@ class TcpStore final : public Store {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where a job's store listens and the token that opens it: what every
+// client of one job shares. Each user states its own patience where it
+// connects (an init waits its group's timeout, a launcher's watcher a few
+// seconds).
+struct StoreAddress {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string token;  // job token (empty: none)
+
+  // A client's options: each operation waits up to `timeout`, the first
+  // connection is tried again for up to `connect_timeout`.
+  TcpStoreOptions options(std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds connect_timeout = TcpStoreOptions{}.connect_timeout) const;
+  // A connected client; throws as TcpStore's constructor does.
+  std::unique_ptr<TcpStore> connect(std::chrono::milliseconds timeout, std::chrono::milliseconds connect_timeout) const;
+  // The same, connecting for as long as TcpStoreOptions' default allows.
+  std::unique_ptr<TcpStore> connect(std::chrono::milliseconds timeout) const {
+    return connect(timeout, TcpStoreOptions{}.connect_timeout);
+  }
+};
+
 // Namespaces keys ("prefix/key") so groups and generations never collide.
 class PrefixStore final : public Store {
  public:

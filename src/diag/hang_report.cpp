@@ -13,6 +13,8 @@
 #include "common/socket.hpp"
 #include "diag/dump_registry.hpp"
 #include "mci/errors.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci::diag {
 
@@ -157,12 +159,13 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       silent.push_back(r);
       std::string fate;
       try {
-        // "host:pid (nonce)" as claimed at init.
-        const std::string who = to_string(store.get(fmt::format("rank/{}", r), std::chrono::milliseconds(200)));
-        const auto colon = who.rfind(':');
-        const std::string host = who.substr(0, colon);
-        const long long pid = parse_int(who.substr(colon + 1, who.find(' ', colon) - colon - 1)).value_or(-1);
-        fate = host == me_host ? local_process_fate(pid) : fmt::format("process {} on {}: gone or frozen", pid, host);
+        // The process that claimed rank r at init.
+        const std::string key = keys::rank_claim(r);
+        const records::RankClaim who =
+            records::decode_rank_claim(to_string(store.get(key, std::chrono::milliseconds(200))),
+                                       "store key '" + key + "'");
+        fate = who.host == me_host ? local_process_fate(who.pid)
+                                   : fmt::format("process {} on {}: gone or frozen", who.pid, who.host);
       } catch (const std::exception&) {
         fate = "gone or frozen";
       }

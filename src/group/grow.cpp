@@ -3,11 +3,12 @@
 // members, at a step boundary, see it (joiners_waiting) and form the group
 // of the members and the processes waiting (grow). docs/fault-tolerance.md.
 //
-// Keys: LINEAGE/current names the session of the group that runs now (rank
-// 0 of every group made from one init writes it); SESSION/joiners lists
-// the processes waiting ("HOST@ID;"); SESSION/grow/decision, written once by
-// rank 0, is "N;" (the members) and the joiners taken, in their order. A
-// joiner not taken (it came after the decision) waits for the next group.
+// Keys (store/keys.hpp): LINEAGE/current names the session of the group
+// that runs now (rank 0 of every group made from one init writes it);
+// SESSION/joiners lists the processes waiting (records::Joiner);
+// SESSION/grow/decision, written once by rank 0, is the members' count and
+// the joiners taken, in their order (records::GrowDecision). A joiner not
+// taken (it came after the decision) waits for the next group.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +18,8 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci {
 
@@ -26,37 +29,13 @@ namespace {
 // change meanwhile (a shrink), and a decision wakes it at once.
 constexpr auto kJoinPoll = std::chrono::milliseconds(50);
 
-struct Decision {
-  int members = 0;
-  std::vector<std::string> joiners;  // "HOST@ID" each, in rank order
-};
-
-Decision parse_decision(const std::string& s) {
-  Decision d;
-  std::size_t at = 0;
-  bool first = true;
-  while (at < s.size()) {
-    const auto end = s.find(';', at);
-    const std::string item = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? s.size() : end + 1;
-    if (item.empty()) continue;
-    if (first) {
-      d.members = std::stoi(item);
-      first = false;
-    } else {
-      d.joiners.push_back(item);
-    }
-  }
-  return d;
-}
-
-std::string host_of(const std::string& token) { return token.substr(0, token.find('@')); }
+constexpr const char* kDecisionName = "the store's grow decision (key grow/decision)";
 
 }  // namespace
 
 bool ProcessGroup::Impl::joiners_waiting() {
   std::uint8_t waiting = 0;
-  if (rank == 0) waiting = store_->check({"joiners"}) ? 1 : 0;
+  if (rank == 0) waiting = store_->check({keys::kJoiners}) ? 1 : 0;
   submit(Call{.kind = OpKind::broadcast, .in = view(&waiting, 1), .out = view(&waiting, 1), .root = 0}, Exec::blocking);
   return waiting != 0;
 }
@@ -65,20 +44,21 @@ ProcessGroup::Grown ProcessGroup::Impl::grow() {
   // Rank 0 takes the joiners waiting now; the others read what it took.
   StoreValue decision;
   if (rank == 0) {
-    const StoreValue joiners = store_->append("joiners", {});
-    decision = store_->compare_set("grow/decision", {}, to_bytes(fmt::format("{};{}", size, to_string(joiners))));
+    const StoreValue joiners = store_->append(keys::kJoiners, {});
+    decision =
+        store_->compare_set(keys::kGrowDecision, {}, to_bytes(records::encode_grow_decision(size, to_string(joiners))));
   } else {
-    decision = store_->get("grow/decision");
+    decision = store_->get(keys::kGrowDecision);
   }
-  const Decision d = parse_decision(to_string(decision));
+  const records::GrowDecision d = records::decode_grow_decision(to_string(decision), kDecisionName);
   const std::string me = host_name();
   Place place{rank, d.members + static_cast<int>(d.joiners.size()), local_rank, local_size};
   for (const auto& j : d.joiners) {
-    if (host_of(j) == me) ++place.local_world;
+    if (j.host == me) ++place.local_world;
   }
   Grown g;
   g.joined = static_cast<int>(d.joiners.size());
-  g.group = join_group(origin_, session_.prefix + "/grow/group", place);
+  g.group = join_group(origin_, session_.prefix + "/" + keys::kGrowGroup, place);
   log::info("rank {} of {}: the group grew by {} joiner(s)", place.rank, place.world, g.joined);
   return g;
 }
@@ -86,8 +66,8 @@ ProcessGroup::Grown ProcessGroup::Impl::grow() {
 std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_rank) {
   const Deadline dl(origin.opts.timeout);
   const auto nonce = auth::random_nonce();
-  const std::string me =
-      fmt::format("{}@{}-{:02x}{:02x}{:02x}{:02x}", host_name(), ::getpid(), nonce[0], nonce[1], nonce[2], nonce[3]);
+  const records::Joiner me{host_name(), fmt::format("{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1],
+                                                    nonce[2], nonce[3])};
   Store& s = *origin.base;
   std::string registered;  // the session whose joiners list has this process
   while (true) {
@@ -98,17 +78,19 @@ std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_
           "under mcirun --on-rank-loss=replace); check that the program does, or that the job is still running",
           dl.budget().count()));
     }
-    const std::string session = to_string(s.get(origin.lineage + "/current", dl.wait_left()));
+    const std::string session = to_string(s.get(keys::current_session(origin.lineage), dl.wait_left()));
     if (session != registered) {
-      s.append(session + "/joiners", to_bytes(me + ";"));
+      s.append(session + "/" + keys::kJoiners, to_bytes(records::encode_joiner(me)));
       registered = session;
     }
     try {
-      s.wait({session + "/grow/decision"}, std::min(kJoinPoll, dl.wait_left()));
+      s.wait({session + "/" + keys::kGrowDecision}, std::min(kJoinPoll, dl.wait_left()));
     } catch (const TimeoutError&) {
       continue;
     }
-    const Decision d = parse_decision(to_string(s.get(session + "/grow/decision", dl.wait_left())));
+    const records::GrowDecision d =
+        records::decode_grow_decision(to_string(s.get(session + "/" + keys::kGrowDecision, dl.wait_left())),
+                                      kDecisionName);
     const auto it = std::find(d.joiners.begin(), d.joiners.end(), me);
     if (it == d.joiners.end()) continue;  // came after the decision: the next group takes it
     Place place;
@@ -116,7 +98,7 @@ std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_
     place.world = d.members + static_cast<int>(d.joiners.size());
     place.local_rank = local_rank;
     place.local_world = local_rank + 1;  // only rank, world and local_rank matter to the backends
-    auto g = join_group(origin, session + "/grow/group", place);
+    auto g = join_group(origin, session + "/" + keys::kGrowGroup, place);
     log::info("joined the running group as rank {} of {}", place.rank, place.world);
     return g;
   }

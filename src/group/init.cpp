@@ -16,6 +16,8 @@
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
 #include "store/all_ranks.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci {
 
@@ -83,18 +85,26 @@ void check_explicit(const Coordinates& c) {
 // with the same RANK, or a different WORLD_SIZE, is caught here instead of
 // producing a job that hangs or computes garbage.
 void check_agreement(Store& s, const Coordinates& c) {
-  // host:pid, plus a nonce so two groups in one process are told apart.
+  // host and pid, plus a nonce so two groups in one process are told apart.
   const auto nonce = auth::random_nonce();
-  const std::string me = fmt::format("{}:{} ({:02x}{:02x})", host_name(), ::getpid(), nonce[0], nonce[1]);
-  const StoreValue claimed = s.compare_set(fmt::format("rank/{}", c.rank), {}, to_bytes(me));
-  if (to_string(claimed) != me) {
+  const records::RankClaim me{host_name(), ::getpid(), fmt::format("{:02x}{:02x}", nonce[0], nonce[1])};
+  const std::string mine = records::encode_rank_claim(me);
+  const std::string key = keys::rank_claim(c.rank);
+  const std::string claimed = to_string(s.compare_set(key, {}, to_bytes(mine)));
+  if (claimed != mine) {
+    std::string other;
+    try {
+      other = records::describe(records::decode_rank_claim(claimed, "store key '" + key + "'"));
+    } catch (const records::RecordError& e) {
+      other = e.what();
+    }
     throw ConfigError(
         fmt::format("RANK {} is used by two processes: this one ({}) and {}. Each process of a job needs its "
                     "own RANK from 0 to WORLD_SIZE-1 (check the launcher or your srun/export commands).",
-                    c.rank, me, to_string(claimed)));
+                    c.rank, records::describe(me), other));
   }
   const std::string w = std::to_string(c.world);
-  const StoreValue world = s.compare_set("world_size", {}, to_bytes(w));
+  const StoreValue world = s.compare_set(keys::kWorldSize, {}, to_bytes(w));
   if (to_string(world) != w) {
     throw ConfigError(
         fmt::format("WORLD_SIZE disagrees between processes: rank {} has {}, an "
@@ -133,18 +143,12 @@ std::string restart_scope(const EnvLookup& env) {
 
 InitOptions options_through_store(const std::string& host, int port, const std::string& token, int rank, int world_size,
                                   std::chrono::milliseconds timeout) {
-  TcpStoreOptions so;
-  so.host = host;
-  so.port = port;
-  so.token = token;
-  so.timeout = timeout;
-  so.connect_timeout = timeout;
   InitOptions o;
   o.rank = rank;
   o.world_size = world_size;
   o.timeout = timeout;
   o.token = token;
-  o.store = std::make_shared<TcpStore>(so);
+  o.store = StoreAddress{host, port, token}.connect(timeout, timeout);
   return o;
 }
 
@@ -238,13 +242,7 @@ JobStart start_job(const InitOptions& opts, bool replacement) {
     if (c.rank == 0 && !settings.launcher_hosts_store && !replacement) {
       origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
     }
-    TcpStoreOptions so;
-    so.host = c.host;
-    so.port = c.port;
-    so.timeout = opts.timeout;
-    so.connect_timeout = opts.timeout;
-    so.token = settings.token;
-    origin.base = std::make_shared<TcpStore>(so);
+    origin.base = StoreAddress{c.host, c.port, settings.token}.connect(opts.timeout, opts.timeout);
   }
   // Peers reach this rank on the address it reaches the store from (its
   // own or the user's, when that is a TcpStore).
@@ -297,7 +295,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   // to know who is lost without waiting for a timeout. Stores other than
   // mci's cannot: their groups cannot shrink.
   const bool certified = store->append_on_close("checkin/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
-                         store->append_on_close("gone", to_bytes(fmt::format("{};", place.rank)));
+                         store->append_on_close(keys::kGone, to_bytes(records::encode_gone(place.rank)));
   Coordinates c;
   c.rank = place.rank;
   c.world = place.world;
@@ -334,7 +332,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
             opts.backend, generation);
   // Where the group of this job is now (init, then each shrink and grow):
   // what a replacement process reads to find it (join_running_group).
-  if (place.rank == 0) origin.base->set(origin.lineage + "/current", to_bytes(session));
+  if (place.rank == 0) origin.base->set(keys::current_session(origin.lineage), to_bytes(session));
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
 

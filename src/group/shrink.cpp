@@ -27,6 +27,8 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci {
 
@@ -36,56 +38,7 @@ namespace {
 // decision written meanwhile wakes it at once (it waits on that key).
 constexpr auto kPoll = std::chrono::milliseconds(2);
 
-struct Member {
-  int rank = 0;
-  std::string host;
-};
-
-// "R@HOST;R@HOST;" (arrivals and decisions) or "R;R;" (certificates).
-std::vector<Member> parse_members(const StoreValue& v) {
-  std::vector<Member> out;
-  const std::string s = to_string(v);
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const auto end = s.find(';', at);
-    const std::string item = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? s.size() : end + 1;
-    if (item.empty()) continue;
-    const auto sep = item.find('@');
-    Member m;
-    try {
-      m.rank = std::stoi(item.substr(0, sep));
-    } catch (const std::exception&) {
-      continue;  // not written by mci: ignored rather than trusted
-    }
-    if (sep != std::string::npos) m.host = item.substr(sep + 1);
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-// The ranks some survivor excludes: "xR;" items of the arrivals. Every
-// survivor honours every survivor's exclusions: a rank excluded by one is
-// never kept by a decision another writes (the excluding rank's arrival,
-// with its exclusions, comes before any decision that counts it).
-std::set<int> exclusions(const StoreValue& v) {
-  std::set<int> out;
-  const std::string s = to_string(v);
-  for (std::size_t at = s.find('x'); at != std::string::npos; at = s.find('x', at + 1)) {
-    if (at > 0 && s[at - 1] != ';') continue;
-    try {
-      out.insert(std::stoi(s.substr(at + 1)));
-    } catch (const std::exception&) {
-    }
-  }
-  return out;
-}
-
-std::string members_text(const std::vector<Member>& ms) {
-  std::string s;
-  for (const auto& m : ms) s += fmt::format("{}@{};", m.rank, m.host);
-  return s;
-}
+using records::Member;
 
 }  // namespace
 
@@ -129,28 +82,34 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   fail_group(fmt::format("rank {} left the group to shrink it", rank));
 
   const Deadline dl(timeout);
+  // Every survivor honours every survivor's exclusions: a rank excluded by
+  // one is never kept by a decision another writes (the excluding rank's
+  // arrival, with its exclusions, comes before any decision that counts it).
   std::string me;
-  for (int r : excluded) me += fmt::format("x{};", r);
-  me += fmt::format("{}@{};", rank, host_name());
+  for (int r : excluded) me += records::encode_exclusion(r);
+  me += records::encode_member({rank, host_name()});
   std::set<int> out_before;  // ranks a failed attempt's decision left out: they never come again
   for (int attempt = 0;; ++attempt) {
-    const std::string topic = fmt::format("shrink/{}", attempt);
+    const std::string arrived_key = keys::shrink(attempt, "arrived");
+    const std::string count_key = keys::shrink(attempt, "count");
+    const std::string decision_key = keys::shrink(attempt, "decision");
     Store& s = *store_;
     // The list first, then the count: a count of k means k arrivals listed.
-    StoreValue arrivals = s.append(topic + "/arrived", to_bytes(me));
-    std::int64_t count = s.add(topic + "/count", 1);
+    StoreValue arrivals = s.append(arrived_key, to_bytes(me));
+    std::int64_t count = s.add(count_key, 1);
     StoreValue decision;
     const auto poll = kPoll * std::max(1, size / 64);  // the server sees at most ~32k polls/s
     while (true) {
-      std::set<int> gone;
-      for (const auto& m : parse_members(s.append("gone", {}))) gone.insert(m.rank);
+      const std::set<int> gone = records::decode_gone(to_string(s.append(keys::kGone, {})), "store key 'gone'");
       // Each poll costs O(1) bytes (a counter, the short list of the gone);
       // the whole list is read only when the counts say everyone may be in.
       const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
       if (count + known >= size || dl.expired()) {
-        arrivals = s.append(topic + "/arrived", {});
-        const auto arrived = parse_members(arrivals);
-        const std::set<int> left_out = exclusions(arrivals);
+        arrivals = s.append(arrived_key, {});
+        const records::Arrivals listed =
+            records::decode_arrivals(to_string(arrivals), "store key '" + arrived_key + "'");
+        const std::vector<Member>& arrived = listed.members;
+        const std::set<int>& left_out = listed.excluded;
         std::set<int> accounted(gone.begin(), gone.end());
         accounted.insert(left_out.begin(), left_out.end());
         accounted.insert(out_before.begin(), out_before.end());
@@ -166,20 +125,20 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
           }
           std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
           // A decision already written is the one: never a second.
-          decision = s.compare_set(topic + "/decision", {}, to_bytes(members_text(keep)));
+          decision = s.compare_set(decision_key, {}, to_bytes(records::encode_members(keep)));
           break;
         }
       }
       try {
-        s.wait({topic + "/decision"}, poll);
-        decision = s.get(topic + "/decision");
+        s.wait({decision_key}, poll);
+        decision = s.get(decision_key);
         break;
       } catch (const TimeoutError&) {
       }
-      count = s.add(topic + "/count", 0);
+      count = s.add(count_key, 0);
     }
 
-    const auto kept = parse_members(decision);
+    const auto kept = records::decode_members(to_string(decision), "store key '" + decision_key + "'");
     Shrunk result;
     Place place;
     place.world = static_cast<int>(kept.size());
@@ -206,7 +165,7 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     }
     place.rank = found;
     try {
-      result.group = join_group(origin_, fmt::format("{}/{}/group", session_.prefix, topic), place);
+      result.group = join_group(origin_, session_.prefix + "/" + keys::shrink(attempt, "group"), place);
       // Its members keep their job ranks in dumps (the files' names).
       if (dump_) {
         const std::vector<int> job = dump_->group().job_ranks;

@@ -10,13 +10,14 @@
 #include "jobview/page.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "store/keys.hpp"
 
 namespace mci::jobview {
 
 namespace {
 
-std::string node_key(int node) { return fmt::format("mcirun/monitor/node/{}", node); }
-constexpr const char* kDumpKey = "mcirun/monitor/dumps";  // a counter: one per dump the page asked for
+std::string node_key(int node) { return keys::monitor::node(node); }
+constexpr const char* kDumpKey = keys::monitor::kDumps;  // a counter: one per dump the page asked for
 
 // A token compared in a time that does not depend on where it differs.
 bool same_secret(const std::string& given, const std::string& secret) {
@@ -55,14 +56,9 @@ JobMonitor::JobMonitor(MonitorOptions o) : o_(std::move(o)) {
     http_ = std::make_unique<HttpServer>(o_.host, o_.port, [this](const HttpRequest& r) { return handle(r); });
   }
   if (o_.nnodes > 1) {
-    TcpStoreOptions so;
-    so.host = o_.store_host;
-    so.port = o_.store_port;
-    so.token = o_.store_token;
-    so.timeout = std::chrono::seconds(2);
-    so.connect_timeout = std::chrono::seconds(10);
     try {
-      store_ = std::make_shared<TcpStore>(so);
+      store_ = StoreAddress{o_.store_host, o_.store_port, o_.store_token}.connect(std::chrono::seconds(2),
+                                                                                  std::chrono::seconds(10));
     } catch (const Error& e) {
       log::warn("mcirun --monitor: cannot reach the job's store at {}:{} ({}); {}", o_.store_host, o_.store_port,
                 e.what(), o_.node_rank == 0 ? "only this node's ranks are shown" : "node 0 will not show this node");

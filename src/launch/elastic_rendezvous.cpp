@@ -12,6 +12,8 @@
 #include "common/socket.hpp"
 #include "launch/stream_relay.hpp"
 #include "mci/errors.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci::launch {
 
@@ -25,14 +27,11 @@ constexpr auto kSlice = std::chrono::milliseconds(100);
 // long for it before leaving that place empty (its mcirun died between).
 constexpr auto kSlotLimit = std::chrono::seconds(5);
 
-const std::string kNextId = "mcirun/elastic/next_id";
-const std::string kOpen = "mcirun/elastic/open";
-const std::string kClosedKey = "mcirun/elastic/closed";
-
-std::string node_key(int id) { return "mcirun/elastic/node/" + std::to_string(id); }
-std::string round_key(int attempt, const std::string& name) {
-  return "mcirun/elastic/round/" + std::to_string(attempt) + "/" + name;
-}
+using keys::elastic::kNextId;
+using keys::elastic::kOpen;
+constexpr const char* kClosedKey = keys::elastic::kClosed;
+std::string node_key(int id) { return keys::elastic::node(id); }
+std::string round_key(int attempt, const std::string& name) { return keys::elastic::round(attempt, name); }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
   return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
@@ -50,20 +49,17 @@ int stop_signal(SignalFd& signals, std::chrono::milliseconds wait) {
 }
 
 std::string members_text(const std::vector<ElasticNode>& nodes) {
-  std::string s;
-  for (const auto& n : nodes) s += fmt::format("{}{}:{}", s.empty() ? "" : ",", n.id, n.nproc);
-  return s;
+  std::vector<records::NodeSlot> slots;
+  for (const auto& n : nodes) slots.push_back({n.id, n.nproc});
+  return records::encode_node_slots(slots);
 }
 
 std::vector<ElasticNode> parse_members(const std::string& text) {
   std::vector<ElasticNode> out;
-  for (const std::string& item : split_list(text)) {
-    const auto colon = item.find(':');
-    const auto id = parse_int(item.substr(0, colon));
-    const auto nproc = colon == std::string::npos ? std::nullopt : parse_int(item.substr(colon + 1));
-    if (!id || !nproc)
-      throw Error(fmt::format("mcirun: node 0 wrote a list of nodes this mcirun cannot read: '{}'", text));
-    out.push_back({static_cast<int>(*id), static_cast<int>(*nproc), {}, 0});
+  try {
+    for (const auto& s : records::decode_node_slots(text, "the list")) out.push_back({s.id, s.nproc, {}, 0});
+  } catch (const records::RecordError& e) {
+    throw Error(fmt::format("mcirun: node 0 wrote a list of nodes this mcirun cannot read: '{}' ({})", text, e.what()));
   }
   return out;
 }
@@ -98,20 +94,16 @@ std::string describe_membership(const Membership& m, const ElasticNodes& range) 
       m.nodes.size(), range_text(range), who, m.group_rank, first, last, m.world_size());
 }
 
-ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const std::string& token) : job_(job), range_(*job.elastic) {
-  store_options_.host = job.master_addr;
-  store_options_.port = job.master_port;
-  store_options_.token = token;
-  store_options_.timeout = std::chrono::seconds(10);
-  store_options_.connect_timeout = job.join_timeout;
-  store_ = std::make_unique<TcpStore>(store_options_);
+ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const std::string& token)
+    : job_(job), range_(*job.elastic), address_{job.master_addr, job.master_port, token} {
+  store_ = address_.connect(std::chrono::seconds(10), job.join_timeout);
   if (job.hosts_store()) {
     store_->set(kOpen, to_bytes("0"));
     return;
   }
   id_ = static_cast<int>(store_->add(kNextId, 1));
-  store_->set(node_key(id_), to_bytes(fmt::format("{}|{}|{}", ::getpid(), job.nproc_per_node, host_name())));
-  heartbeat_ = std::make_unique<Heartbeat>(store_options_, id_, range_.keep_alive);
+  store_->set(node_key(id_), to_bytes(records::encode_node_card({::getpid(), job.nproc_per_node, host_name()})));
+  heartbeat_ = std::make_unique<Heartbeat>(address_, id_, range_.keep_alive);
 }
 
 ElasticRendezvous::~ElasticRendezvous() = default;
@@ -119,15 +111,13 @@ ElasticRendezvous::~ElasticRendezvous() = default;
 ElasticNode ElasticRendezvous::describe(int id) {
   if (id == 0) return {0, job_.nproc_per_node, host_name(), ::getpid()};
   const std::string v = to_string(store_->get(node_key(id), kSlotLimit));
-  const auto bar1 = v.find('|');
-  const auto bar2 = v.find('|', bar1 + 1);
-  const auto pid = parse_int(v.substr(0, bar1));
-  const auto nproc = bar2 == std::string::npos ? std::nullopt : parse_int(v.substr(bar1 + 1, bar2 - bar1 - 1));
-  if (bar1 == std::string::npos || !pid || !nproc) {
-    throw Error(
-        fmt::format("mcirun: the job's store holds '{}' for node id {}: is another job using this store?", v, id));
+  try {
+    const records::NodeCard c = records::decode_node_card(v, "the value");
+    return {id, c.nproc, c.host, c.pid};
+  } catch (const records::RecordError& e) {
+    throw Error(fmt::format("mcirun: the job's store holds '{}' for node id {} ({}): is another job using this store?",
+                            v, id, e.what()));
   }
-  return {id, static_cast<int>(*nproc), v.substr(bar2 + 1), static_cast<pid_t>(*pid)};
 }
 
 std::vector<WatchedNode> ElasticRendezvous::watched(const Membership& m) const {

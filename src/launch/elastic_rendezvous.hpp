@@ -2,15 +2,16 @@
 // that are there meet on node 0's store and node 0 says who is in, as
 // torchrun's c10d rendezvous does, within mcirun's rule that node 0 (the
 // store's host) is always in and always GROUP_RANK 0 (rank 0 of the program
-// runs there, at the MASTER_PORT it holds). Keys, beside heartbeat.hpp's:
+// runs there, at the MASTER_PORT it holds). Keys (store/keys.hpp), beside
+// heartbeat.hpp's:
 //   mcirun/elastic/next_id        each other node's id, once (1, 2, ...)
-//   mcirun/elastic/node/ID        "PID|NPROC|HOST" of that node's mcirun
+//   mcirun/elastic/node/ID        that node's mcirun (records::NodeCard)
 //   mcirun/elastic/open           the attempt whose round takes names now
 //   mcirun/elastic/round/N/count  how many signed up for attempt N; node 0
 //                                 adds kClosed to close it (a node that then
 //                                 reads more than kClosed signs up for N+1)
 //   mcirun/elastic/round/N/slot/S the id that got place S
-//   mcirun/elastic/round/N/members "ID:NPROC,..." in GROUP_RANK order
+//   mcirun/elastic/round/N/members records::NodeSlot list, in GROUP_RANK order
 //   mcirun/elastic/closed         the job's exit code, when node 0 ends it:
 //                                 nodes still waiting to join leave
 // Node 0 closes a round when MAX nodes are in, or MIN are and: on the first
@@ -88,7 +89,7 @@ class ElasticRendezvous {
 
   const JobConfig& job_;
   ElasticNodes range_;
-  TcpStoreOptions store_options_;
+  StoreAddress address_;
   std::unique_ptr<TcpStore> store_;
   int id_ = 0;
   std::optional<Membership> last_;  // node 0: the attempt before

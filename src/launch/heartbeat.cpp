@@ -4,6 +4,8 @@
 
 #include "launch/node_link.hpp"
 #include "mci/errors.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci::launch {
 
@@ -16,15 +18,13 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-std::string beat_key(int id) { return "mcirun/elastic/beat/" + std::to_string(id); }
-std::string left_key(int id) { return "mcirun/elastic/left/" + std::to_string(id); }
+std::string beat_key(int id) { return keys::elastic::beat(id); }
+std::string left_key(int id) { return keys::elastic::left(id); }
 
-Heartbeat::Heartbeat(TcpStoreOptions store, int id, std::chrono::milliseconds interval)
-    : store_(std::move(store)), id_(id), interval_(interval) {
-  // A beat must never wait longer than the beats' own period for a lost
-  // node 0: the main thread finds out about that, and says so.
-  store_.timeout = interval_;
-  store_.connect_timeout = interval_;
+// A beat must never wait longer than the beats' own period for a lost node
+// 0: the main thread finds out about that, and says so.
+Heartbeat::Heartbeat(const StoreAddress& store, int id, std::chrono::milliseconds interval)
+    : store_(store.options(interval, interval)), id_(id), interval_(interval) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -75,11 +75,13 @@ bool BeatTracker::lost(Store& store, int id, std::string* why) {
   return true;
 }
 
-MemberWatch::MemberWatch(TcpStoreOptions store, int attempt, std::vector<WatchedNode> nodes,
+MemberWatch::MemberWatch(const StoreAddress& store, int attempt, std::vector<WatchedNode> nodes,
                          std::chrono::milliseconds lost_after, std::chrono::milliseconds period)
-    : store_(std::move(store)), attempt_(attempt), nodes_(std::move(nodes)), lost_after_(lost_after), period_(period) {
-  store_.timeout = std::chrono::seconds(2);
-  store_.connect_timeout = period_;
+    : store_(store.options(std::chrono::seconds(2), period)),
+      attempt_(attempt),
+      nodes_(std::move(nodes)),
+      lost_after_(lost_after),
+      period_(period) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -99,10 +101,11 @@ bool MemberWatch::look(TcpStore& store, BeatTracker& beats) {
     if (store.check({attempt_key(attempt_, "done/" + std::to_string(n.group_rank))})) continue;
     std::string why;
     if (!beats.lost(store, n.id, &why)) continue;
-    // As a report of node n itself (node_link.hpp's "NODE|what"), so that
-    // every node, node 0 included, reads it as another node's failure.
+    // As a report of node n itself (node_link.hpp's news), so that every
+    // node, node 0 included, reads it as another node's failure.
     store.compare_set(failed, {},
-                      to_bytes(fmt::format("{}|lost: {} (mcirun pid {} on {})", n.group_rank, why, n.pid, n.host)));
+                      to_bytes(records::encode_node_news(
+                          {n.group_rank, 0, fmt::format("lost: {} (mcirun pid {} on {})", why, n.pid, n.host)})));
     std::lock_guard lk(mu_);
     lost_.emplace(n.id, why);
     return true;

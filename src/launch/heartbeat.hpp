@@ -38,7 +38,7 @@ std::string left_key(int id);
 // destructor says the node left.
 class Heartbeat {
  public:
-  Heartbeat(TcpStoreOptions store, int id, std::chrono::milliseconds interval);
+  Heartbeat(const StoreAddress& store, int id, std::chrono::milliseconds interval);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -87,8 +87,8 @@ struct WatchedNode {
 // and --max-restarts starts the next attempt without it.
 class MemberWatch {
  public:
-  MemberWatch(TcpStoreOptions store, int attempt, std::vector<WatchedNode> nodes, std::chrono::milliseconds lost_after,
-              std::chrono::milliseconds period);
+  MemberWatch(const StoreAddress& store, int attempt, std::vector<WatchedNode> nodes,
+              std::chrono::milliseconds lost_after, std::chrono::milliseconds period);
   ~MemberWatch();
   MemberWatch(const MemberWatch&) = delete;
   MemberWatch& operator=(const MemberWatch&) = delete;

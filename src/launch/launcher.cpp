@@ -384,11 +384,8 @@ int run_job(JobConfig job, const EnvLookup& env) {
     // Node 0 of an elastic job: a node lost while the attempt runs fails it.
     std::unique_ptr<MemberWatch> watch;
     if (rdzv && members && job.hosts_store() && job.nnodes > 1) {
-      TcpStoreOptions so;
-      so.host = job.master_addr;
-      so.port = job.master_port;
-      so.token = token;
-      watch = std::make_unique<MemberWatch>(so, attempt, rdzv->watched(*members), job.elastic->lost_after(),
+      watch = std::make_unique<MemberWatch>(StoreAddress{job.master_addr, job.master_port, token}, attempt,
+                                            rdzv->watched(*members), job.elastic->lost_after(),
                                             std::min<std::chrono::milliseconds>(job.elastic->keep_alive,
                                                                                 std::chrono::milliseconds(500)));
     }

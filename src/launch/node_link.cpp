@@ -14,6 +14,8 @@
 #include "common/env.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "store/keys.hpp"
+#include "store/records.hpp"
 
 namespace mci::launch {
 
@@ -23,29 +25,18 @@ namespace {
 // publish a failure or "done" (node 0 may be a moment away).
 constexpr auto kFlushLimit = std::chrono::seconds(3);
 
-// mcirun/ for the first attempt (as before restarts existed), then
-// mcirun/attempt/N/.
-std::string attempt_prefix(int attempt) {
-  return attempt == 0 ? std::string("mcirun/") : "mcirun/attempt/" + std::to_string(attempt) + "/";
-}
-
 }  // namespace
 
-std::string attempt_key(int attempt, const std::string& name) { return attempt_prefix(attempt) + name; }
+std::string attempt_key(int attempt, const std::string& name) { return keys::attempt(attempt, name); }
 
 std::string NodeLink::key(const std::string& name) const { return attempt_key(opts_.attempt, name); }
 
 std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals) {
-  const std::string joined = attempt_prefix(o.attempt) + "joined";
-  const std::string go = attempt_prefix(o.attempt) + "go";
+  const std::string joined = attempt_key(o.attempt, "joined");
+  const std::string go = attempt_key(o.attempt, "go");
   const Deadline dl(limit);
-  TcpStoreOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.token = o.token;
-  so.timeout = std::chrono::seconds(5);
-  so.connect_timeout = limit;
-  TcpStore store(so);
+  const auto client = StoreAddress{o.host, o.port, o.token}.connect(std::chrono::seconds(5), limit);
+  TcpStore& store = *client;
   if (store.add(joined, 1) >= o.nnodes) store.set(go, to_bytes("1"));
   while (true) {
     try {
@@ -93,7 +84,7 @@ NodeLink::~NodeLink() {
 void NodeLink::report_failure(const std::string& what) {
   {
     std::lock_guard lk(mu_);
-    failure_to_publish_ = std::to_string(opts_.node_rank) + "|" + what;
+    failure_to_publish_ = records::encode_node_news({opts_.node_rank, 0, what});
   }
   cv_.notify_all();
 }
@@ -101,26 +92,22 @@ void NodeLink::report_failure(const std::string& what) {
 void NodeLink::report_stop(int sig, const std::string& where) {
   {
     std::lock_guard lk(mu_);
-    failure_to_publish_ = std::to_string(opts_.node_rank) + "|signal " + std::to_string(sig) + "|" + where;
+    failure_to_publish_ = records::encode_node_news({opts_.node_rank, sig, where});
   }
   cv_.notify_all();
 }
 
 std::optional<NodeLink::Event> NodeLink::parse_news(const std::string& v, int self) {
-  const auto bar = v.find('|');
-  if (bar == std::string::npos) return Event{EventKind::peer_failed, v};
-  const std::string node = v.substr(0, bar);
-  const auto n = parse_int(node);
-  if (n && *n == self) return std::nullopt;
-  const std::string rest = v.substr(bar + 1);
-  const std::string stop = "signal ";
-  if (const auto bar2 = rest.find('|'); rest.rfind(stop, 0) == 0 && bar2 != std::string::npos) {
-    if (const auto sig = parse_int(rest.substr(stop.size(), bar2 - stop.size())); sig && *sig > 0) {
-      return Event{EventKind::peer_stopped, "node " + node + " (" + rest.substr(bar2 + 1) + ")",
-                   static_cast<int>(*sig)};
-    }
+  records::NodeNews news;
+  try {
+    news = records::decode_node_news(v, "the news");
+  } catch (const records::RecordError&) {
+    return Event{EventKind::peer_failed, v};  // not from an mcirun of this version: said as it is
   }
-  return Event{EventKind::peer_failed, "node " + node + ": " + rest};
+  if (news.node == self) return std::nullopt;
+  const std::string node = "node " + std::to_string(news.node);
+  if (news.signal > 0) return Event{EventKind::peer_stopped, node + " (" + news.text + ")", news.signal};
+  return Event{EventKind::peer_failed, node + ": " + news.text};
 }
 
 bool NodeLink::others_heard(TcpStore& store) {
@@ -191,13 +178,8 @@ void NodeLink::run() {
     }
     try {
       if (!store) {
-        TcpStoreOptions so;
-        so.host = opts_.host;
-        so.port = opts_.port;
-        so.token = opts_.token;
-        so.timeout = std::chrono::seconds(2);
-        so.connect_timeout = opts_.slice;  // retried by this loop until stopped
-        store = std::make_unique<TcpStore>(so);
+        // Connecting is retried by this loop until stopped.
+        store = StoreAddress{opts_.host, opts_.port, opts_.token}.connect(std::chrono::seconds(2), opts_.slice);
       }
       if (failure) {
         store->compare_set(failed_key(), {}, to_bytes(*failure));

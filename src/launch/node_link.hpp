@@ -1,8 +1,9 @@
 // How the launchers of a multi-node job learn about each other through the
 // job's store on node 0, so one node's failure (or Ctrl-C) stops every node:
-//   mcirun/failed      "NODE|what happened" when a node's process failed, or
-//                      "NODE|signal N|what" when a node's mcirun was told to
-//                      stop by signal N; set once, by the first node with
+//   mcirun/failed      the news (records::NodeNews): the node, and what
+//                      happened when a node's process failed, or signal N
+//                      and where when a node's mcirun was told to stop by
+//                      signal N; set once, by the first node with
 //                      news (compare_set: the first report wins); every other
 //                      launcher waits on it and stops its own processes (with
 //                      that same signal, for a stop).

@@ -21,15 +21,7 @@ namespace {
 
 constexpr auto kSlice = std::chrono::milliseconds(500);
 
-TcpStoreOptions client_options(const ProgramPortOptions& o, std::chrono::milliseconds limit) {
-  TcpStoreOptions so;
-  so.host = o.store_host;
-  so.port = o.store_port;
-  so.token = o.token;
-  so.timeout = limit;
-  so.connect_timeout = limit;
-  return so;
-}
+StoreAddress address(const ProgramPortOptions& o) { return {o.store_host, o.store_port, o.token}; }
 
 }  // namespace
 
@@ -50,10 +42,10 @@ PortReservation::PortReservation() {
 }
 
 void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
-  TcpStore store(client_options(o, std::chrono::seconds(10)));
-  store.set(kProgramAddrKey, to_bytes(e.addr));
-  store.set(kOnRankLossKey, to_bytes(e.on_rank_loss));
-  store.set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
+  const auto store = address(o).connect(std::chrono::seconds(10), std::chrono::seconds(10));
+  store->set(kProgramAddrKey, to_bytes(e.addr));
+  store->set(kOnRankLossKey, to_bytes(e.on_rank_loss));
+  store->set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
 }
 
 std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& o, SignalFd& signals,
@@ -62,7 +54,7 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
   std::unique_ptr<TcpStore> store;  // kept between slices once connected
   while (true) {
     try {
-      if (!store) store = std::make_unique<TcpStore>(client_options(o, kSlice));
+      if (!store) store = address(o).connect(kSlice, kSlice);
       const std::string v = to_string(store->get(kProgramPortKey, kSlice));
       const auto port = parse_int(v);
       if (!port || *port < 1 || *port > 65535) {

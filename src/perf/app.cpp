@@ -138,10 +138,7 @@ int run(const Options& o, std::ostream& out, std::ostream& err) {
   std::unique_ptr<StoreServer> own_store;
   if (!launched_as_a_job()) {
     own_store = std::make_unique<StoreServer>(StoreServerOptions{"127.0.0.1", 0, ""});
-    TcpStoreOptions so;
-    so.port = own_store->port();
-    so.timeout = o.timeout;
-    init.store = std::make_shared<TcpStore>(so);
+    init.store = StoreAddress{"127.0.0.1", own_store->port(), ""}.connect(o.timeout);
     init.rank = 0;
     init.world_size = 1;
   }

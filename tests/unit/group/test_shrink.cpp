@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "mci/mci.hpp"
+#include "store/records.hpp"
 
 namespace mci {
 namespace {
@@ -136,7 +137,7 @@ TEST(Shrink, ARankLostDuringTheAgreementIsLeftOutToo) {
       const auto give_up = std::chrono::steady_clock::now() + 10s;
       while (std::chrono::steady_clock::now() < give_up) {
         const auto arrived = to_string(watch->append("mci/default/0/shrink/0/arrived", {}));
-        if (std::count(arrived.begin(), arrived.end(), ';') >= 2) return "lost during the agreement";
+        if (records::decode_arrivals(arrived, "arrivals").members.size() >= 2) return "lost during the agreement";
         std::this_thread::sleep_for(1ms);
       }
       return "ranks 0 and 3 never reached shrink()";

@@ -1,0 +1,67 @@
+// The store keys mci's processes agree under, named once, with what each
+// holds (store/records.hpp for the records; counters and flags hold decimal
+// text).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mci::keys {
+
+// --- a group's keys, under its session's prefix (group/join.hpp) ------------
+
+// records::RankClaim of the process that holds rank r.
+inline std::string rank_claim(int r) { return "rank/" + std::to_string(r); }
+// The job's world size, as the first rank stated it (decimal).
+inline constexpr const char* kWorldSize = "world_size";
+// records::encode_gone of each rank whose process's connection ended; the
+// store appends them itself.
+inline constexpr const char* kGone = "gone";
+// A shrink's attempt: "arrived" (records::Arrivals), "count" (a counter),
+// "decision" (records::Member list, written once), "group" (the new
+// group's prefix).
+inline std::string shrink(int attempt, std::string_view name) {
+  return "shrink/" + std::to_string(attempt) + "/" + std::string(name);
+}
+// records::Joiner list of the processes waiting to join this session.
+inline constexpr const char* kJoiners = "joiners";
+// records::GrowDecision, written once by rank 0.
+inline constexpr const char* kGrowDecision = "grow/decision";
+inline constexpr const char* kGrowGroup = "grow/group";
+// Under a lineage (one per group name and start): the session that runs now.
+inline std::string current_session(std::string_view lineage) { return std::string(lineage) + "/current"; }
+
+// --- mcirun's keys, on node 0's store -------------------------------------
+
+// An attempt's key: mcirun/NAME for the first (as before restarts
+// existed), then mcirun/attempt/N/NAME. Under it: "failed"
+// (records::NodeNews, written once), "seen/NODE" and "done/NODE" (flags),
+// "joined" (a counter) and "go" (a flag).
+inline std::string attempt(int attempt, std::string_view name) {
+  return (attempt == 0 ? std::string("mcirun/") : "mcirun/attempt/" + std::to_string(attempt) + "/") +
+         std::string(name);
+}
+
+// The elastic rendezvous (launch/elastic_rendezvous.hpp says who writes what).
+namespace elastic {
+inline constexpr const char* kNextId = "mcirun/elastic/next_id";
+inline constexpr const char* kOpen = "mcirun/elastic/open";
+inline constexpr const char* kClosed = "mcirun/elastic/closed";
+// records::NodeCard of node `id`'s mcirun.
+inline std::string node(int id) { return "mcirun/elastic/node/" + std::to_string(id); }
+// An attempt's round: "count", "slot/S" (an id), "members" (records::NodeSlot list).
+inline std::string round(int attempt, std::string_view name) {
+  return "mcirun/elastic/round/" + std::to_string(attempt) + "/" + std::string(name);
+}
+inline std::string beat(int id) { return "mcirun/elastic/beat/" + std::to_string(id); }
+inline std::string left(int id) { return "mcirun/elastic/left/" + std::to_string(id); }
+}  // namespace elastic
+
+// mcirun --monitor (jobview/job_monitor.cpp): each node's sample (JSON)
+// and the count of dumps the page asked for.
+namespace monitor {
+inline std::string node(int node) { return "mcirun/monitor/node/" + std::to_string(node); }
+inline constexpr const char* kDumps = "mcirun/monitor/dumps";
+}  // namespace monitor
+
+}  // namespace mci::keys
