@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
@@ -73,6 +74,14 @@ class Backend {
 // For backends that work on host memory only: a device buffer is refused
 // with what to use instead.
 void require_host_memory(const char* backend, const coll::CollectiveDesc& d);
+
+// A kind this backend does not run: ConfigError naming the backend, the
+// kind and the backends that run it. The front end refuses a call whose
+// kind the backend's row (BackendCaps::kinds) lacks before it reaches the
+// backend; a backend's switch over the kinds ends in this call as its
+// default, so a kind added to the list is refused there, never skipped,
+// and the backend needs no change until it runs it.
+[[noreturn]] void refuse_kind(std::string_view backend, OpKind kind);
 
 // Everything a backend needs to connect.
 struct BackendContext {
