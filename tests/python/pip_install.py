@@ -56,7 +56,9 @@ def skip(why):
 def run(cmd, timeout, **kw):
     """cmd's exit code and output (stdout and stderr together); past
     timeout, SIGTERM (mcirun ends its ranks on it), then SIGKILL to its
-    whole session, and a Failure."""
+    whole session, and a Failure. Says how long it took (this test's time
+    is mostly these commands')."""
+    started = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                          **kw)
     try:
@@ -73,6 +75,7 @@ def run(cmd, timeout, **kw):
             pass
         p.communicate()
         raise Failure(f"{' '.join(map(str, cmd))} did not finish in {timeout} s (killed)")
+    print(f"{time.monotonic() - started:5.1f} s: {' '.join(map(str, cmd))[:160]}", flush=True)
     return p.returncode, out
 
 
