@@ -53,8 +53,11 @@ if [ $clang = 1 ]; then
 fi
 
 if [ $debug = 1 ]; then
+  # The library, the tools and the suites without the torch parts: at -O0
+  # their LibTorch headers cost most of the build, and the plain build tests
+  # them.
   build=build-debug
-  compiler=(-DCMAKE_BUILD_TYPE=Debug)
+  compiler=(-DCMAKE_BUILD_TYPE=Debug -DMCI_WITH_TORCH=OFF -DMCI_WITH_TORCH_EXT=OFF)
 fi
 
 torch2_python=$(scripts/torch-venv.sh --python)
