@@ -5,6 +5,7 @@
 
 #include "common/env.hpp"
 #include "common/setting_source.hpp"
+#include "common/settings.hpp"
 #include "common/settings_table.hpp"
 #include "mci/errors.hpp"
 
@@ -103,6 +104,91 @@ TEST(SettingSource, TheAgreedPartHoldsWhatTheBackendHonoursReadAsItsKind) {
   EXPECT_EQ(s.agreed_part(false, true), "MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
   EXPECT_EQ(s.agreed_part(false, false), "");
   EXPECT_EQ(SettingSource::agreed_names(true, true), "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT");
+}
+
+Settings resolve_all(std::map<std::string, std::string> vars, std::span<const FieldDefault> fields = {}) {
+  return Settings::resolve(env_only(std::move(vars)), SettingUses{true, true}, {}, fields);
+}
+
+TEST(Settings, ReadsEachRowAsItsKindOnceResolved) {
+  const Settings s = Settings::resolve(SettingSource({{"MCI_TCP_SPIN_US", "0"}}, fixed_env({{"MCI_TCP_SPIN_US", "7"},
+                                                                                            {"MCI_CONNECT", "eager"},
+                                                                                            {"MCI_HOST_ID", "a"},
+                                                                                            {"MCI_STORE_HOSTED", ""}})),
+                                       SettingUses{true, true});
+  EXPECT_EQ(s.integer("MCI_TCP_SPIN_US"), 0);  // given wins over the environment
+  EXPECT_EQ(s.integer("MCI_TCP_YIELD_US"), 200);
+  EXPECT_EQ(s.choice("MCI_CONNECT"), "eager");
+  EXPECT_EQ(s.choice("MCI_TRANSPORT"), "auto");
+  EXPECT_EQ(s.text("MCI_HOST_ID"), "a");
+  EXPECT_EQ(s.text("MCI_ALGO"), "auto");
+  EXPECT_TRUE(s.flag("MCI_STORE_HOSTED"));  // set, even empty
+}
+
+TEST(Settings, BadValuesAreRefusedWithTheirRowsMessage) {
+  EXPECT_EQ(error_of([] {
+              resolve_all({{"MCI_TCP_SPIN_US", "2000000"}});
+            }),
+            "MCI_TCP_SPIN_US=2000000 is out of range: use 0 .. 1000000 (microseconds)");
+  EXPECT_EQ(error_of([] {
+              resolve_all({{"MCI_HANG_REPORT_WAIT_MS", "3s"}});
+            }),
+            "MCI_HANG_REPORT_WAIT_MS='3s' is not an integer: set it to a whole number, or unset it");
+  EXPECT_EQ(error_of([] {
+              resolve_all({{"MCI_CONNECT", "sometimes"}});
+            }),
+            "MCI_CONNECT='sometimes' is not a connection mode: use lazy (connect to a peer when an algorithm first "
+            "needs it, the default) or eager (connect every pair at init)");
+  EXPECT_EQ(error_of([] {
+              resolve_all({{"MCI_HOST_ID", "a\nb"}});
+            }),
+            "MCI_HOST_ID holds a line break: use a value on one line");
+}
+
+TEST(Settings, ResolvesOnlyTheRowsItsBackendHonours) {
+  // A backend with its own transports ignores MCI_SHM_SPIN_US: a bad value
+  // cannot fail its group (init says it is ignored instead).
+  const Settings s = Settings::resolve(env_only({{"MCI_SHM_SPIN_US", "soon"}, {"MCI_ALGO", "ring"}}), SettingUses{});
+  EXPECT_EQ(s.integer("MCI_HANG_REPORT_WAIT_MS"), 3000);
+  EXPECT_EQ(s.agreed(), "");
+  EXPECT_THROW((void)s.integer("MCI_SHM_SPIN_US"), std::logic_error);
+  EXPECT_THROW((void)s.text("MCI_ALGO"), std::logic_error);
+}
+
+TEST(Settings, MoreChoicesFromALayerAboveAreAcceptedAndListed) {
+  static constexpr SettingChoice kKinds[] = {{"tcp", "never use shared memory"}, {"rdma", "verbs between hosts"}};
+  const MoreChoices more[] = {{"MCI_TRANSPORT", kKinds}};
+  EXPECT_EQ(Settings::resolve(env_only({{"MCI_TRANSPORT", "rdma"}}), SettingUses{true, true}, more)
+                .choice("MCI_TRANSPORT"),
+            "rdma");
+  const std::string bad = error_of([&] {
+    (void)Settings::resolve(env_only({{"MCI_TRANSPORT", "udp"}}), SettingUses{true, true}, more);
+  });
+  EXPECT_NE(bad.find("MCI_TRANSPORT='udp' is not a transport: use auto ("), std::string::npos) << bad;
+  EXPECT_NE(bad.find(", tcp (never use shared memory) or rdma (verbs between hosts)"), std::string::npos) << bad;
+}
+
+TEST(Settings, ATypedInitOptionsFieldIsTheDefaultCheckedByTheRowAlone) {
+  const FieldDefault field[] = {{"MCI_FLIGHT_RECORDER_ENTRIES", "InitOptions::flight_recorder_entries", 64}};
+  EXPECT_EQ(resolve_all({}, field).integer("MCI_FLIGHT_RECORDER_ENTRIES"), 64);
+  // The variable, set or given, still wins over the field.
+  EXPECT_EQ(resolve_all({{"MCI_FLIGHT_RECORDER_ENTRIES", "8"}}, field).integer("MCI_FLIGHT_RECORDER_ENTRIES"), 8);
+  const FieldDefault huge[] = {{"MCI_FLIGHT_RECORDER_ENTRIES", "InitOptions::flight_recorder_entries", 1ull << 40}};
+  EXPECT_EQ(error_of([&] { resolve_all({}, huge); }),
+            "InitOptions::flight_recorder_entries=1099511627776 is out of range: use 0 .. 16777216 (operations; 0: "
+            "off)");
+  const FieldDefault wrapped[] = {{"MCI_FLIGHT_RECORDER_ENTRIES", "InitOptions::flight_recorder_entries", ~0ull}};
+  EXPECT_NE(error_of([&] { resolve_all({}, wrapped); }).find("=18446744073709551615 is out of range"),
+            std::string::npos);
+}
+
+TEST(Settings, TheAgreedPartHoldsTheHonouredRowsReadAsTheirKind) {
+  const Settings s = resolve_all({{"MCI_SHM_BUFFER_BYTES", " 8192"}, {"MCI_ALGO", "ring"}});
+  EXPECT_EQ(s.agreed(), "MCI_ALGO=ring MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
+  EXPECT_EQ(Settings::resolve(env_only({{"MCI_SHM_BUFFER_BYTES", "8192"}}), SettingUses{false, true}).agreed(),
+            "MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
+  EXPECT_EQ(Settings::agreed_names(SettingUses{true, true}),
+            "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT");
 }
 
 TEST(SettingsTable, MarkdownHasOneLinePerRowOfTheSection) {
