@@ -10,10 +10,11 @@
 
 namespace mci::setting_rows_detail {
 
+// MCI_TRANSPORT's own choices; then each mesh kind's name (MoreChoices,
+// from the rows of transport/mesh.cpp) selects that kind alone.
 inline constexpr std::array kTransportModes{
     SettingChoice{"auto", "shared memory where ranks share a host, TCP between hosts"},
     SettingChoice{"shm", "require shared memory"},
-    SettingChoice{"tcp", "never use shared memory"},
 };
 inline constexpr std::array kConnectModes{
     SettingChoice{"lazy", "connect to a peer when an algorithm first needs it, the default"},

@@ -20,7 +20,7 @@ const SettingRow* find_setting(std::string_view name) noexcept {
 
 const SettingRow& setting(std::string_view name) {
   if (const auto* r = find_setting(name)) return *r;
-  throw std::logic_error(fmt::format("{} is not a row of mci's settings table (common/settings_table.cpp)", name));
+  throw std::logic_error(fmt::format("{} is not a row of mci's settings table (common/setting_rows.hpp)", name));
 }
 
 bool settable(const SettingRow& row) noexcept { return row.use != SettingUse::process && row.use != SettingUse::tool; }
