@@ -91,11 +91,12 @@ std::optional<BackendInfo> find_backend_info(const std::string& name);
 
 // One of mci's settings, from the settings table (docs/env.md lists them).
 struct SettingInfo {
-  std::string name;           // the variable, e.g. "MCI_ALGO"
-  std::string default_value;  // as the variable would spell it ("" when unset)
-  std::string accepts;        // "auto, shm or tcp", "0 .. 1000000 (microseconds)", "text", "set or unset"
-  bool ranks_agree = false;   // init refuses ranks whose values differ
-  bool settable = false;      // InitOptions::settings takes it (the others are read from the environment)
+  std::string name;                  // the variable, e.g. "MCI_ALGO"
+  std::string default_value;         // as the variable would spell it ("" when unset)
+  std::string accepts;               // "auto, shm or tcp", "0 .. 1000000 (microseconds)", "text", "set or unset"
+  std::vector<std::string> choices;  // a choice's values ("auto", "shm", "tcp"); empty for the other kinds
+  bool ranks_agree = false;          // init refuses ranks whose values differ
+  bool settable = false;             // InitOptions::settings takes it (the others are read from the environment)
 };
 std::vector<SettingInfo> list_settings();
 

@@ -12,7 +12,7 @@
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
 #include "common/device_fence.hpp"
-#include "common/setting_source.hpp"
+#include "common/settings.hpp"
 #include "mci/store.hpp"
 
 namespace mci {
@@ -94,9 +94,10 @@ struct BackendContext {
   std::string listen_host;       // address peers reach this rank at
   std::string token;             // job token, empty if none
   std::chrono::milliseconds timeout{};
-  // The group's settings (InitOptions::settings, then the environment):
-  // backends read theirs here, never from the environment.
-  SettingSource settings{{}, process_env()};
+  // The group's settings, resolved at init (InitOptions::settings, then
+  // the environment) for what this backend honours: backends and the
+  // transports below them read theirs here, never from the environment.
+  Settings settings;
 };
 
 }  // namespace mci

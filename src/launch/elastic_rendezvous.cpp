@@ -98,14 +98,15 @@ std::string describe_membership(const Membership& m, const ElasticNodes& range) 
       m.nodes.size(), range_text(range), who, m.group_rank, first, last, m.world_size());
 }
 
-ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const std::string& token) : job_(job), range_(*job.elastic) {
-  store_options_.host = job.master_addr;
-  store_options_.port = job.master_port;
-  store_options_.token = token;
+ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const JobStore& store)
+    : job_(job), range_(*job.elastic), hosts_store_(store.hosted_here) {
+  store_options_.host = store.host;
+  store_options_.port = store.port;
+  store_options_.token = store.token;
   store_options_.timeout = std::chrono::seconds(10);
   store_options_.connect_timeout = job.join_timeout;
   store_ = std::make_unique<TcpStore>(store_options_);
-  if (job.hosts_store()) {
+  if (hosts_store_) {
     store_->set(kOpen, to_bytes("0"));
     return;
   }
@@ -140,7 +141,7 @@ std::vector<WatchedNode> ElasticRendezvous::watched(const Membership& m) const {
 }
 
 JoinOutcome ElasticRendezvous::join(int attempt, SignalFd& signals) {
-  return job_.hosts_store() ? host_round(attempt, signals) : member_round(attempt, signals);
+  return hosts_store_ ? host_round(attempt, signals) : member_round(attempt, signals);
 }
 
 void ElasticRendezvous::close(int rc) {
