@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "mci/store.hpp"
-#include "support/store_load.hpp"
+#include "store_load.hpp"
 
 int main(int argc, char** argv) {
   mci::test::StoreLoadOptions o;

@@ -6,6 +6,7 @@
 #   scripts/test.sh --sanitize=address,undefined  build-asan/
 #   scripts/test.sh --sanitize=thread             build-tsan/
 #   scripts/test.sh --clang                       build-clang/, clang++ Release
+#   scripts/test.sh --debug                       build-debug/, g++ Debug (assertions on, no optimizer)
 #   scripts/test.sh --no-tests                    build only
 #   scripts/test.sh -R Matrix                     extra arguments go to ctest
 # The plain build also builds and runs the LibTorch tier on PyPI's torch
@@ -19,12 +20,14 @@ cd "$(dirname "$0")/.."
 
 sanitize=""
 clang=0
+debug=0
 run_tests=1
 ctest_args=()
 for a in "$@"; do
   case $a in
     --sanitize=*) sanitize=${a#--sanitize=} ;;
     --clang) clang=1 ;;
+    --debug) debug=1 ;;
     --no-tests) run_tests=0 ;;
     *) ctest_args+=("$a") ;;
   esac
@@ -49,6 +52,14 @@ if [ $clang = 1 ]; then
   compiler=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release)
 fi
 
+if [ $debug = 1 ]; then
+  # The library, the tools and the suites without the torch parts: at -O0
+  # their LibTorch headers cost most of the build, and the plain build tests
+  # them.
+  build=build-debug
+  compiler=(-DCMAKE_BUILD_TYPE=Debug -DMCI_WITH_TORCH=OFF -DMCI_WITH_TORCH_EXT=OFF)
+fi
+
 torch2_python=$(scripts/torch-venv.sh --python)
 # MCI_LIBTORCH_PYTHON=OFF: build/ keeps Debian's LibTorch (the libtorch1
 # tier) even when run from a venv that has a torch wheel.
@@ -62,7 +73,7 @@ cmake --build "$build"
 # build/'s (most of libmci) or from the last run (the backends layer, built
 # here without gloo and nccl). Skipped, saying so, without the venv.
 libtorch2=0
-if [ -z "$sanitize" ] && [ $clang = 0 ]; then
+if [ -z "$sanitize" ] && [ $clang = 0 ] && [ $debug = 0 ]; then
   if [ -x "$torch2_python" ]; then
     libtorch2=1
     start=$SECONDS

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mci/backend_caps.hpp"
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
 
@@ -76,28 +77,12 @@ bool launched_as_a_job();
 // their libraries were found at configure).
 bool backend_available(const std::string& name);
 
-// What a backend does, from its row of the backend table: code that must
-// act on it (mci-perf, the examples, init's notices) reads these instead of
-// comparing backend names.
-struct BackendCaps {
-  bool host_memory = false;       // takes buffers in host memory
-  bool cuda_memory = false;       // takes buffers in CUDA memory (the cpu backend stages them)
-  bool gpu_per_rank = false;      // each rank drives a GPU of its own: local rank i on cuda:i
-  bool mci_algorithms = false;    // runs mci's algorithms: honours MCI_ALGO (mci-perf --algo)
-  bool mci_transports = false;    // runs on mci's transports: honours MCI_TRANSPORT (mci-perf --transport)
-  bool fingerprints = false;      // ranks calling different collectives get a MismatchError, not a timeout
-  bool reports_arrivals = false;  // a timeout's hang report says which rank arrived last, and when
-  bool aborts_running = false;    // abort() ends an operation already running on the peers too
-  bool shrinks = false;           // survivors of a lost rank go on in place (ProcessGroup::shrink, grow)
-  bool any_source = false;        // recv(data, any_source, tag): whichever rank sends first
-};
-
 struct BackendInfo {
   std::string name;         // what InitOptions::backend takes
   std::string description;  // one line
   bool built = false;       // part of this build
   std::string needs;        // what a build needs installed to contain it ("" for nothing)
-  BackendCaps caps;
+  BackendCaps caps;         // what it does (mci/backend_caps.hpp)
 };
 // Every backend mci knows, built or not, in a stable order.
 std::vector<BackendInfo> list_backends();
@@ -106,11 +91,12 @@ std::optional<BackendInfo> find_backend_info(const std::string& name);
 
 // One of mci's settings, from the settings table (docs/env.md lists them).
 struct SettingInfo {
-  std::string name;           // the variable, e.g. "MCI_ALGO"
-  std::string default_value;  // as the variable would spell it ("" when unset)
-  std::string accepts;        // "auto, shm or tcp", "0 .. 1000000 (microseconds)", "text", "set or unset"
-  bool ranks_agree = false;   // init refuses ranks whose values differ
-  bool settable = false;      // InitOptions::settings takes it (the others are read from the environment)
+  std::string name;                  // the variable, e.g. "MCI_ALGO"
+  std::string default_value;         // as the variable would spell it ("" when unset)
+  std::string accepts;               // "auto, shm or tcp", "0 .. 1000000 (microseconds)", "text", "set or unset"
+  std::vector<std::string> choices;  // a choice's values ("auto", "shm", "tcp"); empty for the other kinds
+  bool ranks_agree = false;          // init refuses ranks whose values differ
+  bool settable = false;             // InitOptions::settings takes it (the others are read from the environment)
 };
 std::vector<SettingInfo> list_settings();
 

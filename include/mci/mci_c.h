@@ -60,6 +60,10 @@ typedef struct mci_op {
 
 const char* mci_last_error(void);
 
+/* The kind's name, as mci's messages and the flight recorder spell it
+ * ("all_reduce"); NULL for a value that is not an mci_op_kind. */
+const char* mci_op_kind_name(int kind);
+
 /* A store server on bind_host (":0" port picked by the OS) whose clients
  * must prove token (empty: none). */
 int mci_store_server_start(const char* bind_host, const char* token, mci_store_server** out, int* port);

@@ -7,11 +7,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "collectives/desc.hpp"
 #include "common/deadline.hpp"
 #include "common/device_fence.hpp"
-#include "common/setting_source.hpp"
+#include "common/settings.hpp"
 #include "mci/store.hpp"
 
 namespace mci {
@@ -74,6 +75,14 @@ class Backend {
 // with what to use instead.
 void require_host_memory(const char* backend, const coll::CollectiveDesc& d);
 
+// A kind this backend does not run: ConfigError naming the backend, the
+// kind and the backends that run it. The front end refuses a call whose
+// kind the backend's row (BackendCaps::kinds) lacks before it reaches the
+// backend; a backend's switch over the kinds ends in this call as its
+// default, so a kind added to the list is refused there, never skipped,
+// and the backend needs no change until it runs it.
+[[noreturn]] void refuse_kind(std::string_view backend, OpKind kind);
+
 // Everything a backend needs to connect.
 struct BackendContext {
   int rank = 0;
@@ -85,9 +94,10 @@ struct BackendContext {
   std::string listen_host;       // address peers reach this rank at
   std::string token;             // job token, empty if none
   std::chrono::milliseconds timeout{};
-  // The group's settings (InitOptions::settings, then the environment):
-  // backends read theirs here, never from the environment.
-  SettingSource settings{{}, process_env()};
+  // The group's settings, resolved at init (InitOptions::settings, then
+  // the environment) for what this backend honours: backends and the
+  // transports below them read theirs here, never from the environment.
+  Settings settings;
 };
 
 }  // namespace mci

@@ -42,7 +42,14 @@ constexpr bool kHaveMpi = false;
 namespace {
 
 // Designated fields, so that a row says what it is true of; the rest stay
-// false.
+// false. The cpu backend runs every kind (through the algorithm table, whose
+// rows say which algorithms serve it); the library backends run the kinds
+// their switch has a case for, listed here: a kind added to the list is
+// theirs only once they run it.
+constexpr OpKindSet kLibraryKinds{OpKind::all_reduce,     OpKind::broadcast,  OpKind::reduce,
+                                  OpKind::all_gather,     OpKind::gather,     OpKind::scatter,
+                                  OpKind::reduce_scatter, OpKind::all_to_all, OpKind::barrier,
+                                  OpKind::send,           OpKind::recv};
 constexpr BackendCaps kCpuCaps{.host_memory = true,
                                .cuda_memory = true,
                                .mci_algorithms = true,
@@ -51,30 +58,33 @@ constexpr BackendCaps kCpuCaps{.host_memory = true,
                                .reports_arrivals = true,
                                .aborts_running = true,
                                .shrinks = true,
-                               .any_source = true};
+                               .any_source = true,
+                               .kinds = OpKindSet::all()};
 // Gloo, NCCL and MPI: no recv from any source (mci's p2p on them names the
 // peer; the cpu backend matches the first sender in its TCP transport).
 // Gloo: abort leaves its reason in the store and breaks the connections; a
 // shrink forms a new Gloo context over the store for the survivors.
-constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true, .shrinks = true};
+constexpr BackendCaps kGlooCaps{.host_memory = true, .aborts_running = true, .shrinks = true, .kinds = kLibraryKinds};
 // NCCL: ncclCommAbort ends this rank's operations only; the peers learn at
 // their timeout, so survivors would not all reach shrink() at once (and no
 // GPU here to test a new communicator on).
-constexpr BackendCaps kNcclCaps{.cuda_memory = true, .gpu_per_rank = true};
+constexpr BackendCaps kNcclCaps{.cuda_memory = true, .gpu_per_rank = true, .kinds = kLibraryKinds};
 // MPI cannot end a peer's operation short of MPI_Abort, which ends the job:
 // peers learn at their timeout (mpi_backend.cpp); an MPI job cannot go on
 // without a rank (no ULFM).
-constexpr BackendCaps kMpiCaps{.host_memory = true};
+constexpr BackendCaps kMpiCaps{.host_memory = true, .kinds = kLibraryKinds};
 
 const std::array kBackends{
     BackendEntry{"cpu", "mci's own engine on host memory (shared memory on one host, TCP across hosts)", "", true,
-                 &make_cpu_backend, kCpuCaps},
-    BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo, kGlooCaps},
+                 &make_cpu_backend, kCpuCaps, ""},
+    BackendEntry{"gloo", "the Gloo library on host memory", "libgloo-dev", kHaveGloo, kGloo, kGlooCaps, ""},
     BackendEntry{"nccl", "NVIDIA NCCL on GPU memory, one GPU per rank", "the CUDA toolkit and NCCL", kHaveNccl, kNccl,
-                 kNcclCaps},
+                 kNcclCaps,
+                 "its peers learn of a failure only at their timeout, so the survivors would not agree at once"},
     BackendEntry{"mpi",
                  "the job's MPI library (Open MPI) on host memory; start the program with mpirun or srun --mpi=pmix",
-                 "libopenmpi-dev", kHaveMpi, kMpi, kMpiCaps},
+                 "libopenmpi-dev", kHaveMpi, kMpi, kMpiCaps,
+                 "an MPI communicator cannot lose a rank: MPI has no shrink without ULFM"},
 };
 
 }  // namespace
@@ -96,12 +106,26 @@ std::string backend_names() {
   return out;
 }
 
-std::string backends_with(bool BackendCaps::*cap) {
+namespace {
+
+template <class Has>
+std::string backends_where(Has has) {
   std::string out;
   for (const auto& b : kBackends) {
-    if (b.caps.*cap) out += fmt::format("{}{} (MCI_BACKEND={})", out.empty() ? "" : " or ", b.name, b.name);
+    if (has(b.caps)) out += fmt::format("{}{} (MCI_BACKEND={})", out.empty() ? "" : " or ", b.name, b.name);
   }
   return out;
+}
+
+}  // namespace
+
+std::string backends_with(bool BackendCaps::*cap) {
+  return backends_where([cap](const BackendCaps& c) { return c.*cap; });
+}
+
+std::string backends_running(OpKind kind) {
+  const std::string out = backends_where([kind](const BackendCaps& c) { return c.kinds.contains(kind); });
+  return out.empty() ? "none does in this version of mci" : out;
 }
 
 std::optional<std::string> ignored_setting(const BackendEntry& b, const SettingRow& setting, const std::string& value) {
@@ -133,6 +157,15 @@ void require_host_memory(const char* backend, const coll::CollectiveDesc& d) {
       fmt::format("the {} backend works on host memory, and this {} buffer is on {}; use a backend "
                   "that takes GPU memory: {}",
                   backend, op_name(d.kind), d.device.str(), backends_with(&BackendCaps::cuda_memory)));
+}
+
+void require_kind(const BackendEntry& b, OpKind kind) {
+  if (!b.caps.kinds.contains(kind)) refuse_kind(b.name, kind);
+}
+
+void refuse_kind(std::string_view backend, OpKind kind) {
+  throw ConfigError(fmt::format("the {} backend does not run {}; use a backend that does: {}", backend, op_name(kind),
+                                backends_running(kind)));
 }
 
 void require_any_source(std::string_view backend, const coll::CollectiveDesc& d) {

@@ -1,8 +1,10 @@
 // The backend table: every backend mci knows, whether this build contains
-// it, and how to make one. init_process_group, the "unknown backend" and
-// "not built" messages, mci-perf's --backend help and list_backends() read
-// it; its capabilities are the only place a backend's behaviour is told
-// apart by the code above it (no code outside this table compares names).
+// it, how to make one and what it does (BackendCaps, mci/backend_caps.hpp).
+// init_process_group, the "unknown backend" and "not built" messages,
+// list_backends() and find_backend_info() (so mci-perf, the examples and the
+// torch backend), the group's refusal of a kind or a recv from any source
+// the backend cannot run, and shrink() read it: the code above the table
+// tells backends apart by their capabilities only, never by their names.
 //
 // To add a backend: a class behind the Backend interface in backends/NAME/
 // with its factory, the folder's backend.cmake (its sources, and the find
@@ -18,7 +20,7 @@
 
 #include "backends/backend.hpp"
 #include "common/settings_table.hpp"
-#include "mci/init.hpp"
+#include "mci/backend_caps.hpp"
 
 namespace mci {
 
@@ -28,7 +30,8 @@ struct BackendEntry {
   std::string_view needs;  // what must be installed for the build to contain it ("" for none)
   bool built;
   std::unique_ptr<Backend> (*make)(const BackendContext&);  // nullptr when not built
-  BackendCaps caps;                                         // what the code above the table may count on (mci/init.hpp)
+  BackendCaps caps;                  // what the code above the table may count on (mci/backend_caps.hpp)
+  std::string_view cannot_shrink{};  // why, when !caps.shrinks: shrink()'s message says it
 };
 
 std::span<const BackendEntry> backend_table() noexcept;
@@ -38,6 +41,12 @@ std::string backend_names();
 // The backends whose row has the capability, for messages that suggest one:
 // "cpu (MCI_BACKEND=cpu) or nccl (MCI_BACKEND=nccl)".
 std::string backends_with(bool BackendCaps::*cap);
+// The backends whose row lists the kind, in the same words.
+std::string backends_running(OpKind kind);
+
+// A call of a kind the backend's row does not list: refuse_kind's
+// ConfigError (backend.hpp). The front end checks it at the call.
+void require_kind(const BackendEntry& b, OpKind kind);
 
 // A setting that this backend does not honour, as rank 0 says it once
 // ("MCI_ALGO=ring is ignored on the gloo backend, ..."); nullopt when the

@@ -6,11 +6,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "mci/errors.hpp"
 #include "mci/init.hpp"
+#include "mci/op_kind.hpp"
 #include "mci/store.hpp"
 
 struct mci_group {
@@ -71,26 +73,63 @@ mci::ReduceOp reduce_op(int op) {
   return static_cast<mci::ReduceOp>(op);
 }
 
-mci::Work run(mci::ProcessGroup& pg, const mci_op& o) {
-  const std::size_t n = static_cast<std::size_t>(pg.size());
-  const auto e = o.async ? mci::Exec::async : mci::Exec::blocking;
-  switch (o.kind) {
-    case MCI_ALL_REDUCE:
-      return pg.all_reduce(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), reduce_op(o.op), e);
-    case MCI_BROADCAST: return pg.broadcast(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
-    case MCI_REDUCE:
-      return pg.reduce(buf(o.in, o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, reduce_op(o.op), e);
-    case MCI_ALL_GATHER: return pg.all_gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
-    case MCI_GATHER: return pg.gather(buf(o.in, o.count, o.dtype), buf(o.out, n * o.count, o.dtype), o.root, e);
-    case MCI_SCATTER: return pg.scatter(buf(o.in, n * o.count, o.dtype), buf(o.out, o.count, o.dtype), o.root, e);
-    case MCI_REDUCE_SCATTER:
-      return pg.reduce_scatter(buf(o.in, n * o.count, o.dtype), buf(o.out, o.count, o.dtype), reduce_op(o.op), e);
-    case MCI_ALL_TO_ALL: return pg.all_to_all(buf(o.in, n * o.count, o.dtype), buf(o.out, n * o.count, o.dtype), e);
-    case MCI_BARRIER: return pg.barrier(e);
-    case MCI_SEND: return pg.send(buf(o.in, o.count, o.dtype), o.peer, o.tag, e);
-    case MCI_RECV: return pg.recv(buf(o.out, o.count, o.dtype), o.peer, o.tag, e);
-    default: throw mci::ConfigError("mci_op.kind " + std::to_string(o.kind) + " is not an mci_op_kind");
+// C cannot read the list of kinds (mci/op_kind.hpp), so mci_op_kind spells
+// it again: each constant must be its kind's value, and every kind must
+// have one (a kind added to the list without its constant fails here).
+constexpr int c_kind_of(std::string_view id) {
+  constexpr std::pair<std::string_view, int> kC[] = {{"all_reduce", MCI_ALL_REDUCE},
+                                                     {"broadcast", MCI_BROADCAST},
+                                                     {"reduce", MCI_REDUCE},
+                                                     {"all_gather", MCI_ALL_GATHER},
+                                                     {"gather", MCI_GATHER},
+                                                     {"scatter", MCI_SCATTER},
+                                                     {"reduce_scatter", MCI_REDUCE_SCATTER},
+                                                     {"all_to_all", MCI_ALL_TO_ALL},
+                                                     {"barrier", MCI_BARRIER},
+                                                     {"send", MCI_SEND},
+                                                     {"recv", MCI_RECV}};
+  for (const auto& [name, value] : kC) {
+    if (name == id) return value;
   }
+  return -1;
+}
+// clang-format off
+#define MCI_C_KIND_MATCHES(id, ...) static_cast<int>(mci::OpKind::id) == c_kind_of(#id) &&
+// clang-format on
+static_assert(MCI_OP_KINDS(MCI_C_KIND_MATCHES) MCI_RECV + 1 == static_cast<int>(mci::kOpKindCount),
+              "mci_op_kind (include/mci/mci_c.h) must have one constant per kind of MCI_OP_KINDS, in its order");
+#undef MCI_C_KIND_MATCHES
+
+// The buffers' lengths are the kind's row's: count, or count per rank.
+mci::BufferView side(void* p, mci::BufferExtent e, std::size_t count, std::size_t ranks, int dtype) {
+  if (e == mci::BufferExtent::none) return {};
+  return buf(p, e == mci::BufferExtent::per_rank ? ranks * count : count, dtype);
+}
+
+mci::Work run(mci::ProcessGroup& pg, const mci_op& o) {
+  if (o.kind < 0 || static_cast<std::size_t>(o.kind) >= mci::kOpKindCount) {
+    throw mci::ConfigError("mci_op.kind " + std::to_string(o.kind) + " is not an mci_op_kind");
+  }
+  const auto kind = static_cast<mci::OpKind>(o.kind);
+  const mci::OpShape& s = mci::op_shape(kind);
+  const std::size_t n = static_cast<std::size_t>(pg.size());
+  const mci::BufferView in = side(o.in, s.in, o.count, n, o.dtype);
+  const mci::BufferView out = side(o.out, s.out, o.count, n, o.dtype);
+  const auto e = o.async ? mci::Exec::async : mci::Exec::blocking;
+  switch (kind) {
+    case mci::OpKind::all_reduce: return pg.all_reduce(in, out, reduce_op(o.op), e);
+    case mci::OpKind::broadcast: return pg.broadcast(in, out, o.root, e);
+    case mci::OpKind::reduce: return pg.reduce(in, out, o.root, reduce_op(o.op), e);
+    case mci::OpKind::all_gather: return pg.all_gather(in, out, e);
+    case mci::OpKind::gather: return pg.gather(in, out, o.root, e);
+    case mci::OpKind::scatter: return pg.scatter(in, out, o.root, e);
+    case mci::OpKind::reduce_scatter: return pg.reduce_scatter(in, out, reduce_op(o.op), e);
+    case mci::OpKind::all_to_all: return pg.all_to_all(in, out, e);
+    case mci::OpKind::barrier: return pg.barrier(e);
+    case mci::OpKind::send: return pg.send(in, o.peer, o.tag, e);
+    case mci::OpKind::recv: return pg.recv(out, o.peer, o.tag, e);
+  }
+  throw mci::ConfigError("mci_op.kind " + std::string(mci::op_name(kind)) + " has no call in the C interface yet");
 }
 
 }  // namespace
@@ -98,6 +137,12 @@ mci::Work run(mci::ProcessGroup& pg, const mci_op& o) {
 extern "C" {
 
 const char* mci_last_error(void) { return last_error().c_str(); }
+
+const char* mci_op_kind_name(int kind) {
+  // The rows' names are literals: their data ends in a NUL.
+  if (kind < 0 || static_cast<std::size_t>(kind) >= mci::kOpKindCount) return nullptr;
+  return mci::op_name(static_cast<mci::OpKind>(kind)).data();
+}
 
 int mci_store_server_start(const char* bind_host, const char* token, mci_store_server** out, int* port) {
   return guarded([&] {

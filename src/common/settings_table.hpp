@@ -1,15 +1,15 @@
 // mci's settings table: every MCI_* variable the library and its tools read,
-// declared once, with its type, default, accepted values, scope, whether the
-// ranks must agree on it, who honours it and its line of docs/env.md. The
-// readers (group/settings.cpp, backends/cpu/cpu_settings.cpp, the logger,
-// mci-topo, mcirun) take their values through a SettingSource
-// (common/setting_source.hpp), which checks them against their row, and
-// test_docs checks docs/env.md against the table.
+// declared once (common/setting_rows.hpp), with its type, default, accepted
+// values, scope, whether the ranks must agree on it, who honours it and its
+// line of docs/env.md. A group resolves the rows it honours once, at init,
+// into a Settings (common/settings.hpp) that its layers read by name,
+// checked at compile time; test_docs checks docs/env.md against the table.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mci {
 
@@ -45,6 +45,14 @@ struct SettingChoice {
   std::string_view what;  // for messages: "connect every pair at init"
 };
 
+// Choices a row takes from a layer above common, after its own:
+// MCI_TRANSPORT's are `auto` and `shm`, then one per mesh kind (the rows of
+// transport/mesh.cpp). Whoever checks or lists values passes them in.
+struct MoreChoices {
+  std::string_view setting;
+  std::span<const SettingChoice> choices;
+};
+
 struct SettingRow {
   std::string_view name;
   SettingKind kind;
@@ -72,8 +80,10 @@ const SettingRow& setting(std::string_view name);
 // Whether a program may give it (InitOptions::settings): the logger's and
 // the tools' are read from the environment only.
 bool settable(const SettingRow& row) noexcept;
+// The row's choices, then those `more` holds for it.
+std::vector<SettingChoice> choices_of(const SettingRow& row, std::span<const MoreChoices> more = {});
 // "auto, shm or tcp" / "lazy (connect ...) or eager (...)" for messages.
-std::string choices_text(const SettingRow& row, bool with_meaning);
+std::string choices_text(const SettingRow& row, bool with_meaning, std::span<const MoreChoices> more = {});
 // docs/env.md's table of one section, as test_docs expects it.
 std::string settings_markdown(SettingSection section);
 

@@ -22,20 +22,17 @@ std::vector<int> identity_ranks(int size) {
 
 TensorShapes torch_shapes(OpKind kind, std::uint64_t count, int size, bool at_root) {
   const std::uint64_t all = count * static_cast<std::uint64_t>(std::max(size, 1));
-  switch (kind) {
-    case OpKind::all_reduce:
-    case OpKind::broadcast:
-    case OpKind::reduce:
-    case OpKind::send:
-    case OpKind::recv: return {{count}, {count}};
-    case OpKind::all_gather: return {{count}, {all}};
-    case OpKind::gather: return {{count}, at_root ? std::vector<std::uint64_t>{all} : std::vector<std::uint64_t>{}};
-    case OpKind::scatter: return {at_root ? std::vector<std::uint64_t>{all} : std::vector<std::uint64_t>{}, {count}};
-    case OpKind::reduce_scatter: return {{all}, {count}};
-    case OpKind::all_to_all: return {{all}, {all}};
-    case OpKind::barrier: return {};
-  }
-  return {};
+  const OpShape& s = op_shape(kind);
+  // torch's view of the row: a send or a recv has its one tensor on both
+  // sides; a side of one count is a tensor on every rank (broadcast's and
+  // reduce's are in place); a side per rank is a list that only the root
+  // holds when the row says so (gather's output, scatter's input).
+  if (s.p2p) return {{count}, {count}};
+  auto side = [&](BufferExtent e, bool at_root_only) -> std::vector<std::uint64_t> {
+    if (e == BufferExtent::none || (e == BufferExtent::per_rank && at_root_only && !at_root)) return {};
+    return {e == BufferExtent::per_rank ? all : count};
+  };
+  return {side(s.in, s.in_at_root_only), side(s.out, s.out_at_root_only)};
 }
 
 std::string_view torch_dtype_name(DType t) {

@@ -28,6 +28,8 @@
 
 namespace mci {
 
+struct BackendEntry;  // backends/registry.hpp
+
 // Who this rank is in the group: fixed for the group's life.
 struct GroupIdentity {
   int rank = 0;
@@ -78,6 +80,7 @@ struct ProcessGroup::Impl {
   const GroupSession session_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Backend> backend_;
+  const BackendEntry& backend_row_;  // its row of the backend table: the kinds it runs
   std::unique_ptr<diag::FlightRecorder> recorder_;
   std::unique_ptr<diag::HangResponder> responder_;  // reads recorder_: declared after it
   const std::chrono::milliseconds report_wait_;

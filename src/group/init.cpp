@@ -18,6 +18,7 @@
 #include "store/all_ranks.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
+#include "transport/mesh.hpp"
 
 namespace mci {
 
@@ -167,11 +168,14 @@ std::vector<SettingInfo> list_settings() {
     std::string accepts;
     switch (r.kind) {
       case SettingKind::integer: accepts = fmt::format("{} .. {} ({})", r.min, r.max, r.unit); break;
-      case SettingKind::choice: accepts = choices_text(r, false); break;
+      case SettingKind::choice: accepts = choices_text(r, false, transport::transport_choices()); break;
       case SettingKind::text: accepts = "text"; break;
       case SettingKind::flag: accepts = "set or unset"; break;
     }
-    out.push_back(SettingInfo{std::string(r.name), std::string(r.fallback), accepts, r.ranks_agree, settable(r)});
+    std::vector<std::string> choices;
+    for (const auto& c : choices_of(r, transport::transport_choices())) choices.emplace_back(c.name);
+    out.push_back(SettingInfo{std::string(r.name), std::string(r.fallback), accepts, std::move(choices), r.ranks_agree,
+                              settable(r)});
   }
   return out;
 }
@@ -311,7 +315,8 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   ctx.listen_host = origin.listen_host;
   ctx.token = settings.token;
   ctx.timeout = opts.timeout;
-  ctx.settings = source;
+  ctx.settings = Settings::resolve(source, SettingUses{entry.caps.mci_algorithms, entry.caps.mci_transports},
+                                   transport::transport_choices());
   auto backend = entry.make(ctx);
   // A setting the backend does not honour is said once, by rank 0, rather
   // than ignored in silence.

@@ -34,6 +34,7 @@ Work ProcessGroup::Impl::submit(const Call& call, Exec e) {
   const OpKind kind = call.kind;
   coll::CollectiveDesc d;
   try {
+    require_kind(backend_row_, kind);
     d = make_desc(call, rank, size);
     require_any_source(backend_name, d);
     if (!is_p2p(kind)) d.seq = seq_ + 1;
@@ -386,6 +387,7 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
       session_(std::move(session)),
       store_(std::move(store)),
       backend_(std::move(backend)),
+      backend_row_(require_backend(id.backend_name)),
       recorder_(make_recorder(id, settings.flight_recorder_entries, origin_.opts.group_name)),
       report_wait_(settings.hang_report_wait),
       debug_timing_(settings.debug_timing),

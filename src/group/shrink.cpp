@@ -45,12 +45,9 @@ using records::Member;
 ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude) {
   if (const BackendEntry* b = find_backend(backend_name); b && !b->caps.shrinks) {
     throw ConfigError(fmt::format(
-        "shrink() on rank {}: backend {} cannot go on without a lost rank ({}); use backend cpu (mci's engine) or "
-        "gloo, or restart the job (mcirun --max-restarts)",
-        rank, backend_name,
-        backend_name == "mpi" ? "an MPI communicator cannot lose a rank: MPI has no shrink without ULFM"
-                              : "its peers learn of a failure only at their timeout, so the survivors would not "
-                                "agree at once"));
+        "shrink() on rank {}: backend {} cannot go on without a lost rank ({}); use a backend that can: {}; or "
+        "restart the job (mcirun --max-restarts)",
+        rank, backend_name, b->cannot_shrink, backends_with(&BackendCaps::shrinks)));
   }
   if (!session_.certified) {
     throw ConfigError(

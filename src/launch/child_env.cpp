@@ -46,9 +46,9 @@ EnvLookup environment_of(const std::vector<std::string>& base) {
 
 }  // namespace
 
-std::string error_file(const JobConfig& job, int local_rank) {
-  if (!job.log_attempt_dir.empty()) return log_error_file(job.log_attempt_dir, local_rank);
-  return error_file_path(job.error_dir, job.rank_of(local_rank));
+std::string error_file(const Attempt& a, int local_rank) {
+  if (!a.log_dir.empty()) return log_error_file(a.log_dir, local_rank);
+  return error_file_path(a.error_dir, a.rank_of(local_rank));
 }
 
 namespace {
@@ -68,39 +68,39 @@ std::string own_gpu(const EnvLookup& inherited, const char* var, int local_rank)
 
 }  // namespace
 
-std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, int local_rank,
-                                           const std::string& token, bool set_omp, const std::string& python_path) {
+std::vector<std::string> child_environment(const std::vector<std::string>& base, const JobConfig& job, const Attempt& a,
+                                           int local_rank, bool set_omp, const std::string& python_path) {
   const EnvLookup inherited = environment_of(base);
-  const std::string rank = std::to_string(job.rank_of(local_rank));
-  const std::string world = std::to_string(job.world_size());
+  const std::string rank = std::to_string(a.rank_of(local_rank));
+  const std::string world = std::to_string(a.world);
+  const std::string& token = a.store.token;
   // nullopt removes the variable.
   std::map<std::string, std::optional<std::string>> set{
       {"RANK", rank},
       {"LOCAL_RANK", job.virtual_local_rank ? "0" : std::to_string(local_rank)},
       {"WORLD_SIZE", world},
       {"LOCAL_WORLD_SIZE", std::to_string(job.nproc_per_node)},
-      {"GROUP_RANK", std::to_string(job.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(job.nnodes)},
+      {"GROUP_RANK", std::to_string(a.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(a.nnodes)},
       {"ROLE_RANK", rank},
       {"ROLE_WORLD_SIZE", world},
       {"ROLE_NAME", job.role},
-      {"MASTER_ADDR", job.program_addr.empty() ? job.master_addr : job.program_addr},
-      {"MASTER_PORT", std::to_string(job.program_port)},
-      {"MCI_STORE_ADDR", job.master_addr},
-      {"MCI_STORE_PORT", std::to_string(job.master_port)},
+      {"MASTER_ADDR", a.program_addr.empty() ? a.store.host : a.program_addr},
+      {"MASTER_PORT", std::to_string(a.program_port)},
+      {"MCI_STORE_ADDR", a.store.host},
+      {"MCI_STORE_PORT", std::to_string(a.store.port)},
       {"MCI_STORE_HOSTED", "1"},
       {"MCI_JOB_TOKEN", token.empty() ? std::nullopt : std::optional<std::string>(token)},
-      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(a.index)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
       {"TORCHELASTIC_RUN_ID", job.run_id},
       // Who hosts torch's store on MASTER_PORT: node 0's launcher when the
       // job goes on after a lost rank (torch_store.hpp), else rank 0 of the
       // program, as under torchrun's standalone rendezvous; an inherited
       // value must not leak in.
-      {"TORCHELASTIC_USE_AGENT_STORE", job.agent_store ? "True" : "False"},
-      {"TORCHELASTIC_ERROR_FILE", job.error_dir.empty() && job.log_attempt_dir.empty()
-                                      ? std::nullopt
-                                      : std::optional<std::string>(error_file(job, local_rank))},
+      {"TORCHELASTIC_USE_AGENT_STORE", a.agent_store ? "True" : "False"},
+      {"TORCHELASTIC_ERROR_FILE",
+       a.keeps_error_files() ? std::optional<std::string>(error_file(a, local_rank)) : std::nullopt},
       {"TORCHELASTIC_SIGNALS_TO_HANDLE", job.stop_signals_text},
       // A program that shrinks its group in place when a peer is lost needs
       // to know that the launcher lets the survivors go on.
@@ -113,7 +113,7 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
   // sets it) and warn on every rank when the old NCCL_ASYNC_ERROR_HANDLING
   // is set; older torch reads only the old name (torchrun 1.13 sets that).
   if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
-  if (job.torch && job.torch->reads_old_nccl_names() && !inherited("NCCL_ASYNC_ERROR_HANDLING")) {
+  if (a.torch && a.torch->reads_old_nccl_names() && !inherited("NCCL_ASYNC_ERROR_HANDLING")) {
     set.emplace("NCCL_ASYNC_ERROR_HANDLING", std::string("1"));
   }
   if (job.virtual_local_rank) {
@@ -123,7 +123,7 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
     if (hip) set.emplace("HIP_VISIBLE_DEVICES", gpu);
   }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
-  if (!job.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", job.gloo_ifname);
+  if (!a.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", a.gloo_ifname);
   if (!python_path.empty()) {
     const auto old = inherited("PYTHONPATH");
     set.emplace("PYTHONPATH", old && !old->empty() ? python_path + ":" + *old : python_path);

@@ -94,10 +94,10 @@ std::string describe_membership(const Membership& m, const ElasticNodes& range) 
       m.nodes.size(), range_text(range), who, m.group_rank, first, last, m.world_size());
 }
 
-ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const std::string& token)
-    : job_(job), range_(*job.elastic), address_{job.master_addr, job.master_port, token} {
+ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const JobStore& store)
+    : job_(job), range_(*job.elastic), hosts_store_(store.hosted_here), address_(store) {
   store_ = address_.connect(std::chrono::seconds(10), job.join_timeout);
-  if (job.hosts_store()) {
+  if (hosts_store_) {
     store_->set(kOpen, to_bytes("0"));
     return;
   }
@@ -130,7 +130,7 @@ std::vector<WatchedNode> ElasticRendezvous::watched(const Membership& m) const {
 }
 
 JoinOutcome ElasticRendezvous::join(int attempt, SignalFd& signals) {
-  return job_.hosts_store() ? host_round(attempt, signals) : member_round(attempt, signals);
+  return hosts_store_ ? host_round(attempt, signals) : member_round(attempt, signals);
 }
 
 void ElasticRendezvous::close(int rc) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/attempt.hpp"
 #include "launch/heartbeat.hpp"
 #include "launch/job_config.hpp"
 #include "launch/signals.hpp"
@@ -64,7 +65,7 @@ class ElasticRendezvous {
   // Connects to node 0's store (hosted already, on node 0); another node
   // takes its id and starts beating. Throws Error when the store cannot
   // be reached within job.join_timeout.
-  ElasticRendezvous(const JobConfig& job, const std::string& token);
+  ElasticRendezvous(const JobConfig& job, const JobStore& store);
   ~ElasticRendezvous();
   ElasticRendezvous(const ElasticRendezvous&) = delete;
   ElasticRendezvous& operator=(const ElasticRendezvous&) = delete;
@@ -89,6 +90,7 @@ class ElasticRendezvous {
 
   const JobConfig& job_;
   ElasticNodes range_;
+  bool hosts_store_ = false;
   StoreAddress address_;
   std::unique_ptr<TcpStore> store_;
   int id_ = 0;

@@ -450,6 +450,101 @@ void resolve_elastic(const CliArgs& a, const EnvLookup& env, JobConfig& c, bool 
   c.node_rank = 0;  // until the first attempt says
 }
 
+struct StoreFlags {
+  std::optional<std::string> addr, port, endpoint;
+};
+
+// Where the store is, as the flags say: under --standalone, torchrun
+// ignores it; mcirun refuses it on the command line (it contradicts
+// --standalone) and ignores it, saying so, when it comes from PET_ variables.
+StoreFlags store_flags(const CliArgs& a, JobConfig& c) {
+  StoreFlags f{a.master_addr, a.master_port, a.rdzv_endpoint};
+  if (a.standalone) {
+    for (auto [name, value] : {std::pair{"master_addr", &f.addr}, std::pair{"master_port", &f.port},
+                               std::pair{"rdzv_endpoint", &f.endpoint}}) {
+      if (!*value || !a.from_env.count(name)) continue;
+      c.notices.push_back(
+          fmt::format("mcirun: {} ignored: --standalone picks the store's address itself", a.from_env.at(name)));
+      value->reset();
+    }
+  }
+  if (f.endpoint && (f.addr || f.port)) {
+    throw UsageError(
+        "--rdzv_endpoint and --master_addr/--master_port both say where the store "
+        "is: give one or the other");
+  }
+  return f;
+}
+
+// --standalone: one node, the store on a free port of 127.0.0.1.
+void resolve_standalone(const CliArgs& a, const StoreFlags& f, JobConfig& c) {
+  if (f.addr || f.port || f.endpoint) {
+    throw UsageError(
+        "--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
+        "--master_port and --rdzv_endpoint, or drop --standalone");
+  }
+  if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes).max_nodes != 1) {
+    throw UsageError(
+        fmt::format("--standalone runs one node, but {}={}: drop --standalone "
+                    "and give --master_addr/--master_port (the same on every node)",
+                    a.named("nnodes"), *a.nnodes));
+  }
+  if (a.node_rank && parse_count(a.named("node_rank"), *a.node_rank, 0, "0 with --standalone") != 0) {
+    throw UsageError("--standalone runs one node, whose --node_rank is 0");
+  }
+  c.master_port = 0;
+}
+
+// Where this node is in the job: the flags, else a scheduler's variables
+// (srun, mpirun); an elastic range meets again at each attempt.
+void resolve_nodes(const CliArgs& a, const EnvLookup& env, const StoreFlags& f, ElasticNodes elastic, JobConfig& c) {
+  NodeRange range;
+  if (a.nnodes) {
+    range = parse_nnodes(a.named("nnodes"), *a.nnodes);
+    c.nnodes = range.max_nodes;
+  }
+  if (a.node_rank) c.node_rank = parse_count(a.named("node_rank"), *a.node_rank, 0, "a node index, 0 or more");
+  if (range.elastic()) {
+    elastic.min_nodes = range.min_nodes;
+    elastic.max_nodes = range.max_nodes;
+    c.elastic = elastic;
+  }
+  if (f.endpoint) {
+    std::tie(c.master_addr, c.master_port) = parse_endpoint(*f.endpoint, kDefaultRdzvPort);
+  }
+  if (f.addr) {
+    if (f.addr->empty()) {
+      throw UsageError(fmt::format("{} is empty: give the address of node 0", a.named("master_addr")));
+    }
+    c.master_addr = *f.addr;
+  }
+  if (f.port) c.master_port = parse_port(a.named("master_port"), *f.port);
+
+  // A scheduler fills in what the flags leave out.
+  const bool placed_by_flags = a.nnodes && a.node_rank;
+  if (c.elastic) {
+    resolve_elastic(a, env, c, f.addr || f.endpoint);
+  } else if (!placed_by_flags) {
+    if (auto p = scheduler_placement(env)) {
+      c.placement_source = p->source;
+      if (!a.nnodes) c.nnodes = p->nnodes;
+      if (!a.node_rank) c.node_rank = p->node_rank;
+      if (c.nnodes > 1 && !f.addr && !f.endpoint) {
+        c.master_addr = node0_host(*p, env, fmt::format("{} nodes", c.nnodes));
+      }
+    } else if (c.nnodes > 1 && !a.node_rank) {
+      throw UsageError(
+          fmt::format("--nnodes={} needs --node_rank on every node: 0 on the node at --master_addr (it hosts "
+                      "the store), 1 to {} on the others",
+                      c.nnodes, c.nnodes - 1));
+    }
+  }
+  if (!c.elastic && c.node_rank >= c.nnodes) {
+    throw UsageError(fmt::format("--node_rank={} is not below --nnodes={}: number the nodes 0 to {}", c.node_rank,
+                                 c.nnodes, c.nnodes - 1));
+  }
+}
+
 }  // namespace
 
 int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::string& dev_dir, const std::string& named) {
@@ -529,25 +624,7 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   }
   c.virtual_local_rank = a.virtual_local_rank;
 
-  // Under --standalone, torchrun ignores where the store is; mcirun refuses
-  // it on the command line (it contradicts --standalone) and ignores it,
-  // saying so, when it comes from PET_ variables.
-  std::optional<std::string> master_addr = a.master_addr, master_port = a.master_port;
-  std::optional<std::string> rdzv_endpoint = a.rdzv_endpoint;
-  if (a.standalone) {
-    for (auto [name, value] : {std::pair{"master_addr", &master_addr}, std::pair{"master_port", &master_port},
-                               std::pair{"rdzv_endpoint", &rdzv_endpoint}}) {
-      if (!*value || !a.from_env.count(name)) continue;
-      c.notices.push_back(
-          fmt::format("mcirun: {} ignored: --standalone picks the store's address itself", a.from_env.at(name)));
-      value->reset();
-    }
-  }
-  if (rdzv_endpoint && (master_addr || master_port)) {
-    throw UsageError(
-        "--rdzv_endpoint and --master_addr/--master_port both say where the store "
-        "is: give one or the other");
-  }
+  const StoreFlags f = store_flags(a, c);
   c.grace = resolve_grace(a, env);
   c.bind = resolve_bind(a, c.notices);
   c.prefix = a.prefix;
@@ -555,67 +632,9 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   c.nproc_per_node = resolve_nproc(a.nproc_per_node, env, dev_dir, a.named("nproc_per_node"));
 
   if (a.standalone) {
-    if (master_addr || master_port || rdzv_endpoint) {
-      throw UsageError(
-          "--standalone picks a free port on 127.0.0.1 itself: drop --master_addr, "
-          "--master_port and --rdzv_endpoint, or drop --standalone");
-    }
-    if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes).max_nodes != 1) {
-      throw UsageError(
-          fmt::format("--standalone runs one node, but {}={}: drop --standalone "
-                      "and give --master_addr/--master_port (the same on every node)",
-                      a.named("nnodes"), *a.nnodes));
-    }
-    if (a.node_rank && parse_count(a.named("node_rank"), *a.node_rank, 0, "0 with --standalone") != 0) {
-      throw UsageError("--standalone runs one node, whose --node_rank is 0");
-    }
-    c.master_port = 0;
+    resolve_standalone(a, f, c);
   } else {
-    NodeRange range;
-    if (a.nnodes) {
-      range = parse_nnodes(a.named("nnodes"), *a.nnodes);
-      c.nnodes = range.max_nodes;
-    }
-    if (a.node_rank) c.node_rank = parse_count(a.named("node_rank"), *a.node_rank, 0, "a node index, 0 or more");
-    if (range.elastic()) {
-      elastic.min_nodes = range.min_nodes;
-      elastic.max_nodes = range.max_nodes;
-      c.elastic = elastic;
-    }
-    if (rdzv_endpoint) {
-      std::tie(c.master_addr, c.master_port) = parse_endpoint(*rdzv_endpoint, kDefaultRdzvPort);
-    }
-    if (master_addr) {
-      if (master_addr->empty()) {
-        throw UsageError(fmt::format("{} is empty: give the address of node 0", a.named("master_addr")));
-      }
-      c.master_addr = *master_addr;
-    }
-    if (master_port) c.master_port = parse_port(a.named("master_port"), *master_port);
-
-    // A scheduler fills in what the flags leave out.
-    const bool placed_by_flags = a.nnodes && a.node_rank;
-    if (c.elastic) {
-      resolve_elastic(a, env, c, master_addr || rdzv_endpoint);
-    } else if (!placed_by_flags) {
-      if (auto p = scheduler_placement(env)) {
-        c.placement_source = p->source;
-        if (!a.nnodes) c.nnodes = p->nnodes;
-        if (!a.node_rank) c.node_rank = p->node_rank;
-        if (c.nnodes > 1 && !master_addr && !rdzv_endpoint) {
-          c.master_addr = node0_host(*p, env, fmt::format("{} nodes", c.nnodes));
-        }
-      } else if (c.nnodes > 1 && !a.node_rank) {
-        throw UsageError(
-            fmt::format("--nnodes={} needs --node_rank on every node: 0 on the node at --master_addr (it hosts "
-                        "the store), 1 to {} on the others",
-                        c.nnodes, c.nnodes - 1));
-      }
-    }
-    if (!c.elastic && c.node_rank >= c.nnodes) {
-      throw UsageError(fmt::format("--node_rank={} is not below --nnodes={}: number the nodes 0 to {}", c.node_rank,
-                                   c.nnodes, c.nnodes - 1));
-    }
+    resolve_nodes(a, env, f, elastic, c);
   }
   if (static_cast<long long>(c.nnodes) * c.nproc_per_node > kMaxProcesses) {
     throw UsageError(fmt::format("{} nodes x {} processes is more than mcirun supports ({})", c.nnodes,

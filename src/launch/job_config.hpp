@@ -1,6 +1,7 @@
 // The job one mcirun runs its share of: the command line resolved against
 // the scheduler's variables, the machine and PATH, and checked for
-// consistency before anything starts.
+// consistency before anything starts. It never changes after parsing:
+// what mcirun learns while it runs is in attempt.hpp.
 #pragma once
 
 #include <chrono>
@@ -13,7 +14,7 @@
 #include "launch/cli.hpp"
 #include "launch/program.hpp"
 #include "launch/rank_loss.hpp"
-#include "launch/torch_version.hpp"
+#include "launch/signals.hpp"
 #include "launch/worker_logs.hpp"
 #include "topo/binding.hpp"
 
@@ -47,7 +48,7 @@ struct JobConfig {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = kDefaultMasterPort;  // 0 with --standalone until the store is bound
+  int master_port = kDefaultMasterPort;  // 0 with --standalone: any free one (JobStore has the bound port)
   bool standalone = false;
   std::chrono::milliseconds grace{3000};  // --grace, --shutdown-timeout
   bool prefix = false;
@@ -80,24 +81,6 @@ struct JobConfig {
   // One line each for mcirun to print before the job starts: what a
   // torchrun flag does not do here.
   std::vector<std::string> notices;
-  // Set by run_job before the ranks start: MASTER_ADDR and MASTER_PORT for
-  // the program (a free port node 0 reserves, not the store's: torch's
-  // TCPStore binds it), the folder of the ranks' TORCHELASTIC_ERROR_FILEs,
-  // the log folder (--log-dir, -r, -t), and the program's torch.
-  std::string program_addr;
-  int program_port = 0;
-  int restart_count = 0;  // this attempt: TORCHELASTIC_RESTART_COUNT
-  std::string error_dir;
-  std::string log_attempt_dir;
-  std::optional<TorchVersion> torch;
-  // Node 0's launcher hosts torch's store (torch_store.hpp): the ranks get
-  // TORCHELASTIC_USE_AGENT_STORE=True. Every node decides alike: a Python
-  // program with torch whose job goes on after a lost rank.
-  bool agent_store = false;
-  // GLOO_SOCKET_IFNAME for the program when it has none: in a multi-node
-  // job, the interface toward node 0 (gloo otherwise binds to whatever the
-  // host name resolves to, often a loopback address).
-  std::string gloo_ifname;
   topo::BindMode bind = topo::BindMode::none;
   // --monitor (or MCI_MONITOR): where node 0 serves the job's page.
   struct Monitor {
@@ -106,16 +89,17 @@ struct JobConfig {
     bool open = false;  // MCI_MONITOR_OPEN: another host without a token, on purpose
   };
   std::optional<Monitor> monitor;
-  // Elastic jobs: the range; nnodes and node_rank are then this attempt's
-  // GROUP_WORLD_SIZE and GROUP_RANK (nnodes is MAX before the first), and
-  // first_rank and world its ranks (the nodes may run different
-  // --nproc_per_node: torchrun numbers them by a running sum).
+  // --nnodes MIN:MAX: the range (nnodes is then MAX, and node_rank what
+  // --node_rank said); each attempt's nodes and ranks are in its Attempt.
   std::optional<ElasticNodes> elastic;
-  int first_rank = -1;
-  int world = -1;
 
-  int world_size() const { return world >= 0 ? world : nnodes * nproc_per_node; }
-  int rank_of(int local_rank) const { return (first_rank >= 0 ? first_rank : node_rank * nproc_per_node) + local_rank; }
+  // As the command line places this node (an elastic job's attempts may
+  // renumber it: attempt.hpp).
+  int world_size() const { return nnodes * nproc_per_node; }
+  int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
+  // Whether the configuration says this node hosts the store; under
+  // --nnodes MIN:MAX without is_host or --node_rank, binding decides
+  // (JobStore::hosted_here).
   bool hosts_store() const { return elastic ? elastic->is_host.value_or(false) : node_rank == 0; }
 };
 

@@ -10,10 +10,10 @@
 
 namespace mci::launch {
 
-// Hosts the store (node 0), starts the node's processes and supervises them.
-// Returns the exit code; a store that cannot be hosted (port in use) is an
-// error line and 1, with no process started.
-int run_job(JobConfig job, const EnvLookup& env);
+// Hosts the store (node 0), starts the node's processes and supervises them
+// (job_run.hpp's phases). Returns the exit code; a store that cannot be
+// hosted (port in use) is an error line and 1, with no process started.
+int run_job(const JobConfig& job, const EnvLookup& env);
 
 // Exit codes: 0 success, 1 a process failed or could not start, 2 a bad
 // command line, 128+N stopped by signal N.

@@ -46,8 +46,15 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-Supervisor::Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link, jobview::JobMonitor* monitor)
-    : job_(job), signals_(signals), link_(link), monitor_(monitor), host_(host_name()), buf_(kReadChunk) {}
+Supervisor::Supervisor(const JobConfig& job, const Attempt& attempt, SignalFd& signals, NodeLink* link,
+                       jobview::JobMonitor* monitor)
+    : job_(job),
+      attempt_(attempt),
+      signals_(signals),
+      link_(link),
+      monitor_(monitor),
+      host_(host_name()),
+      buf_(kReadChunk) {}
 
 Supervisor::~Supervisor() {
   for (auto& p : procs_) {
@@ -312,10 +319,10 @@ void Supervisor::on_link_events() {
       case NodeLink::EventKind::store_lost:
         if (phase_ != Phase::running) break;
         store_lost_ = e.kind == NodeLink::EventKind::store_lost;
-        peer_failure_ =
-            e.kind == NodeLink::EventKind::peer_failed
-                ? e.text
-                : fmt::format("the job's store at {}:{} went away ({})", job_.master_addr, job_.master_port, e.text);
+        peer_failure_ = e.kind == NodeLink::EventKind::peer_failed
+                            ? e.text
+                            : fmt::format("the job's store at {}:{} went away ({})", attempt_.store.host,
+                                          attempt_.store.port, e.text);
         say(fmt::format("mcirun: {}: stopping this node's processes",
                         e.kind == NodeLink::EventKind::peer_failed ? "another node failed, " + e.text : peer_failure_));
         begin_stop();
@@ -325,7 +332,7 @@ void Supervisor::on_link_events() {
         say(
             fmt::format("mcirun: warning: cannot use the job's store at {}:{} to follow the other nodes "
                         "({}); a failure there will not stop this node",
-                        job_.master_addr, job_.master_port, e.text));
+                        attempt_.store.host, attempt_.store.port, e.text));
         break;
       case NodeLink::EventKind::all_done: break;  // only node 0 waits for it, after its own processes
     }
@@ -393,7 +400,7 @@ int Supervisor::run() {
   // nodes go on, and node 0 keeps their store up until they finish.
   if (link_ && (rc == 0 || (goes_on() && only_losses()))) {
     link_->report_done();
-    if (job_.hosts_store()) {
+    if (attempt_.store.hosted_here) {
       const int others = wait_for_other_nodes();
       if (others != 0) rc = others;
     }
@@ -439,7 +446,7 @@ int Supervisor::wait_for_other_nodes() {
       say(
           fmt::format("mcirun: this node's processes are done; keeping the job's store up until the "
                       "other {} node(s) finish",
-                      job_.nnodes - 1));
+                      attempt_.nnodes - 1));
     }
     if (fds[0].revents != 0) {
       for (int sig : signals_.take()) {
@@ -482,8 +489,8 @@ std::string Supervisor::failure_line() const {
   const Proc& p = procs_[*first_failure_];
   std::string line =
       fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, p.status ? describe_exit(*p.status) : "?");
-  if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
-    if (const auto ex = recorded_exception(error_file(job_, p.local_rank))) {
+  if (attempt_.keeps_error_files()) {
+    if (const auto ex = recorded_exception(error_file(attempt_, p.local_rank))) {
       line += ": " + ex->substr(0, ex->find('\n'));
     }
   }
@@ -506,7 +513,7 @@ int Supervisor::exit_code() const {
 void Supervisor::print_summary() const {
   JobReport r;
   r.host = host_;
-  r.node_rank = job_.node_rank;
+  r.node_rank = attempt_.node_rank;
   r.first_failure = first_failure_;
   r.stop_signal = stop_signal_;
   r.stop_origin = stop_origin_;
@@ -516,7 +523,7 @@ void Supervisor::print_summary() const {
   r.start_error = start_error_;
   r.on_rank_loss_continue = goes_on();
   r.replace = replaces();
-  r.multi_node = job_.nnodes > 1;
+  r.multi_node = attempt_.nnodes > 1;
   for (std::size_t i : losses_) r.lost.push_back(i);
   for (const auto& p : procs_) {
     RankReport rr;
@@ -533,8 +540,8 @@ void Supervisor::print_summary() const {
     if (const LineTail* t = p.out.tail()) rr.stdout_tail = t->lines();
     if (p.kept) {
       rr.python_exception = p.recorded;  // the file is its replacement's now
-    } else if (!job_.error_dir.empty() || !job_.log_attempt_dir.empty()) {
-      rr.python_exception = recorded_exception(error_file(job_, p.local_rank));
+    } else if (attempt_.keeps_error_files()) {
+      rr.python_exception = recorded_exception(error_file(attempt_, p.local_rank));
     }
     r.ranks.push_back(std::move(rr));
   }

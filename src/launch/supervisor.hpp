@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/attempt.hpp"
 #include "launch/job_config.hpp"
 #include "launch/node_link.hpp"
 #include "launch/signals.hpp"
@@ -57,8 +58,10 @@ struct RankSpec {
 
 class Supervisor {
  public:
-  // link: null for a one-node job; monitor: null without --monitor.
-  Supervisor(const JobConfig& job, SignalFd& signals, NodeLink* link, jobview::JobMonitor* monitor = nullptr);
+  // The ranks of `attempt` (placed from it: launch/attempt.hpp); link: null
+  // for a one-node job; monitor: null without --monitor.
+  Supervisor(const JobConfig& job, const Attempt& attempt, SignalFd& signals, NodeLink* link,
+             jobview::JobMonitor* monitor = nullptr);
   // Kills (SIGKILL) and reaps whatever is still running: only an exception
   // leaves run() with processes alive, and they must not outlive us.
   ~Supervisor();
@@ -163,6 +166,7 @@ class Supervisor {
   void print_summary() const;
 
   const JobConfig& job_;
+  const Attempt& attempt_;
   SignalFd& signals_;
   NodeLink* link_;
   jobview::JobMonitor* monitor_;

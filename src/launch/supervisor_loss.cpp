@@ -17,8 +17,9 @@ namespace mci::launch {
 std::string Supervisor::others_go_on() const {
   int running = 0;
   for (const auto& q : procs_) running += q.status ? 0 : 1;
-  return running == 0 ? std::string("no other rank of this node is still running")
-                      : fmt::format("the {} other rank(s){} go on", running, job_.nnodes > 1 ? " of this node" : "");
+  return running == 0
+             ? std::string("no other rank of this node is still running")
+             : fmt::format("the {} other rank(s){} go on", running, attempt_.nnodes > 1 ? " of this node" : "");
 }
 
 void Supervisor::say_lost(const Proc& p, const std::string& what) const {
@@ -34,7 +35,7 @@ std::string Supervisor::replacement_refused() const {
   if (phase_ != Phase::running) return "the job is stopping";
   // A replacement joins the ranks still running: in a job of one node,
   // when none is left, it would only wait out its join timeout.
-  if (job_.nnodes == 1 && std::none_of(procs_.begin(), procs_.end(), [](const Proc& q) { return !q.status; })) {
+  if (attempt_.nnodes == 1 && std::none_of(procs_.begin(), procs_.end(), [](const Proc& q) { return !q.status; })) {
     return "no rank of the job is still running for it to join";
   }
   if (replacements_ + static_cast<int>(pending_.size()) < job_.max_replacements) return {};
@@ -63,8 +64,8 @@ void Supervisor::on_loss(Proc& p) {
 
 void Supervisor::keep_error_file(Proc& p, int k) {
   p.kept = true;
-  if (job_.error_dir.empty() && job_.log_attempt_dir.empty()) return;
-  const std::string path = error_file(job_, p.local_rank);
+  if (!attempt_.keeps_error_files()) return;
+  const std::string path = error_file(attempt_, p.local_rank);
   p.recorded = recorded_exception(path);
   // Kept beside it (the log folder is the user's), out of the way of an
   // exception the replacement records.

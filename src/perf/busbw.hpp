@@ -10,10 +10,10 @@
 
 namespace mci::perf {
 
+// The factor is the kind's row's (mci::bus_factor, mci/op_kind.hpp):
 // all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather and
 // scatter (n-1)/n (as nccl-tests: the root receives or sends n-1 blocks);
 // broadcast, reduce, send_recv 1; barrier 0 (it moves no data).
-double bus_factor(Collective c, int ranks) noexcept;
 
 struct Bandwidth {
   double algbw_GBps = 0;  // GB/s, 1 GB = 1e9 bytes
@@ -21,6 +21,6 @@ struct Bandwidth {
 };
 
 // `bytes` is the layout's size column, `seconds` the time of one iteration.
-Bandwidth bandwidth(Collective c, int ranks, std::size_t bytes, double seconds) noexcept;
+Bandwidth bandwidth(OpKind c, int ranks, std::size_t bytes, double seconds) noexcept;
 
 }  // namespace mci::perf

@@ -4,33 +4,22 @@
 
 namespace mci::perf {
 
-Layout layout_for(Collective c, std::size_t count, std::size_t element_size, int ranks) {
+Layout layout_for(OpKind c, std::size_t count, std::size_t element_size, int ranks) {
   const auto n = static_cast<std::size_t>(std::max(ranks, 1));
-  const std::size_t block = count / n;
+  const OpShape& s = op_shape(c);
   Layout l;
-  switch (c) {
-    case Collective::all_reduce:
-    case Collective::broadcast:
-    case Collective::reduce:
-    case Collective::send_recv: l.in_count = l.out_count = l.block_count = count; break;
-    case Collective::all_gather:
-    case Collective::gather:
-      l.in_count = block;
-      l.out_count = block * n;
-      l.block_count = block;
-      break;
-    case Collective::scatter:
-    case Collective::reduce_scatter:
-      l.in_count = block * n;
-      l.out_count = block;
-      l.block_count = block;
-      break;
-    case Collective::all_to_all:
-      l.in_count = l.out_count = block * n;
-      l.block_count = block;
-      break;
-    case Collective::barrier: break;
-  }
+  if (!moves_data(c)) return l;
+  // A kind with a buffer per rank splits the nominal count into blocks; the
+  // others move it whole (the pair: both its buffers).
+  const bool split = s.in == BufferExtent::per_rank || s.out == BufferExtent::per_rank;
+  const std::size_t unit = split ? count / n : count;
+  auto extent = [&](BufferExtent e) {
+    if (s.p2p) return unit;
+    return e == BufferExtent::none ? 0 : e == BufferExtent::per_rank ? unit * n : unit;
+  };
+  l.in_count = extent(s.in);
+  l.out_count = extent(s.out);
+  l.block_count = unit;
   l.bytes = std::max(l.in_count, l.out_count) * element_size;
   return l;
 }

@@ -19,7 +19,8 @@ struct Layout {
 };
 
 // `count` is the nominal element count (size / element size), `ranks` the
-// world size.
-Layout layout_for(Collective c, std::size_t count, std::size_t element_size, int ranks);
+// world size; the buffers' extents are the kind's row's (the point-to-point
+// pair sends and receives count elements).
+Layout layout_for(OpKind c, std::size_t count, std::size_t element_size, int ranks);
 
 }  // namespace mci::perf

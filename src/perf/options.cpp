@@ -17,6 +17,15 @@ namespace mci::perf {
 
 namespace {
 
+// MCI_TRANSPORT's row: its choices are mci's transports (one per mesh
+// kind, after auto and shm).
+mci::SettingInfo transport_setting() {
+  for (auto& s : mci::list_settings()) {
+    if (s.name == "MCI_TRANSPORT") return s;
+  }
+  return {};
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -173,11 +182,12 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   app.add_option("--device", device,
                  "cpu or cuda: where the buffers live (default cpu; cuda for a backend on GPU memory only, nccl)")
       ->type_name("cpu|cuda");
-  app.add_option("--transport", transport, "auto, shm or tcp: exported as MCI_TRANSPORT (cpu backend)")
+  app.add_option("--transport", transport,
+                 transport_setting().accepts + ": the group's MCI_TRANSPORT (InitOptions::settings; cpu backend)")
       ->type_name("NAME");
   app.add_option("--algo", algo,
-                 "force an algorithm: exported as MCI_ALGO (auto, ring, rd, direct, tree, ...; an unknown name "
-                 "lists them all with the collectives they serve)")
+                 "force an algorithm: the group's MCI_ALGO (InitOptions::settings; auto, ring, rd, direct, tree, "
+                 "...; an unknown name lists them all with the collectives they serve)")
       ->type_name("NAME");
   app.add_option("--timeout", timeout, "group timeout in seconds: a hung collective fails after it (default 300)")
       ->type_name("SECONDS");
@@ -357,8 +367,9 @@ ParseOutcome parse_options(const std::vector<std::string>& argv) {
   }
   if (!transport.empty()) {
     const std::string t = lower(transport);
-    if (t != "auto" && t != "shm" && t != "tcp")
-      throw UsageError("--transport " + transport + ": use auto, shm or tcp");
+    const mci::SettingInfo row = transport_setting();
+    if (std::find(row.choices.begin(), row.choices.end(), t) == row.choices.end())
+      throw UsageError("--transport " + transport + ": use " + row.accepts);
     o.transport = t;
   }
   if (!algo.empty()) o.algo = algo;

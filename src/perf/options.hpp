@@ -22,7 +22,7 @@ enum class Average { rank0 = 0, mean = 1, min = 2, max = 3 };
 std::string_view average_name(Average a) noexcept;
 
 struct Options {
-  Collective collective = Collective::all_reduce;
+  OpKind collective = OpKind::all_reduce;  // the point-to-point pair is send (perf/collective.hpp)
   SweepSpec sweep;
   int iters = 20;
   int warmup = 5;

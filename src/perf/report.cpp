@@ -13,9 +13,7 @@ namespace mci::perf {
 
 namespace {
 
-std::string redop_column(Collective c, ReduceOp op) {
-  return uses_reduce_op(c) ? std::string(reduce_op_name(op)) : "none";
-}
+std::string redop_column(OpKind c, ReduceOp op) { return uses_reduce_op(c) ? std::string(reduce_op_name(op)) : "none"; }
 
 int root_column(const Options& o) { return uses_root(o.collective) ? o.root : -1; }
 

@@ -35,7 +35,7 @@ void check_fits_group(const Options& o, int ranks) {
     throw UsageError("-r " + std::to_string(o.root) + " is not a rank of this job: the job has ranks 0.." +
                      std::to_string(ranks - 1));
   }
-  if (o.collective == Collective::send_recv && ranks < 2) {
+  if (is_p2p(o.collective) && ranks < 2) {
     throw UsageError(
         "send_recv needs 2 ranks or more (each rank sends to the next): start the job with "
         "mcirun --nproc_per_node=2 or more");
@@ -98,19 +98,17 @@ Runner::Views Runner::views_on(const Layout& l, bool in_place, std::uint8_t* a, 
     v.out = BufferView{b, l.out_count, t, d};
     return v;
   }
+  // In place, as torch and nccl-tests lay it out: the side of one count is
+  // this rank's block of the side of one count per rank.
   std::uint8_t* own_block = b + static_cast<std::size_t>(rank_) * l.block_count * es_;
-  switch (o_.collective) {
-    case Collective::all_gather:
-    case Collective::gather:
-      v.in = BufferView{own_block, l.in_count, t, d};
-      v.out = BufferView{b, l.out_count, t, d};
-      break;
-    case Collective::scatter:
-    case Collective::reduce_scatter:
-      v.in = BufferView{b, l.in_count, t, d};
-      v.out = BufferView{own_block, l.out_count, t, d};
-      break;
-    default: v.in = v.out = BufferView{b, l.in_count, t, d}; break;
+  const OpShape& s = op_shape(o_.collective);
+  const bool in_is_block = s.in == BufferExtent::one && s.out == BufferExtent::per_rank;   // all_gather, gather
+  const bool out_is_block = s.in == BufferExtent::per_rank && s.out == BufferExtent::one;  // scatter, reduce_scatter
+  if (in_is_block || out_is_block) {
+    v.in = BufferView{in_is_block ? own_block : b, l.in_count, t, d};
+    v.out = BufferView{out_is_block ? own_block : b, l.out_count, t, d};
+  } else {
+    v.in = v.out = BufferView{b, l.in_count, t, d};
   }
   return v;
 }
@@ -118,16 +116,17 @@ Runner::Views Runner::views_on(const Layout& l, bool in_place, std::uint8_t* a, 
 void Runner::issue(const Views& v, Exec e, std::vector<Work>& pending) {
   const int root = o_.root;
   switch (o_.collective) {
-    case Collective::all_reduce: pending.push_back(pg_.all_reduce(v.in, v.out, o_.op, e)); break;
-    case Collective::broadcast: pending.push_back(pg_.broadcast(v.in, v.out, root, e)); break;
-    case Collective::reduce: pending.push_back(pg_.reduce(v.in, v.out, root, o_.op, e)); break;
-    case Collective::all_gather: pending.push_back(pg_.all_gather(v.in, v.out, e)); break;
-    case Collective::gather: pending.push_back(pg_.gather(v.in, v.out, root, e)); break;
-    case Collective::scatter: pending.push_back(pg_.scatter(v.in, v.out, root, e)); break;
-    case Collective::reduce_scatter: pending.push_back(pg_.reduce_scatter(v.in, v.out, o_.op, e)); break;
-    case Collective::all_to_all: pending.push_back(pg_.all_to_all(v.in, v.out, e)); break;
-    case Collective::barrier: pending.push_back(pg_.barrier(e)); break;
-    case Collective::send_recv: {
+    case OpKind::all_reduce: pending.push_back(pg_.all_reduce(v.in, v.out, o_.op, e)); break;
+    case OpKind::broadcast: pending.push_back(pg_.broadcast(v.in, v.out, root, e)); break;
+    case OpKind::reduce: pending.push_back(pg_.reduce(v.in, v.out, root, o_.op, e)); break;
+    case OpKind::all_gather: pending.push_back(pg_.all_gather(v.in, v.out, e)); break;
+    case OpKind::gather: pending.push_back(pg_.gather(v.in, v.out, root, e)); break;
+    case OpKind::scatter: pending.push_back(pg_.scatter(v.in, v.out, root, e)); break;
+    case OpKind::reduce_scatter: pending.push_back(pg_.reduce_scatter(v.in, v.out, o_.op, e)); break;
+    case OpKind::all_to_all: pending.push_back(pg_.all_to_all(v.in, v.out, e)); break;
+    case OpKind::barrier: pending.push_back(pg_.barrier(e)); break;
+    case OpKind::send:
+    case OpKind::recv: {
       // A ring: send to the next rank, receive from the previous one. Async
       // calls progress side by side; blocking ones alternate by parity so
       // no two neighbours both wait in send.
@@ -203,17 +202,18 @@ void Runner::prepare(const Layout& l, const Views& v, int round) {
                 [&](std::size_t i) { return input_value(t, key, round, i, narrow); });
   };
   switch (o_.collective) {
-    case Collective::all_reduce:
-    case Collective::broadcast:
-    case Collective::reduce:
-    case Collective::all_gather:
-    case Collective::gather:
-    case Collective::send_recv:
-    case Collective::reduce_scatter:
+    case OpKind::all_reduce:
+    case OpKind::broadcast:
+    case OpKind::reduce:
+    case OpKind::all_gather:
+    case OpKind::gather:
+    case OpKind::send:
+    case OpKind::recv:
+    case OpKind::reduce_scatter:
       // reduce_scatter: element g of the whole input is input_value(r, g).
       fill_in(0, v.in.count, r);
       break;
-    case Collective::scatter:
+    case OpKind::scatter:
       // Block q of the root's input is meant for rank q. Elsewhere the input
       // is unused, and filling it would write the expected values into an
       // in-place output before the collective runs.
@@ -221,11 +221,11 @@ void Runner::prepare(const Layout& l, const Views& v, int round) {
         for (int q = 0; q < n; ++q) fill_in(q * p, p, 1000 + q);
       }
       break;
-    case Collective::all_to_all:
+    case OpKind::all_to_all:
       // Block j of rank r's input goes from r to j.
       for (int j = 0; j < n; ++j) fill_in(j * p, p, r * 100 + j);
       break;
-    case Collective::barrier: break;
+    case OpKind::barrier: break;
   }
 }
 
@@ -245,9 +245,9 @@ std::uint64_t Runner::verify(const Layout& l, const Views& v, int round) const {
   };
   std::uint64_t wrong = 0;
   switch (o_.collective) {
-    case Collective::all_reduce: wrong = expect(out, l.out_count, reduced_from(0)); break;
-    case Collective::broadcast: wrong = expect(out, l.out_count, input_of(root)); break;
-    case Collective::reduce:
+    case OpKind::all_reduce: wrong = expect(out, l.out_count, reduced_from(0)); break;
+    case OpKind::broadcast: wrong = expect(out, l.out_count, input_of(root)); break;
+    case OpKind::reduce:
       if (r == root) {
         wrong = expect(out, l.out_count, reduced_from(0));
       } else if (v.in.data == v.out.data) {
@@ -255,19 +255,20 @@ std::uint64_t Runner::verify(const Layout& l, const Views& v, int round) const {
         wrong = expect(out, l.out_count, input_of(r));
       }
       break;
-    case Collective::gather:
+    case OpKind::gather:
       if (r != root) break;
       [[fallthrough]];
-    case Collective::all_gather:
+    case OpKind::all_gather:
       for (int q = 0; q < n; ++q) wrong += expect(out + q * p * es_, p, input_of(q));
       break;
-    case Collective::scatter: wrong = expect(out, p, input_of(1000 + r)); break;
-    case Collective::reduce_scatter: wrong = expect(out, p, reduced_from(static_cast<std::size_t>(r) * p)); break;
-    case Collective::all_to_all:
+    case OpKind::scatter: wrong = expect(out, p, input_of(1000 + r)); break;
+    case OpKind::reduce_scatter: wrong = expect(out, p, reduced_from(static_cast<std::size_t>(r) * p)); break;
+    case OpKind::all_to_all:
       for (int q = 0; q < n; ++q) wrong += expect(out + q * p * es_, p, input_of(q * 100 + r));
       break;
-    case Collective::send_recv: wrong = expect(out, l.out_count, input_of((r + n - 1) % n)); break;
-    case Collective::barrier: break;
+    case OpKind::send:
+    case OpKind::recv: wrong = expect(out, l.out_count, input_of((r + n - 1) % n)); break;
+    case OpKind::barrier: break;
   }
   return wrong;
 }

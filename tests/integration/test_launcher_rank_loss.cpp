@@ -16,7 +16,7 @@
 
 #include "launcher_run.hpp"
 #include "support/ports.hpp"
-#include "unit/launch/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -263,7 +263,7 @@ Strings node(int n, int port, const std::string& policy, const std::string& scri
 // Two launchers on this host, one per node: rank 3 (node 1) is lost, and
 // neither node stops anything for it.
 TEST(RankLoss, ContinueAcrossNodes) {
-  mci::launch::test::TempDir shared;
+  mci::test::TempDir shared;
   const int port = free_port();
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
                                                {"OMP_NUM_THREADS", "1"},
@@ -289,7 +289,7 @@ TEST(RankLoss, ContinueAcrossNodes) {
 // Under replace, each node replaces its own: rank 3 (node 1) is lost and
 // replaced there, while node 0's ranks wait for the replacement's end.
 TEST(RankLoss, ReplaceAcrossNodes) {
-  mci::launch::test::TempDir shared;
+  mci::test::TempDir shared;
   const int port = free_port();
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
                                                {"OMP_NUM_THREADS", "1"},

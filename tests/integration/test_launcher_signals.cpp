@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher_run.hpp"
-#include "unit/launch/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -35,7 +35,7 @@ class Script {
   const std::string& path() const { return path_; }
 
  private:
-  launch::test::TempDir dir_;
+  test::TempDir dir_;
   std::string path_;
 };
 

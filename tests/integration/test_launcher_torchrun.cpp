@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "launcher_run.hpp"
-#include "unit/launch/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -46,7 +46,7 @@ fs::path run_folder(const std::string& base) {
 }
 
 TEST(LauncherTorchrun, LogDirHoldsEachStreamWhereRedirectsAndTeeSendIt) {
-  launch::test::TempDir logs;
+  test::TempDir logs;
   Mcirun m(args({"--standalone", "--nproc-per-node=3", "--rdzv-id=job9", "--log-dir", logs.path() + "/base", "-r",
                  "0:3,1:1", "-t", "2:3"},
                 sh("printf \"out $LOCAL_RANK\\npartial\"; echo err $LOCAL_RANK >&2")),
@@ -72,7 +72,7 @@ TEST(LauncherTorchrun, LogDirHoldsEachStreamWhereRedirectsAndTeeSendIt) {
 }
 
 TEST(LauncherTorchrun, AFailingRanksErrorFileLivesInItsLogFolderAndIsQuoted) {
-  launch::test::TempDir logs;
+  test::TempDir logs;
   Mcirun m(args({"--standalone", "--log_dir=" + logs.path()},
                 sh("printf '{\"message\": {\"message\": \"ValueError: boom\"}}' > $TORCHELASTIC_ERROR_FILE; exit 1")));
   ASSERT_EQ(m.code(), 1) << m.all();
@@ -99,7 +99,7 @@ TEST(LauncherTorchrun, TeeWithoutLogDirWritesToAFolderMcirunNames) {
 }
 
 TEST(LauncherTorchrun, LocalRanksFilterHidesTheOtherRanksFromTheConsoleOnly) {
-  launch::test::TempDir logs;
+  test::TempDir logs;
   Mcirun m(args({"--standalone", "--nproc_per_node=3", "--local-ranks-filter=1", "-t", "1", "--log-dir", logs.path()},
                 sh("echo out $LOCAL_RANK; echo err $LOCAL_RANK >&2")),
            {{"OMP_NUM_THREADS", "1"}});
@@ -112,7 +112,7 @@ TEST(LauncherTorchrun, LocalRanksFilterHidesTheOtherRanksFromTheConsoleOnly) {
 }
 
 TEST(LauncherTorchrun, PrefixTemplateRoleAndDuplicateFilters) {
-  launch::test::TempDir logs;
+  test::TempDir logs;
   Mcirun m(args({"--standalone", "--nproc_per_node=2", "--role=trainer",
                  "--log-line-prefix-template=${rank}|${role_name}> ", "-t", "1",
                  "--duplicate-stdout-filters=loss,,x,acc", "--log-dir", logs.path()},
@@ -130,7 +130,7 @@ TEST(LauncherTorchrun, PrefixTemplateRoleAndDuplicateFilters) {
 
 TEST(LauncherTorchrun, DashMRunsAModuleUnderPython) {
   if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing";
-  launch::test::TempDir mods;
+  test::TempDir mods;
   mods.file("mcirun_probe_mod.py",
             "import os, sys\nprint(__name__, sys.argv[1:], os.environ['RANK'], os.path.basename(sys.argv[0]))\n");
   Mcirun m({"--standalone", "--nproc_per_node=2", "-m", "mcirun_probe_mod", "--lr", "1"},
@@ -148,7 +148,7 @@ TEST(LauncherTorchrun, DashMRunsAModuleUnderPython) {
 
 TEST(LauncherTorchrun, RunPathRunsAScriptOfAnyNameUnderPython) {
   if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is missing";
-  launch::test::TempDir d;
+  test::TempDir d;
   const std::string script = d.file("train", "import sys\nprint('ran', sys.argv[1:])\n");  // no .py, no x bit
   Mcirun m({"--standalone", "--run-path", "--no-python", script, "a"}, {{"PYTHON_EXEC", kPython}});
   ASSERT_EQ(m.code(), 0) << m.all();
@@ -226,7 +226,7 @@ TEST(LauncherTorchrun, VirtualLocalRankAndLocalAddr) {
 TEST(LauncherTorchrun, PrintCompletionCompletesInBash) {
   Mcirun m({"--print-completion", "bash"});
   ASSERT_EQ(m.code(), 0) << m.all();
-  launch::test::TempDir d;
+  test::TempDir d;
   const std::string file = d.file("mcirun.bash", m.out());
   Mcirun complete({"--standalone", "/bin/bash", "-c",
                    "source " + file + "; COMP_WORDS=(mcirun --nproc-p); COMP_CWORD=1; _mcirun; echo ${COMPREPLY[@]}"});

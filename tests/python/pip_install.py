@@ -9,16 +9,20 @@ The venv is made in a temporary folder outside the clone and sees the
 tier's torch through a .pth file naming the tier venv's site-packages (a
 venv's --system-site-packages would show the base interpreter's
 site-packages, which hold no torch; installing torch again would download
-GBs). pip runs with its default build isolation and installs the build
+GBs). The venvs are made without pip of their own (ensurepip costs 8-12 s
+a venv): the tier's pip installs into each with --python VENV/bin/python,
+which runs that pip under the venv's interpreter, as the venv's own would.
+pip runs with its default build isolation and installs the build
 backend from scripts/wheelhouse.sh's folder (--no-index: nothing is
 downloaded). Then, from another folder,
 with the venv's bin first on PATH (an activated venv):
 - `mcirun --help` runs, and `mcirun` is the venv's;
-- `import mci_torch` comes from the venv, with PATH == "ext" (the C++
-  extension, built for this torch), libmci from inside the package;
-- the installed distribution's version is mci's (project() in CMakeLists.txt);
 - a 2-rank job under that mcirun calls init_process_group("mci") without
-  importing mci_torch (torch's entry point registers it) and all_reduces.
+  importing mci_torch (torch's entry point registers it) and all_reduces;
+  its rank 0 says where mci_torch came from: the venv, with PATH == "ext"
+  (the C++ extension, built for this torch), libmci from inside the
+  package, and the installed distribution's version is mci's (project()
+  in CMakeLists.txt).
 Then into a second venv, without torch: the wheel is built without the
 extension, with mcirun and mci_torch, and pip's log (-v) says why.
 Exits 77 (skipped, with the reason) where the torch tier or the wheels
@@ -56,7 +60,9 @@ def skip(why):
 def run(cmd, timeout, **kw):
     """cmd's exit code and output (stdout and stderr together); past
     timeout, SIGTERM (mcirun ends its ranks on it), then SIGKILL to its
-    whole session, and a Failure."""
+    whole session, and a Failure. Says how long it took (this test's time
+    is mostly these commands')."""
+    started = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                          **kw)
     try:
@@ -73,6 +79,7 @@ def run(cmd, timeout, **kw):
             pass
         p.communicate()
         raise Failure(f"{' '.join(map(str, cmd))} did not finish in {timeout} s (killed)")
+    print(f"{time.monotonic() - started:5.1f} s: {' '.join(map(str, cmd))[:160]}", flush=True)
     return p.returncode, out
 
 
@@ -91,6 +98,13 @@ def ccache_settings(repo):
     out = subprocess.run(["bash", "-c", script], cwd=repo, check=True, stdout=subprocess.PIPE, text=True).stdout
     names = ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE")
     return {n: v for n, v in zip(names, out.split("\n")) if v}
+
+
+def pip_install(python, wheelhouse, repo):
+    """The tier's pip installing repo into python's environment, as that
+    environment's own pip would (--python runs it under python)."""
+    return [sys.executable, "-m", "pip", "--python", python, "install", "-v", "--disable-pip-version-check",
+            "--no-index", "--find-links", wheelhouse, "--no-cache-dir", repo]
 
 
 def check(cond, what, output=""):
@@ -117,7 +131,7 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="mci-pip-install-"))
     try:
         venv = tmp / "venv"
-        rc, out = run([sys.executable, "-m", "venv", venv], 120, env=base_env)
+        rc, out = run([sys.executable, "-m", "venv", "--without-pip", venv], 120, env=base_env)
         if rc != 0:
             skip(f"{sys.executable} -m venv failed (python3-venv missing?):\n{out}")
         py = venv / "bin" / "python"
@@ -125,14 +139,13 @@ def main():
                                    check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
         (pathlib.Path(venv_site) / "mci-test-torch-tier.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
-        # The user's command, with pip's defaults (build isolation); -v for
+        # The user's install, with pip's defaults (build isolation); -v for
         # the configure's lines. No pip cache: nothing is downloaded
         # (--no-index), and pip would keep the built wheel and install it
         # again, unbuilt, for a clone whose folder is named like NAME-VERSION.
         pip_env = dict(base_env, **ccache)
         start = time.monotonic()
-        rc, out = run([py, "-m", "pip", "install", "-v", "--disable-pip-version-check", "--no-index", "--find-links",
-                       wheelhouse, "--no-cache-dir", repo], 1500, env=pip_env, cwd=tmp)
+        rc, out = run(pip_install(py, wheelhouse, repo), 1500, env=pip_env, cwd=tmp)
         took = time.monotonic() - start
         (tmp / "pip.log").write_text(out)
         check(rc == 0, f"pip install {repo} failed (exit {rc})", "\n".join(out.splitlines()[-80:]))
@@ -150,20 +163,6 @@ def main():
         rc, out = run(["mcirun", "--help"], 30, env=env, cwd=elsewhere)
         check(rc == 0 and "--nproc_per_node" in out, f"the venv's mcirun --help: exit {rc}", out)
 
-        probe = ("import json, importlib.metadata as m, mci_torch, mci_torch._C as c, mci_torch._libpath as l; "
-                 "print(json.dumps(dict(path=mci_torch.PATH, file=mci_torch.__file__, ext=c.__file__, "
-                 "lib=l.LIBRARY, version=m.version('mci'))))")
-        rc, out = run(["python", "-c", probe], 60, env=env, cwd=elsewhere)
-        check(rc == 0, f"import mci_torch in the venv: exit {rc}", out)
-        got = json.loads(out.strip().splitlines()[-1])
-        print(f"import mci_torch: {got}")
-        check(got["path"] == "ext", f"mci_torch.PATH is {got['path']!r}, want 'ext' (the C++ extension)", out)
-        for key in ("file", "ext", "lib"):
-            check(pathlib.Path(got[key]).resolve().is_relative_to(venv.resolve()),
-                  f"mci_torch's {key} ({got[key]}) is not inside the venv")
-        check(pathlib.Path(got["lib"]).is_file(), f"mci_torch._libpath.LIBRARY ({got['lib']}) does not exist")
-        check(got["version"] == version, f"the installed mci is version {got['version']}, mci is {version}")
-
         worker = elsewhere / "worker.py"
         shutil.copy(HERE / "pip_install_worker.py", worker)
         rc, out = run(["mcirun", "--nproc_per_node=2", f"--master_port={free_port()}", worker], 120, env=env,
@@ -173,14 +172,22 @@ def main():
         for r in (0, 1):
             line = f"rank {r}: backend mci through the entry point, PATH=ext"
             check(line in out, f"no line {line!r} in the job's output")
+        probe = [line.split("mci_torch: ", 1)[1] for line in out.splitlines() if "mci_torch: {" in line]
+        check(len(probe) == 1, "rank 0 did not say where mci_torch came from (a line 'mci_torch: {...}')", out)
+        got = json.loads(probe[0])
+        check(got["path"] == "ext", f"mci_torch.PATH is {got['path']!r}, want 'ext' (the C++ extension)", out)
+        for key in ("file", "ext", "lib"):
+            check(got[key] and pathlib.Path(got[key]).resolve().is_relative_to(venv.resolve()),
+                  f"mci_torch's {key} ({got[key]}) is not inside the venv")
+        check(pathlib.Path(got["lib"]).is_file(), f"mci_torch._libpath.LIBRARY ({got['lib']}) does not exist")
+        check(got["version"] == version, f"the installed mci is version {got['version']}, mci is {version}")
 
         # A venv without torch: the wheel is built all the same, without
         # the extension, and the build log says why.
         bare = tmp / "bare"
-        rc, out = run([sys.executable, "-m", "venv", bare], 120, env=base_env)
+        rc, out = run([sys.executable, "-m", "venv", "--without-pip", bare], 120, env=base_env)
         check(rc == 0, f"{sys.executable} -m venv {bare}: exit {rc}", out)
-        rc, out = run([bare / "bin" / "python", "-m", "pip", "install", "-v", "--disable-pip-version-check",
-                       "--no-index", "--find-links", wheelhouse, "--no-cache-dir", repo], 1500, env=pip_env, cwd=tmp)
+        rc, out = run(pip_install(bare / "bin" / "python", wheelhouse, repo), 1500, env=pip_env, cwd=tmp)
         check(rc == 0, f"pip install {repo} into a venv without torch failed (exit {rc})",
               "\n".join(out.splitlines()[-80:]))
         want = "no C++ extension for mci_torch"

@@ -2,8 +2,12 @@
 with the venv's python: names the backend "mci" without importing
 mci_torch, so that only torch's entry point (group
 torch.distributed.backends, declared by the wheel) can register it, then
-checks an all_reduce."""
+checks an all_reduce. Rank 0 then says where mci_torch came from (a line
+"mci_torch: {json}", which pip_install.py checks)."""
 
+import importlib.metadata
+import importlib.util
+import json
 import sys
 
 import torch
@@ -24,4 +28,11 @@ if t.tolist() != want:
     sys.exit(f"rank {rank}: all_reduce gave {t.tolist()}, want {want}")
 print(f"rank {rank}: backend {dist.get_backend()} through the entry point, PATH={mci_torch.PATH}, "
       f"from {mci_torch.__file__}, all_reduce {t.tolist()}", flush=True)
+if rank == 0:
+    import mci_torch._libpath  # after init_process_group: see above
+
+    ext = importlib.util.find_spec("mci_torch._C")
+    print("mci_torch: " + json.dumps(dict(path=mci_torch.PATH, file=mci_torch.__file__, ext=ext and ext.origin,
+                                          lib=mci_torch._libpath.LIBRARY, version=importlib.metadata.version("mci"))),
+          flush=True)
 dist.destroy_process_group()

@@ -100,6 +100,15 @@ def main():
             expect(getattr(_lib, name, None) == value,
                    f"{enum}: {constant} is {value} in mci_c.h, _lib.{name} is {getattr(_lib, name, 'missing')}")
 
+    # Every kind libmci's rows know has its constant, named alike
+    # (MCI_ALL_REDUCE is "all_reduce"), and no constant lacks its row.
+    kinds = e.get("mci_op_kind", {})
+    expect(sorted(_lib.OP_KIND_NAMES) == sorted(kinds.values()),
+           f"libmci's kinds are {sorted(_lib.OP_KIND_NAMES.items())}, mci_c.h's mci_op_kind {sorted(kinds.items())}")
+    for constant, value in kinds.items():
+        expect(_lib.OP_KIND_NAMES.get(value) == constant[len("MCI_"):].lower(),
+               f"{constant} ({value}) is '{_lib.OP_KIND_NAMES.get(value)}' in libmci's rows")
+
     classes = {"CONFIG": errors.ConfigError, "TIMEOUT": errors.TimeoutError, "PEER": errors.PeerError,
                "MISMATCH": errors.MismatchError, "OTHER": errors.MciError}
     statuses = {c: v for c, v in e.get("mci_status", {}).items() if c != "MCI_OK"}

@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 import mci_torch
+import torch_batch
 
 R = dist.ReduceOp
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
@@ -296,13 +297,17 @@ def batch_p2p():
     print(f"rank {rank}: batch_isend_irecv ok", flush=True)
 
 
-if __name__ == "__main__":
-    scenario = sys.argv[1]
-    timeout_s = 300 if scenario in ("dead_peer",) else 60
-    dist.init_process_group("mci", timeout=timedelta(seconds=timeout_s))
-    globals()[scenario]()
+def init_timeout(scenario):
+    return timedelta(seconds=300 if scenario == "dead_peer" else 60)
+
+
+def teardown(scenario):
     if scenario != "dead_peer":
         # Rank 0 hosts torch's store (as under torchrun's standalone
         # rendezvous): nobody leaves while another may still use it.
         dist.barrier()
         dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    torch_batch.main(sys.argv[1:], globals(), "mci", init_timeout, teardown)

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 import mci_torch
+import torch_batch
 
 # FSDP2 on gloo and on mci compare bit for bit only if neither side's
 # kernels split their work by thread count differently between runs.
@@ -292,12 +293,17 @@ def compiled():
     print(f"rank {rank}: compiled ok", flush=True)
 
 
-if __name__ == "__main__":
-    scenario = sys.argv[1]
-    if mci_torch.PATH != "ext":
-        sys.exit(f"these scenarios need mci's C++ backend, but mci_torch.PATH is {mci_torch.PATH!r}")
-    dist.init_process_group("mci", timeout=timedelta(seconds=60))
-    globals()[scenario]()
+def init_timeout(scenario):
+    return timedelta(seconds=60)
+
+
+def teardown(scenario):
     # Rank 0 hosts torch's store: nobody leaves while another may still use it.
     dist.barrier()
     dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    if mci_torch.PATH != "ext":
+        sys.exit(f"these scenarios need mci's C++ backend, but mci_torch.PATH is {mci_torch.PATH!r}")
+    torch_batch.main(sys.argv[1:], globals(), "mci", init_timeout, teardown)

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 import mci_torch
+import torch_batch
 
 R = dist.ReduceOp
 
@@ -406,11 +407,16 @@ def monitored_zero():
     print(f"rank {rank}: monitored_barrier zero timeout ok", flush=True)
 
 
-if __name__ == "__main__":
-    scenario = sys.argv[1]
-    if mci_torch.PATH != "ext":
-        sys.exit(f"these scenarios need mci's C++ backend, but mci_torch.PATH is {mci_torch.PATH!r}")
-    dist.init_process_group("mci", timeout=timedelta(seconds=900 if scenario == "exit_pending" else 60))
-    globals()[scenario]()
+def init_timeout(scenario):
+    return timedelta(seconds=900 if scenario == "exit_pending" else 60)
+
+
+def teardown(scenario):
     if scenario != "exit_pending":
         dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    if mci_torch.PATH != "ext":
+        sys.exit(f"these scenarios need mci's C++ backend, but mci_torch.PATH is {mci_torch.PATH!r}")
+    torch_batch.main(sys.argv[1:], globals(), "mci", init_timeout, teardown)

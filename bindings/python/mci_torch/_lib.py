@@ -47,6 +47,8 @@ def _load():
     vp, cp, ci = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
     lib.mci_last_error.restype = cp
     lib.mci_last_error.argtypes = []
+    lib.mci_op_kind_name.restype = cp
+    lib.mci_op_kind_name.argtypes = [ci]
     lib.mci_store_server_start.argtypes = [cp, cp, ctypes.POINTER(vp), ctypes.POINTER(ci)]
     lib.mci_store_server_free.argtypes = [vp]
     lib.mci_store_server_free.restype = None
@@ -71,6 +73,17 @@ def error(status):
     """The exception for a failed call, read on the thread that made it."""
     text = lib.mci_last_error().decode("utf-8", "replace")
     return _ERRORS.get(status, MciError)(text)
+
+
+def _op_kind_names():
+    names = []
+    while (name := lib.mci_op_kind_name(len(names))) is not None:
+        names.append(name.decode())
+    return names
+
+
+# {mci_op_kind: its name}, read once from libmci's rows ("all_reduce").
+OP_KIND_NAMES = dict(enumerate(_op_kind_names()))
 
 
 def check(status):

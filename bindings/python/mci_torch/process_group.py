@@ -48,13 +48,6 @@ def _close_groups_at_exit():
 
 atexit.register(_close_groups_at_exit)
 
-_OP_NAMES = {
-    _lib.ALL_REDUCE: "all_reduce", _lib.BROADCAST: "broadcast", _lib.REDUCE: "reduce", _lib.ALL_GATHER: "all_gather",
-    _lib.GATHER: "gather", _lib.SCATTER: "scatter", _lib.REDUCE_SCATTER: "reduce_scatter",
-    _lib.ALL_TO_ALL: "all_to_all", _lib.BARRIER: "barrier", _lib.SEND: "send", _lib.RECV: "recv",
-}
-
-
 def _fail_config(text):
     raise ConfigError(f"mci_torch: {text}")
 
@@ -259,7 +252,7 @@ class ProcessGroupMCI(dist.ProcessGroup):
             fut = torch.futures.Future()
             fut.set_result(finish())
             return _create_work_from_future(fut)
-        work = MciWork(self._works, _OP_NAMES.get(kind, "operation"))
+        work = MciWork(self._works, _lib.OP_KIND_NAMES.get(kind, "operation"))
         # finish keeps inp and out alive until the operation is done.
         keep = (inp, out)
         self._completer.submit(handle, work, lambda: (keep, finish())[1])

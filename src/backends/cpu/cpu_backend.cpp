@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_settings.hpp"
 #include "backends/cpu/device_staging.hpp"
 #include "backends/registry.hpp"
 #include "collectives/algorithm_table.hpp"
 #include "collectives/select.hpp"
 #include "common/log.hpp"
+#include "common/settings.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"
 #include "transport/mesh.hpp"
@@ -26,27 +26,41 @@ namespace mci {
 
 namespace {
 
+// MCI_TRANSPORT: `auto` and `shm` run on shared memory where they can (or
+// must) and on the first mesh kind between hosts; any other value is a
+// mesh kind (its row in transport/mesh.cpp), with shared memory off.
+transport::ShmMode shm_mode(std::string_view transport) {
+  return transport == "auto"  ? transport::ShmMode::automatic
+         : transport == "shm" ? transport::ShmMode::required
+                              : transport::ShmMode::off;
+}
+std::string_view mesh_kind(std::string_view transport) {
+  return transport == "auto" || transport == "shm" ? transport::default_mesh_kind() : transport;
+}
+
+// MCI_SHM_STREAMING, a rank's own choice: readers do not care how the
+// bytes were written.
+coll::SharedCopier::Mode copies(std::string_view streaming) {
+  return streaming == "always"  ? coll::SharedCopier::Mode::streaming
+         : streaming == "never" ? coll::SharedCopier::Mode::plain
+                                : coll::SharedCopier::Mode::adaptive;
+}
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const BackendContext& ctx, const CpuSettings& s)
-      : store_(ctx.store), forced_(s.forced_algo), copier_(coll::SharedCopier::kSlowRate, s.shm_copies) {
+  explicit CpuBackend(const BackendContext& ctx)
+      : store_(ctx.store),
+        forced_(coll::parse_forced_algo(ctx.settings.text("MCI_ALGO"))),
+        copier_(coll::SharedCopier::kSlowRate, copies(ctx.settings.choice("MCI_SHM_STREAMING"))) {
+    const Settings& s = ctx.settings;
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, s, dl);
-    auto setup =
-        transport::connect_shm(*ctx.store, ctx.rank, ctx.size,
-                               transport::ShmOptions{s.shm_mode, s.shm_buffer_bytes, s.shm_wait, s.host_id}, dl);
-    // Spin on the sockets before sleeping only while this machine's ranks
-    // each have a core (with more ranks than cores a spinner steals the time
-    // of the rank it waits for); then poll and yield the core instead.
-    const bool core_each = std::max(setup.machine_ranks, 1) <= setup.machine_cpus;
+    const std::string& transport = s.choice("MCI_TRANSPORT");
+    auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, shm_mode(transport), s, dl);
     auto mesh =
-        transport::connect_mesh(transport::default_mesh_kind(), *ctx.store,
+        transport::connect_mesh(mesh_kind(transport), *ctx.store,
                                 transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
-                                                       core_each ? std::chrono::nanoseconds(s.tcp_spin)
-                                                                 : std::chrono::nanoseconds(0),
-                                                       core_each ? std::chrono::nanoseconds(0)
-                                                                 : std::chrono::nanoseconds(s.tcp_yield),
-                                                       s.connect},
+                                                       std::max(setup.machine_ranks, 1) <= setup.machine_cpus, s},
                                 dl);
     mesh_ = std::move(mesh.transport);
     arrivals_ = mesh.arrivals;
@@ -155,8 +169,8 @@ class CpuBackend final : public Backend {
   // rank; a difference would make ranks wait on different transports.
   // The first rank to arrive sets the reference; each compares its own to
   // it (O(1) per rank: nobody reads everyone's).
-  static void check_same_settings(Store& store, int rank, int size, const CpuSettings& s, const Deadline& dl) {
-    const std::string& mine = s.agreed;
+  static void check_same_settings(Store& store, int rank, int size, const Settings& s, const Deadline& dl) {
+    const std::string& mine = s.agreed();
     const std::string claim = fmt::format("{}\n{}", rank, mine);
     std::string error;
     const std::string first = to_string(store.compare_set("cpu/settings/reference", {}, to_bytes(claim)));
@@ -173,7 +187,7 @@ class CpuBackend final : public Backend {
       error = fmt::format(
           "the ranks disagree on mci's settings: rank {} has {}, rank {} has {}. Set {} the same on every "
           "rank (or leave them unset everywhere).",
-          a.first, a.second, b.first, b.second, SettingSource::agreed_names(true, true));
+          a.first, a.second, b.first, b.second, Settings::agreed_names(SettingUses{true, true}));
     }
     const GroupVerdict v =
         agree(store, "cpu/settings", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
@@ -223,8 +237,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx) {
-  return std::make_unique<CpuBackend>(ctx, CpuSettings::from(ctx.settings));
-}
+std::unique_ptr<Backend> make_cpu_backend(const BackendContext& ctx) { return std::make_unique<CpuBackend>(ctx); }
 
 }  // namespace mci

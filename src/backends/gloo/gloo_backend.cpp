@@ -360,6 +360,7 @@ void GlooBackend::dispatch(const coll::CollectiveDesc& d, const Deadline& dl) {
     case OpKind::barrier: return barrier(o);
     case OpKind::send: return send(o, dl);
     case OpKind::recv: return recv(o);
+    default: refuse_kind("gloo", d.kind);  // a kind its row does not list: the front end refused it already
   }
 }
 

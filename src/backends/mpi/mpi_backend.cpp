@@ -311,6 +311,7 @@ class MpiBackend final : public Backend {
       case OpKind::barrier: check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier"); break;
       case OpKind::send: check(MPI_Isend(in, n, t, d.peer, d.tag, comm_, &req), "MPI_Isend"); break;
       case OpKind::recv: check(MPI_Irecv(out, n, t, d.peer, d.tag, comm_, &req), "MPI_Irecv"); break;
+      default: refuse_kind("mpi", d.kind);  // a kind its row does not list: the front end refused it already
     }
     return req;
   }

@@ -267,6 +267,7 @@ class NcclBackend final : public Backend {
       case OpKind::gather:
       case OpKind::scatter:
       case OpKind::all_to_all: grouped(d, t, in, out, bytes); return;
+      default: refuse_kind("nccl", d.kind);  // a kind its row does not list: the front end refused it already
     }
   }
 

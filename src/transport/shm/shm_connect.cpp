@@ -17,6 +17,12 @@ namespace mci::transport {
 
 namespace {
 
+// What the segment is made with, from the group's settings.
+struct ShmOptions {
+  std::size_t buffer_bytes;
+  ShmWait wait;
+};
+
 std::string host_identity(const std::string& host_id) { return host_id.empty() ? machine_identity() : "id:" + host_id; }
 
 // Maps a segment for `members` (ranks of one host, ascending): the first
@@ -47,15 +53,14 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
 
 }  // namespace
 
-ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, const Deadline& dl) {
-  const ShmMode mode = o.mode;
+ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Settings& settings, const Deadline& dl) {
   ShmSetup out;
   if (size < 2) {
     out.why = "a group of one rank";
     return out;
   }
   const auto wait = dl.wait_left();
-  const std::string me = host_identity(o.host_id);
+  const std::string me = host_identity(settings.text("MCI_HOST_ID"));
   // Who shares this machine's cores: by kernel, not by host name, so ranks
   // of containers or namespace "hosts" on one machine count together (they
   // spun as if each host had the cores to itself: 4 ranks of 2 namespace
@@ -115,6 +120,9 @@ ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, cons
   // and says whether it could; once all have answered (on every host, so
   // that all ranks agree on the layout), the names are removed.
   std::string error;
+  const ShmOptions o{static_cast<std::size_t>(settings.integer("MCI_SHM_BUFFER_BYTES")),
+                     ShmWait{std::chrono::microseconds(settings.integer("MCI_SHM_SPIN_US")),
+                             std::chrono::microseconds(settings.integer("MCI_SHM_YIELD_US"))}};
   if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, o, wait, error);
   const GroupVerdict mapped =
       agree(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);

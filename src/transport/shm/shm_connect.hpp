@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "common/settings.hpp"
 #include "mci/store.hpp"
 #include "transport/shm/shm_world.hpp"
 
@@ -39,18 +40,12 @@ struct ShmSetup {
   std::string why;  // why there is no world, or why not hierarchical
 };
 
-struct ShmOptions {
-  ShmMode mode = ShmMode::automatic;
-  std::size_t buffer_bytes = 512 * 1024;
-  ShmWait wait;
-  // Names this host for same-host detection; empty: the machine's identity
-  // (hostname and boot id). Tests pretend several hosts on one machine.
-  std::string host_id;
-};
-
 // Every rank of the group calls it; all get the same verdict on one_host and
 // leaders. Throws ConfigError if shared memory was required (one host) and is
-// not possible.
-ShmSetup connect_shm(Store& store, int rank, int size, const ShmOptions& o, const Deadline& dl);
+// not possible. Reads its own settings: MCI_SHM_BUFFER_BYTES,
+// MCI_SHM_SPIN_US, MCI_SHM_YIELD_US and MCI_HOST_ID (which names this host
+// for same-host detection instead of hostname and boot id, so tests can
+// pretend several hosts on one machine).
+ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Settings& settings, const Deadline& dl);
 
 }  // namespace mci::transport

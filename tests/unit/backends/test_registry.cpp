@@ -39,6 +39,7 @@ TEST(BackendTable, FindBackendInfoGivesEachRowsCapabilities) {
     EXPECT_EQ(info->caps.mci_algorithms, e.caps.mci_algorithms) << e.name;
     EXPECT_EQ(info->caps.fingerprints, e.caps.fingerprints) << e.name;
     EXPECT_EQ(info->caps.any_source, e.caps.any_source) << e.name;
+    EXPECT_EQ(info->caps.kinds, e.caps.kinds) << e.name;
     // Every backend takes some memory.
     EXPECT_TRUE(e.caps.host_memory || e.caps.cuda_memory) << e.name;
   }
@@ -121,6 +122,37 @@ TEST(BackendTable, OnlyTheCpuBackendReceivesFromAnySource) {
   }
   d.peer = 1;  // a recv naming its source is every backend's
   EXPECT_NO_THROW(require_any_source("gloo", d));
+}
+
+// Every kind of the list (mci/op_kind.hpp) is known by name and run by some
+// backend; a backend whose row lacks a kind refuses it at the call, naming
+// itself, the kind and the backends that run it.
+TEST(BackendTable, EveryKindIsRunSomewhereAndRefusedByNameWhereNot) {
+  ASSERT_EQ(kAllOpKinds.size(), kOpKindCount);
+  for (OpKind k : kAllOpKinds) {
+    const std::string name(op_name(k));
+    EXPECT_EQ(op_kind_named(name), k) << name;
+    EXPECT_NE(backends_running(k).find("cpu (MCI_BACKEND=cpu)"), std::string::npos) << name;
+    for (const auto& e : backend_table()) {
+      if (e.caps.kinds.contains(k)) {
+        EXPECT_NO_THROW(require_kind(e, k)) << e.name << " " << name;
+      }
+    }
+    BackendEntry lacking = backend_table()[0];
+    lacking.name = "lacking";
+    lacking.caps.kinds = OpKindSet::all().without(k);
+    EXPECT_FALSE(lacking.caps.kinds.contains(k));
+    try {
+      require_kind(lacking, k);
+      ADD_FAILURE() << "a row without " << name << " ran it";
+    } catch (const ConfigError& err) {
+      const std::string m = err.what();
+      EXPECT_NE(m.find("the lacking backend does not run " + name), std::string::npos) << m;
+      EXPECT_NE(m.find("use a backend that does: " + backends_running(k)), std::string::npos) << m;
+    }
+  }
+  EXPECT_FALSE(OpKindSet{}.contains(OpKind::all_reduce));
+  EXPECT_FALSE(OpKindSet::all().contains(static_cast<OpKind>(kOpKindCount)));
 }
 
 }  // namespace

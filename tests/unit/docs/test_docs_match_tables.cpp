@@ -70,7 +70,7 @@ TEST(Docs, EnvMdListsEveryBackendWithItsCapabilities) {
 }
 
 // The tuning table is the settings table's rendering, whole: its lines are
-// written once, in common/settings_table.cpp.
+// written once, in common/setting_rows.hpp.
 TEST(Docs, EnvMdTuningTableIsTheSettingsTable) {
   const std::string doc = read_doc("env.md");
   const auto at = doc.find("## Tuning and diagnostics\n");
@@ -81,7 +81,7 @@ TEST(Docs, EnvMdTuningTableIsTheSettingsTable) {
   if (end == std::string::npos) end = doc.size();
   const std::string table = doc.substr(begin, end - begin + 1);
   const std::string expected = settings_markdown(SettingSection::tuning);
-  EXPECT_EQ(table, expected) << "docs/env.md's tuning table differs from common/settings_table.cpp: replace it "
+  EXPECT_EQ(table, expected) << "docs/env.md's tuning table differs from common/setting_rows.hpp: replace it "
                                 "with\n"
                              << expected;
 }
@@ -117,7 +117,7 @@ TEST(Docs, EveryMciVariableTheCodeNamesIsASetting) {
   }
   EXPECT_GT(files, 100);
   for (const auto& u : unknown)
-    ADD_FAILURE() << u << " is read by the code but is not a row of common/settings_table.cpp";
+    ADD_FAILURE() << u << " is read by the code but is not a row of common/setting_rows.hpp";
 }
 
 }  // namespace

@@ -19,23 +19,36 @@ std::map<std::string, std::string> as_map(const std::vector<std::string>& env) {
   return m;
 }
 
-JobConfig two_nodes() {
-  JobConfig j;
-  j.nnodes = 2;
-  j.node_rank = 1;
-  j.nproc_per_node = 3;
-  j.master_addr = "node01";
+// A configuration and the attempt made from it, as run_job makes them.
+struct Case {
+  JobConfig job;
+  Attempt a;
+};
+
+Case two_nodes() {
+  Case c;
+  c.job.nnodes = 2;
+  c.job.node_rank = 1;
+  c.job.nproc_per_node = 3;
+  c.job.master_addr = "node01";
   // Nothing listens in these tests; the ports are still ones the OS says are free.
-  j.master_port = test::free_port();
-  j.program_port = test::free_port();
-  j.run_id = "job7";
-  j.error_dir = "/tmp/errs";
-  return j;
+  c.job.master_port = test::free_port();
+  c.job.run_id = "job7";
+  c.a = first_attempt(c.job, JobStore{c.job.master_addr, c.job.master_port, "", false});
+  c.a.program_port = test::free_port();
+  c.a.error_dir = "/tmp/errs";
+  return c;
+}
+
+std::vector<std::string> child_env(const std::vector<std::string>& base, Case c, int local_rank,
+                                   const std::string& token, bool set_omp, const std::string& python_path = {}) {
+  c.a.store.token = token;
+  return child_environment(base, c.job, c.a, local_rank, set_omp, python_path);
 }
 
 TEST(ChildEnv, PlacesTheProcessInTheJob) {
-  const JobConfig job = two_nodes();
-  auto m = as_map(child_environment({"HOME=/root", "PATH=/bin"}, job, 2, "tok", false));
+  const Case job = two_nodes();
+  auto m = as_map(child_env({"HOME=/root", "PATH=/bin"}, job, 2, "tok", false));
   EXPECT_EQ(m["RANK"], "5");
   EXPECT_EQ(m["LOCAL_RANK"], "2");
   EXPECT_EQ(m["WORLD_SIZE"], "6");
@@ -43,9 +56,9 @@ TEST(ChildEnv, PlacesTheProcessInTheJob) {
   EXPECT_EQ(m["GROUP_RANK"], "1");
   EXPECT_EQ(m["GROUP_WORLD_SIZE"], "2");
   EXPECT_EQ(m["MASTER_ADDR"], "node01");
-  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.program_port));  // the program's, not the store's
+  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.a.program_port));  // the program's, not the store's
   EXPECT_EQ(m["MCI_STORE_ADDR"], "node01");
-  EXPECT_EQ(m["MCI_STORE_PORT"], std::to_string(job.master_port));
+  EXPECT_EQ(m["MCI_STORE_PORT"], std::to_string(job.a.store.port));
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m["MCI_JOB_TOKEN"], "tok");
   EXPECT_EQ(m["HOME"], "/root");
@@ -55,8 +68,8 @@ TEST(ChildEnv, PlacesTheProcessInTheJob) {
 }
 
 TEST(ChildEnv, SpeaksTorchrunsContract) {
-  auto m = as_map(child_environment({"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=0"}, two_nodes(),
-                                    2, "tok", false));
+  auto m = as_map(
+      child_env({"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=0"}, two_nodes(), 2, "tok", false));
   EXPECT_EQ(m["ROLE_RANK"], "5");
   EXPECT_EQ(m["ROLE_WORLD_SIZE"], "6");
   EXPECT_EQ(m["ROLE_NAME"], "default");
@@ -73,28 +86,28 @@ TEST(ChildEnv, SpeaksTorchrunsContract) {
 TEST(ChildEnv, AsyncErrorHandlingUnderTheNameTheProgramsTorchReads) {
   // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING and warn about
   // the old name on every rank; torch 1.13 reads only the old name.
-  JobConfig j = two_nodes();
-  auto m = as_map(child_environment({}, j, 0, "", false));
+  Case j = two_nodes();
+  auto m = as_map(child_env({}, j, 0, "", false));
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u) << "not a Python program, or torch unknown: torch 2.x's name";
-  j.torch = parse_torch_version("2.15.0+cu132");
-  m = as_map(child_environment({}, j, 0, "", false));
+  j.a.torch = parse_torch_version("2.15.0+cu132");
+  m = as_map(child_env({}, j, 0, "", false));
   EXPECT_EQ(m.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
-  j.torch = parse_torch_version("1.13.0a0");
-  m = as_map(child_environment({}, j, 0, "", false));
+  j.a.torch = parse_torch_version("1.13.0a0");
+  m = as_map(child_env({}, j, 0, "", false));
   EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
-  m = as_map(child_environment({"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, j, 0, "", false));
+  m = as_map(child_env({"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, j, 0, "", false));
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
 }
 
 TEST(ChildEnv, RoleAddressSignalsAndLogFolderFromTheJob) {
-  JobConfig j = two_nodes();
-  j.role = "trainer";
-  j.program_addr = "10.0.0.9";
-  j.stop_signals_text = "SIGUSR1";
-  j.log_attempt_dir = "/logs/job7_abc/attempt_0";
-  auto m = as_map(child_environment({}, j, 2, "", false));
+  Case j = two_nodes();
+  j.job.role = "trainer";
+  j.a.program_addr = "10.0.0.9";
+  j.job.stop_signals_text = "SIGUSR1";
+  j.a.log_dir = "/logs/job7_abc/attempt_0";
+  auto m = as_map(child_env({}, j, 2, "", false));
   EXPECT_EQ(m["ROLE_NAME"], "trainer");
   EXPECT_EQ(m["MASTER_ADDR"], "10.0.0.9") << "--local-addr of node 0";
   EXPECT_EQ(m["MCI_STORE_ADDR"], "node01") << "mcirun's store stays at --master_addr";
@@ -103,21 +116,21 @@ TEST(ChildEnv, RoleAddressSignalsAndLogFolderFromTheJob) {
 }
 
 TEST(ChildEnv, TellsTheProgramWhetherSurvivorsGoOn) {
-  JobConfig j = two_nodes();
-  EXPECT_EQ(as_map(child_environment({"MCI_ON_RANK_LOSS=continue"}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "stop")
+  Case j = two_nodes();
+  EXPECT_EQ(as_map(child_env({"MCI_ON_RANK_LOSS=continue"}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "stop")
       << "the default, replacing an inherited value";
-  j.on_rank_loss = OnRankLoss::go_on;
-  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "continue");
-  j.on_rank_loss = OnRankLoss::replace;
-  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "replace");
+  j.job.on_rank_loss = OnRankLoss::go_on;
+  EXPECT_EQ(as_map(child_env({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "continue");
+  j.job.on_rank_loss = OnRankLoss::replace;
+  EXPECT_EQ(as_map(child_env({}, j, 0, "", false))["MCI_ON_RANK_LOSS"], "replace");
 }
 
 // Only a replacement has MCI_REPLACEMENT, and it has the lost one's
 // environment otherwise.
 TEST(ChildEnv, OnlyAReplacementHasMciReplacement) {
-  JobConfig j = two_nodes();
-  j.on_rank_loss = OnRankLoss::replace;
-  const auto first = child_environment({"MCI_REPLACEMENT=4", "KEEP=1"}, j, 1, "", false);
+  Case j = two_nodes();
+  j.job.on_rank_loss = OnRankLoss::replace;
+  const auto first = child_env({"MCI_REPLACEMENT=4", "KEEP=1"}, j, 1, "", false);
   EXPECT_EQ(as_map(first).count("MCI_REPLACEMENT"), 0u) << "an inherited one is removed";
   auto m = as_map(replacement_environment(first, 1));
   EXPECT_EQ(m["MCI_REPLACEMENT"], "1");
@@ -130,45 +143,45 @@ TEST(ChildEnv, OnlyAReplacementHasMciReplacement) {
 }
 
 TEST(ChildEnv, VirtualLocalRankShowsEachProcessItsOwnGpuAsDeviceZero) {
-  JobConfig j = two_nodes();
-  j.virtual_local_rank = true;
-  auto m = as_map(child_environment({"CUDA_VISIBLE_DEVICES=4, 6,7"}, j, 1, "", false));
+  Case j = two_nodes();
+  j.job.virtual_local_rank = true;
+  auto m = as_map(child_env({"CUDA_VISIBLE_DEVICES=4, 6,7"}, j, 1, "", false));
   EXPECT_EQ(m["LOCAL_RANK"], "0");
   EXPECT_EQ(m["RANK"], "4");
   EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "6");
-  m = as_map(child_environment({}, j, 2, "", false));
+  m = as_map(child_env({}, j, 2, "", false));
   EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "2") << "no list: the local rank's GPU";
-  m = as_map(child_environment({"HIP_VISIBLE_DEVICES=1,3", "CUDA_VISIBLE_DEVICES=0,1"}, j, 1, "", false));
+  m = as_map(child_env({"HIP_VISIBLE_DEVICES=1,3", "CUDA_VISIBLE_DEVICES=0,1"}, j, 1, "", false));
   EXPECT_EQ(m["HIP_VISIBLE_DEVICES"], "3") << "HIP's list wins, as under torchrun";
   EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "3");
-  j.virtual_local_rank = false;
-  m = as_map(child_environment({"CUDA_VISIBLE_DEVICES=4,6"}, j, 1, "", false));
+  j.job.virtual_local_rank = false;
+  m = as_map(child_env({"CUDA_VISIBLE_DEVICES=4,6"}, j, 1, "", false));
   EXPECT_EQ(m["LOCAL_RANK"], "1");
   EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "4,6");
 }
 
 TEST(ChildEnv, GlooInterfaceOnlyWhenTheUserChoseNone) {
-  JobConfig j = two_nodes();
-  j.gloo_ifname = "veth0";
-  EXPECT_EQ(as_map(child_environment({}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "veth0");
-  EXPECT_EQ(as_map(child_environment({"GLOO_SOCKET_IFNAME=ib0"}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "ib0");
-  EXPECT_EQ(as_map(child_environment({}, two_nodes(), 0, "", false)).count("GLOO_SOCKET_IFNAME"), 0u);
+  Case j = two_nodes();
+  j.a.gloo_ifname = "veth0";
+  EXPECT_EQ(as_map(child_env({}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "veth0");
+  EXPECT_EQ(as_map(child_env({"GLOO_SOCKET_IFNAME=ib0"}, j, 0, "", false))["GLOO_SOCKET_IFNAME"], "ib0");
+  EXPECT_EQ(as_map(child_env({}, two_nodes(), 0, "", false)).count("GLOO_SOCKET_IFNAME"), 0u);
 }
 
 TEST(ChildEnv, PutsThePythonPackageFirstOnPythonpath) {
-  EXPECT_EQ(as_map(child_environment({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"],
+  EXPECT_EQ(as_map(child_env({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"],
             "/opt/mci/py:/mine");
-  EXPECT_EQ(as_map(child_environment({}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"], "/opt/mci/py");
-  EXPECT_EQ(as_map(child_environment({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false))["PYTHONPATH"], "/mine");
+  EXPECT_EQ(as_map(child_env({}, two_nodes(), 0, "", false, "/opt/mci/py"))["PYTHONPATH"], "/opt/mci/py");
+  EXPECT_EQ(as_map(child_env({"PYTHONPATH=/mine"}, two_nodes(), 0, "", false))["PYTHONPATH"], "/mine");
 }
 
 TEST(ChildEnv, ReplacesInheritedValuesAndDropsAnEmptyToken) {
-  const JobConfig job = two_nodes();
-  auto m = as_map(child_environment({"RANK=9", "MASTER_PORT=1", "MCI_STORE_HOSTED=0", "MCI_JOB_TOKEN=old",
-                                     "OMP_NUM_THREADS=8", "X=a=b"},
-                                    job, 0, "", true));
+  const Case job = two_nodes();
+  auto m = as_map(
+      child_env({"RANK=9", "MASTER_PORT=1", "MCI_STORE_HOSTED=0", "MCI_JOB_TOKEN=old", "OMP_NUM_THREADS=8", "X=a=b"},
+                job, 0, "", true));
   EXPECT_EQ(m["RANK"], "3");
-  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.program_port));
+  EXPECT_EQ(m["MASTER_PORT"], std::to_string(job.a.program_port));
   EXPECT_EQ(m["MCI_STORE_HOSTED"], "1");
   EXPECT_EQ(m.count("MCI_JOB_TOKEN"), 0u);
   EXPECT_EQ(m["OMP_NUM_THREADS"], "1");

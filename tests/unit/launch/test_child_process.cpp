@@ -6,7 +6,7 @@
 
 #include "launch/child_process.hpp"
 #include "launch/signals.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "launch/error_files.hpp"
 #include "launch/summary.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "launch/devices.hpp"
 #include "launch/job_config.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

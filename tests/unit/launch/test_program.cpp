@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/program.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "launch/signals.hpp"
 #include "launch/torch_version.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

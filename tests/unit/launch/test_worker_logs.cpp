@@ -4,7 +4,7 @@
 
 #include "launch/cli.hpp"
 #include "launch/worker_logs.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::launch {
 namespace {

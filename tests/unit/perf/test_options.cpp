@@ -27,7 +27,7 @@ std::string error_of(std::vector<std::string> args) {
 
 TEST(PerfOptions, DefaultsAreASweepOfFloatSumsTimedAsTheSlowestRank) {
   const Options o = parse({"all_reduce"});
-  EXPECT_EQ(o.collective, Collective::all_reduce);
+  EXPECT_EQ(o.collective, OpKind::all_reduce);
   EXPECT_EQ(o.sweep.min_bytes, 8u);
   EXPECT_EQ(o.sweep.max_bytes, 32u << 20);
   EXPECT_EQ(o.sweep.step_factor, 2u);
@@ -49,7 +49,7 @@ TEST(PerfOptions, DefaultsAreASweepOfFloatSumsTimedAsTheSlowestRank) {
 TEST(PerfOptions, NcclTestsShortFlags) {
   const Options o = parse({"reduce", "-b", "1K",  "-e", "2M",       "-f", "4", "-n", "7", "-w", "0", "-c",
                            "0",      "-o", "max", "-d", "bfloat16", "-r", "1", "-z", "0", "-a", "1"});
-  EXPECT_EQ(o.collective, Collective::reduce);
+  EXPECT_EQ(o.collective, OpKind::reduce);
   EXPECT_EQ(o.sweep.min_bytes, 1024u);
   EXPECT_EQ(o.sweep.max_bytes, 2u << 20);
   EXPECT_EQ(o.sweep.step_factor, 4u);
@@ -69,7 +69,7 @@ TEST(PerfOptions, NcclTestsLongFlagsAndMciFlags) {
                            "--average",      "min",        "--backend",     "gloo",     "--transport", "tcp",
                            "--algo",         "ring",       "--timeout",     "30",       "--json",      "/tmp/x.json",
                            "--csv",          "/tmp/x.csv", "--barrier-ref", "broadcast"});
-  EXPECT_EQ(o.collective, Collective::broadcast);
+  EXPECT_EQ(o.collective, OpKind::broadcast);
   EXPECT_EQ(o.sweep.min_bytes, 64u);
   EXPECT_EQ(o.dtype, DType::i64);
   EXPECT_EQ(o.op, ReduceOp::prod);
@@ -100,13 +100,13 @@ TEST(PerfOptions, StepBytesMakesALinearSweep) {
 }
 
 TEST(PerfOptions, EveryCollectiveByNameAndByNcclTestsSpelling) {
-  for (Collective c : kAllCollectives) {
+  for (OpKind c : kAllCollectives) {
     EXPECT_EQ(parse({std::string(collective_name(c))}).collective, c);
   }
-  EXPECT_EQ(parse({"allreduce"}).collective, Collective::all_reduce);
-  EXPECT_EQ(parse({"alltoall"}).collective, Collective::all_to_all);
-  EXPECT_EQ(parse({"sendrecv"}).collective, Collective::send_recv);
-  EXPECT_EQ(parse({"reduce-scatter"}).collective, Collective::reduce_scatter);
+  EXPECT_EQ(parse({"allreduce"}).collective, OpKind::all_reduce);
+  EXPECT_EQ(parse({"alltoall"}).collective, OpKind::all_to_all);
+  EXPECT_EQ(parse({"sendrecv"}).collective, OpKind::send);
+  EXPECT_EQ(parse({"reduce-scatter"}).collective, OpKind::reduce_scatter);
 }
 
 TEST(PerfOptions, DtypeNamesOfNcclTestsAndOfMci) {
@@ -183,8 +183,8 @@ TEST(PerfOptions, AllTypesAndAllOpsInNcclTestsOrder) {
   EXPECT_EQ(o.ops.size(), 1u);
   EXPECT_EQ(o.dtypes, std::vector<DType>{DType::f32});
   // nccl-tests' program names work as the collective.
-  EXPECT_EQ(parse({"alltoall_perf"}).collective, Collective::all_to_all);
-  EXPECT_EQ(parse({"all_reduce_perf"}).collective, Collective::all_reduce);
+  EXPECT_EQ(parse({"alltoall_perf"}).collective, OpKind::all_to_all);
+  EXPECT_EQ(parse({"all_reduce_perf"}).collective, OpKind::all_reduce);
 }
 
 TEST(PerfOptions, ClearMessagesForWhatCannotRun) {

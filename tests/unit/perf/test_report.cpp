@@ -11,7 +11,7 @@
 namespace mci::perf {
 namespace {
 
-RunInfo sample_info(Collective c = Collective::all_reduce) {
+RunInfo sample_info(OpKind c = OpKind::all_reduce) {
   RunInfo info;
   info.options.collective = c;
   info.options.sweep = {8, 1024, 2, 0};
@@ -97,7 +97,7 @@ TEST(PerfReport, HeaderNamesEveryColumnAndAlignsWithRows) {
 }
 
 TEST(PerfReport, RootedCollectivesShowTheRootAndNoOp) {
-  RunInfo info = sample_info(Collective::broadcast);
+  RunInfo info = sample_info(OpKind::broadcast);
   info.options.root = 1;
   const auto f = split_ws(format_row(info, sample_row()));
   EXPECT_EQ(f[3], "none");
@@ -105,7 +105,7 @@ TEST(PerfReport, RootedCollectivesShowTheRootAndNoOp) {
 }
 
 TEST(PerfReport, MissingCellsAndUncheckedRowsSayNA) {
-  RunInfo info = sample_info(Collective::send_recv);
+  RunInfo info = sample_info(OpKind::send);
   Row r = sample_row();
   r.in_place.reset();
   r.out_of_place->wrong.reset();

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "mci/store.hpp"
-#include "support/store_load.hpp"
+#include "store_load.hpp"
 
 namespace mci {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "mci/process_group.hpp"
 #include "mci/store.hpp"
-#include "work.hpp"
+#include "work_mci.hpp"
 
 namespace mci_torch {
 

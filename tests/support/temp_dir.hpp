@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-namespace mci::launch::test {
+namespace mci::test {
 
 class TempDir {
  public:
@@ -34,4 +34,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace mci::launch::test
+}  // namespace mci::test

@@ -1,4 +1,4 @@
-#include "work.hpp"
+#include "work_mci.hpp"
 
 #include <ATen/core/jit_type.h>
 

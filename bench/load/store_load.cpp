@@ -1,4 +1,4 @@
-#include "support/store_load.hpp"
+#include "store_load.hpp"
 
 #include <poll.h>
 #include <sys/epoll.h>

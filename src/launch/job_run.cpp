@@ -1,0 +1,418 @@
+#include "launch/job_run.hpp"
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "jobview/job_monitor.hpp"
+#include "launch/child_env.hpp"
+#include "launch/elastic_rendezvous.hpp"
+#include "launch/error_files.hpp"
+#include "launch/fd_budget.hpp"
+#include "launch/heartbeat.hpp"
+#include "launch/node_link.hpp"
+#include "launch/placement.hpp"
+#include "launch/python_path.hpp"
+#include "launch/stream_relay.hpp"
+#include "launch/supervisor.hpp"
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+
+namespace mci::launch {
+
+namespace {
+
+// How this node reaches node 0's store, for attempt a.
+NodeLinkOptions link_options(const Attempt& a) {
+  NodeLinkOptions o;
+  o.host = a.store.host;
+  o.port = a.store.port;
+  o.token = a.store.token;
+  o.nnodes = a.nnodes;
+  o.node_rank = a.node_rank;
+  o.attempt = a.index;
+  return o;
+}
+
+// A node given another --on-rank-loss than node 0 would stop where the
+// others go on, or the reverse: it starts nothing, and tells the other
+// nodes through the store (as a failure, so they stop their ranks rather
+// than wait for this node's).
+int refuse_other_on_rank_loss(const JobConfig& job, const Attempt& a, const std::string& node0s) {
+  const std::string why = fmt::format(
+      "--on-rank-loss={} on node {} (host {}), but node 0 runs with --on-rank-loss={}: give every node the "
+      "same --on-rank-loss",
+      on_rank_loss_name(job.on_rank_loss), a.node_rank, host_name(), node0s);
+  say(fmt::format("mcirun: {}; this node starts nothing", why));
+  NodeLink(link_options(a)).report_failure(why);  // published before the link goes (its destructor waits for that)
+  return 1;
+}
+
+// mcirun's message when node 0 cannot bind the store's address.
+std::string cannot_host(const JobConfig& job, const std::string& what) {
+  if (what.find("already in use") != std::string::npos) {
+    // The library's wording suggests MASTER_PORT, which is right for a
+    // program that hosts its own store but not here: mcirun reads only its
+    // command line (torchrun does the same).
+    return fmt::format(
+        "mcirun: cannot host the job's store: port {} on {} is already in use: give a free port with "
+        "--master_port=N (mcirun ignores MASTER_PORT, as torchrun does), or run a one-node job with --standalone "
+        "(mcirun picks a free port), or stop the process that holds it",
+        job.master_port, job.master_addr);
+  }
+  return fmt::format(
+      "mcirun: cannot host the job's store: {} (node 0 hosts it: --master_addr={} must be an address of this host)",
+      what, job.master_addr);
+}
+
+}  // namespace
+
+JobRun::Outcome JobRun::ended(int rc) {
+  Outcome o;
+  o.ended = rc;
+  return o;
+}
+
+JobRun::JobRun(const JobConfig& job, const EnvLookup& env, SignalFd& signals)
+    : job_(job), env_(env), signals_(signals) {}
+
+JobRun::~JobRun() = default;
+
+int JobRun::run() {
+  if (auto rc = check_limits()) return *rc;
+  if (auto rc = reach_store()) return *rc;
+  say_where();
+  if (auto rc = agree_program_port()) return *rc;
+  if (auto rc = prepare_node()) return *rc;
+  return run_attempts();
+}
+
+std::optional<int> JobRun::check_limits() {
+  const auto connect = env_("MCI_CONNECT");
+  const FdCheck fds =
+      ensure_fds(fd_need(job_.nproc_per_node, job_.world_size(), job_.hosts_store(), connect && *connect == "eager"));
+  if (!fds.ok) {
+    say(fds.message);
+    return 1;
+  }
+  if (!fds.message.empty()) say(fds.message);
+  return std::nullopt;
+}
+
+std::optional<int> JobRun::reach_store() {
+  JobStore s{job_.master_addr, job_.master_port, choose_token(env_, job_.nnodes), job_.hosts_store()};
+  if (job_.elastic && !job_.elastic->is_host) {
+    // Neither --node_rank nor is_host says which node hosts the store: the
+    // first mcirun that can bind --master_addr:--master_port does
+    // (torchrun c10d's rule); the others reach it there.
+    try {
+      store_ = std::make_unique<StoreServer>(StoreServerOptions{s.host, s.port, s.token});
+      s.hosted_here = true;
+    } catch (const Error& e) {
+      log::info("mcirun: another node hosts the job's store ({}:{} cannot be bound here: {})", s.host, s.port,
+                e.what());
+    }
+  }
+  if (s.hosted_here && !store_) {
+    try {
+      store_ = std::make_unique<StoreServer>(StoreServerOptions{s.host, s.port, s.token});
+    } catch (const Error& e) {
+      say(cannot_host(job_, e.what()));
+      return 1;
+    }
+  }
+  if (store_) s.port = store_->port();
+  base_ = first_attempt(job_, std::move(s));
+  return std::nullopt;
+}
+
+void JobRun::say_where() const {
+  const JobStore& s = base_.store;
+  const std::string placed = job_.placement_source.empty() ? "" : " (placed by " + job_.placement_source + ")";
+  if (job_.elastic) {
+    log::info("mcirun: elastic job of {} to {} nodes, {} process(es) on this node, {} the store {}:{}{}",
+              job_.elastic->min_nodes, job_.elastic->max_nodes, job_.nproc_per_node,
+              s.hosted_here ? "hosting" : "using", s.host, s.port, placed);
+  } else {
+    log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job_.node_rank,
+              job_.nnodes, job_.nproc_per_node, job_.world_size(), s.host, s.port, placed);
+  }
+  if (s.token.empty()) {
+    say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
+        "authenticated; export the same MCI_JOB_TOKEN on every node to protect them.");
+  }
+}
+
+std::optional<int> JobRun::agree_program_port() {
+  set_omp_ = omp_default_needed(env_, job_.nproc_per_node);
+  if (set_omp_) say(omp_banner());
+  ProgramPortOptions ports{base_.store.host, base_.store.port, base_.store.token};
+  ports.wait_limit = job_.join_timeout;
+  try {
+    if (base_.store.hosted_here) {
+      program_port_.emplace();
+      const ProgramEndpoint e{job_.local_addr.value_or(job_.master_addr), program_port_->port(),
+                              on_rank_loss_name(job_.on_rank_loss)};
+      publish_program_endpoint(ports, e);
+      base_.program_addr = e.addr;
+      base_.program_port = e.port;
+    } else {
+      int stop_signal = 0;
+      const auto e = fetch_program_endpoint(ports, signals_, &stop_signal);
+      if (!e) return 128 + stop_signal;
+      base_.program_addr = e->addr;
+      base_.program_port = e->port;
+      if (e->on_rank_loss != on_rank_loss_name(job_.on_rank_loss)) {
+        return refuse_other_on_rank_loss(job_, base_, e->on_rank_loss);
+      }
+    }
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));
+    return 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> JobRun::prepare_node() {
+  if (job_.nnodes > 1 && !env_("GLOO_SOCKET_IFNAME")) {
+    base_.gloo_ifname = interface_toward(job_.master_addr);
+    if (!base_.gloo_ifname.empty()) {
+      log::info(
+          "mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward node 0 at {}); export it "
+          "to choose another",
+          base_.gloo_ifname, job_.master_addr);
+    }
+  }
+  // With --log-dir (or -r/-t) the logs and error files stay, one attempt_N
+  // folder per start of the job (torchrun's layout).
+  if (job_.logs.wants_folder()) {
+    try {
+      folders_.emplace(job_.logs.log_dir, job_.run_id, job_.nproc_per_node);
+      say(fmt::format("mcirun: the processes' logs are in {}/LOCAL_RANK/ (stdout.log, stderr.log, error.json)",
+                      folders_->attempt_dir()));
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: {}", e.what()));
+      return 1;
+    }
+  }
+  python_path_ = mci_python_path();
+  env_base_ = current_environment();
+  if (auto rc = probe_torch_and_store()) return *rc;
+  cpus_ = place_ranks(job_, base_);
+  host_ = host_name();
+  if (auto rc = start_monitor()) return *rc;
+  // --nnodes MIN:MAX: the nodes meet before each attempt.
+  if (job_.elastic) {
+    try {
+      rdzv_ = std::make_unique<ElasticRendezvous>(job_, base_.store);
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: cannot reach the job's store at {}:{} to join the elastic job: {}", base_.store.host,
+                      base_.store.port, e.what()));
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> JobRun::probe_torch_and_store() {
+  if (!job_.program.python.empty() && (!env_("NCCL_ASYNC_ERROR_HANDLING") || job_.on_rank_loss != OnRankLoss::stop)) {
+    const TorchProbe probe = probe_torch(job_.program.python, env_base_, signals_);
+    base_.torch = probe.version;
+    if (probe.timed_out) {
+      say(
+          fmt::format("mcirun: {} did not say within 10 s which torch it has: the processes get "
+                      "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (torch 2.2 and later); for an older torch, export "
+                      "NCCL_ASYNC_ERROR_HANDLING=1",
+                      job_.program.python));
+    }
+  }
+  // A torch job that goes on after a lost rank keeps torch's store out of
+  // its ranks, on node 0's launcher (torch_store.hpp), for every attempt.
+  base_.agent_store = base_.torch && job_.on_rank_loss != OnRankLoss::stop;
+  if (base_.agent_store && base_.store.hosted_here) {
+    try {
+      torch_store_.emplace(job_.program.python, env_base_, base_.program_port, signals_);
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: --on-rank-loss={} keeps torch's store on this launcher, but {}",
+                      on_rank_loss_name(job_.on_rank_loss), e.what()));
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+// --monitor: every node reads its ranks; node 0 also serves the page.
+std::optional<int> JobRun::start_monitor() {
+  if (!job_.monitor) return std::nullopt;
+  try {
+    dumps_.emplace(env_);
+    jobview::MonitorOptions o;
+    o.host = job_.monitor->host;
+    o.port = job_.monitor->port;
+    o.open = job_.monitor->open;
+    o.token = env_("MCI_JOB_TOKEN").value_or("");
+    o.store_token = base_.store.token;
+    o.node_rank = base_.store.hosted_here ? 0 : std::max(job_.node_rank, 1);
+    o.nnodes = job_.elastic ? job_.elastic->max_nodes : job_.nnodes;
+    o.world = base_.world;
+    o.store_host = base_.store.host;
+    o.store_port = base_.store.port;
+    for (const auto& w : job_.program.argv) o.program += (o.program.empty() ? "" : " ") + w;
+    if (o.program.size() > 200) o.program = o.program.substr(0, 200) + "...";
+    o.dump_dir = dumps_->where();
+    monitor_ = std::make_unique<jobview::JobMonitor>(o);
+    if (!monitor_->url().empty()) {
+      const std::string u = monitor_->url();
+      const std::string tail = o.token.empty() || jobview::is_loopback(o.host) ? "" : "?token=$MCI_JOB_TOKEN";
+      say(
+          fmt::format("mcirun: watching the job at {}{} (JSON: {}api/v1/job, Prometheus: {}metrics); "
+                      "flight-recorder dumps go to {}",
+                      u, tail, u, u, dumps_->where()));
+    }
+    env_base_.insert(env_base_.end(), dumps_->env().begin(), dumps_->env().end());
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: --monitor: {}", e.what()));
+    return 1;
+  }
+  return std::nullopt;
+}
+
+// Node 0 of an elastic job tells nodes still waiting to join that the job is over.
+int JobRun::finish(int rc) {
+  if (rdzv_ && base_.store.hosted_here) rdzv_->close(rc);
+  return rc;
+}
+
+// --max-restarts: a rank's failure on any node stops every process on every
+// node, and each node starts its processes again, up to N times.
+int JobRun::run_attempts() {
+  for (int index = 0;; ++index) {
+    Attempt a = base_;
+    a.index = index;
+    if (rdzv_) {
+      if (auto rc = meet_elastic(a)) return finish(*rc);
+      index = a.index;
+    }
+    const Outcome out = run_attempt(a);
+    if (out.ended) return finish(*out.ended);
+    if (auto rc = decide(a, out)) return finish(*rc);
+  }
+}
+
+std::optional<int> JobRun::meet_elastic(Attempt& a) {
+  try {
+    JoinOutcome j = rdzv_->join(a.index, signals_);
+    if (j.signal != 0) {
+      say(fmt::format("mcirun: received {} while the nodes were meeting for attempt {}", signal_name(j.signal),
+                      a.index));
+      return 128 + j.signal;
+    }
+    if (j.job_ended) {
+      say(fmt::format("mcirun: node 0 ended the job ({}) before this node could join it: nothing ran here",
+                      *j.job_ended == 0 ? "it succeeded" : fmt::format("exit code {}", *j.job_ended)));
+      return *j.job_ended == 0 ? 0 : 1;
+    }
+    const Membership& m = *j.membership;
+    a.index = m.attempt;
+    a.nnodes = static_cast<int>(m.nodes.size());
+    a.node_rank = m.group_rank;
+    a.first_rank = m.first_rank();
+    a.world = m.world_size();
+    say("mcirun: " + describe_membership(m, *job_.elastic));
+    members_ = m;
+  } catch (const Error& e) {
+    if (base_.store.hosted_here) {
+      say(fmt::format("mcirun: cannot start attempt {}: {}", a.index, e.what()));
+    } else {
+      say(
+          fmt::format("mcirun: lost node 0, which holds the job's store at {}:{} ({}): an elastic job cannot go "
+                      "on without it; the job ends here",
+                      a.store.host, a.store.port, e.what()));
+    }
+    return 1;
+  }
+  return std::nullopt;
+}
+
+JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
+  Attempt a = attempt;
+  // Otherwise the error files live in a folder of mcirun's, a fresh one per
+  // attempt (an old attempt's exception must not read as the new one's),
+  // removed with it.
+  std::optional<ErrorFiles> error_files;
+  try {
+    if (folders_) {
+      a.log_dir = a.index == 0 ? folders_->attempt_dir() : folders_->make_attempt(a.index);
+    } else {
+      error_files.emplace(a.rank_of(0), a.nproc_per_node);
+      a.error_dir = error_files->dir();
+    }
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: {}", e.what()));
+    return ended(1);
+  }
+  if (a.index > 0 && a.nnodes > 1 && !rdzv_) {
+    try {
+      if (const auto sig = join_attempt(link_options(a), job_.join_timeout, signals_)) {
+        say(fmt::format("mcirun: received {} while waiting for the other nodes to restart", signal_name(*sig)));
+        return ended(128 + *sig);
+      }
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: cannot restart the job: {}", e.what()));
+      return ended(1);
+    }
+  }
+  std::unique_ptr<NodeLink> link;
+  if (a.nnodes > 1) link = std::make_unique<NodeLink>(link_options(a));
+  // Node 0 of an elastic job: a node lost while the attempt runs fails it.
+  std::unique_ptr<MemberWatch> watch;
+  if (rdzv_ && members_ && a.store.hosted_here && a.nnodes > 1) {
+    TcpStoreOptions so;
+    so.host = a.store.host;
+    so.port = a.store.port;
+    so.token = a.store.token;
+    watch = std::make_unique<MemberWatch>(so, a.index, rdzv_->watched(*members_), job_.elastic->lost_after(),
+                                          std::min<std::chrono::milliseconds>(job_.elastic->keep_alive,
+                                                                              std::chrono::milliseconds(500)));
+  }
+  std::vector<RankSpec> ranks;
+  for (int local = 0; local < a.nproc_per_node; ++local) {
+    const int rank = a.rank_of(local);
+    ranks.push_back({rank, local, child_environment(env_base_, job_, a, local, set_omp_, python_path_),
+                     cpus_[static_cast<std::size_t>(local)],
+                     plan_streams(job_.logs, a.log_dir, RankLabel{job_.role, rank, local, host_}, job_.prefix)});
+  }
+  Supervisor sup(job_, a, signals_, link.get(), monitor_.get());
+  sup.start(ranks);
+  Outcome out;
+  out.rc = sup.run();
+  if (watch) {
+    if (const auto lost = watch->lost_node()) rdzv_->mark_lost(lost->first, lost->second);
+  }
+  out.rank_failed = sup.rank_failed();
+  if (out.rc != 0 && out.rank_failed) out.failure_line = sup.failure_line();
+  return out;
+}
+
+std::optional<int> JobRun::decide(const Attempt& a, const Outcome& out) {
+  const bool failed = out.rc != 0 && out.rank_failed;
+  if (failed) failures_.emplace_back(a.index, out.failure_line);
+  if (!failed || a.index >= job_.max_restarts) {
+    if (a.index > 0) {  // the history, also when a later start was stopped by a signal
+      say(fmt::format("mcirun: the job was started {} time(s) (--max-restarts={}){}", a.index + 1, job_.max_restarts,
+                      out.rc == 0 ? "; the last start succeeded" : ""));
+      for (const auto& [i, line] : failures_) say(fmt::format("mcirun:   attempt {} failed: {}", i, line));
+    }
+    return out.rc;
+  }
+  const std::string line = failures_.back().second;
+  say(fmt::format("mcirun: attempt {} failed ({}): restarting every process, restart {} of {}", a.index, line,
+                  a.index + 1, job_.max_restarts));
+  if (monitor_) {
+    monitor_->event("restart", fmt::format("attempt {} failed ({}); restart {} of {}", a.index, line, a.index + 1,
+                                           job_.max_restarts));
+  }
+  return std::nullopt;
+}
+
+}  // namespace mci::launch
