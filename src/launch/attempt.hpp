@@ -11,6 +11,7 @@
 #include <string>
 
 #include "launch/torch_version.hpp"
+#include "mci/store.hpp"
 
 namespace mci::launch {
 
@@ -18,11 +19,9 @@ struct JobConfig;
 
 // The job's store as this node reaches it: node 0 has bound it (so the port
 // is known even under --standalone, which asks for any), the others reach
-// it at --master_addr:--master_port.
-struct JobStore {
-  std::string host;
-  int port = 0;
-  std::string token;  // MCI_JOB_TOKEN, or the one-node job's own; "" unauthenticated
+// it at --master_addr:--master_port. The token is MCI_JOB_TOKEN, or the
+// one-node job's own; empty: unauthenticated.
+struct JobStore : StoreAddress {
   bool hosted_here = false;
 };
 

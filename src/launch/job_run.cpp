@@ -100,7 +100,7 @@ std::optional<int> JobRun::check_limits() {
 }
 
 std::optional<int> JobRun::reach_store() {
-  JobStore s{job_.master_addr, job_.master_port, choose_token(env_, job_.nnodes), job_.hosts_store()};
+  JobStore s{{job_.master_addr, job_.master_port, choose_token(env_, job_.nnodes)}, job_.hosts_store()};
   if (job_.elastic && !job_.elastic->is_host) {
     // Neither --node_rank nor is_host says which node hosts the store: the
     // first mcirun that can bind --master_addr:--master_port does
@@ -367,11 +367,7 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
   // Node 0 of an elastic job: a node lost while the attempt runs fails it.
   std::unique_ptr<MemberWatch> watch;
   if (rdzv_ && members_ && a.store.hosted_here && a.nnodes > 1) {
-    TcpStoreOptions so;
-    so.host = a.store.host;
-    so.port = a.store.port;
-    so.token = a.store.token;
-    watch = std::make_unique<MemberWatch>(so, a.index, rdzv_->watched(*members_), job_.elastic->lost_after(),
+    watch = std::make_unique<MemberWatch>(a.store, a.index, rdzv_->watched(*members_), job_.elastic->lost_after(),
                                           std::min<std::chrono::milliseconds>(job_.elastic->keep_alive,
                                                                               std::chrono::milliseconds(500)));
   }
