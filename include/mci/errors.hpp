@@ -18,6 +18,14 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
+// A tool's command line it cannot make sense of (mcirun, mci-perf): the tool
+// prints the message and exits with status 2 (as argparse does), before
+// anything starts.
+class UsageError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 // A bounded wait expired. The text contains "Timed out waiting", the timeout
 // in ms, the operation and its sequence number, and who never answered.
 class TimeoutError : public Error {

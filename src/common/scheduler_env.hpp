@@ -1,6 +1,6 @@
 // The variables Slurm and Open MPI set, read in one place for the two that
 // need them: env:// (a rank's place, group/job_coordinates.cpp) and mcirun
-// started by srun or mpirun (its node's place, launch/scheduler.cpp). Which
+// started by srun or mpirun (its node's place, launch/config/scheduler.cpp). Which
 // variable holds what, and which one stands in for another (SLURM_STEPID
 // for SLURM_STEP_ID, SLURM_NNODES for SLURM_STEP_NUM_NODES, ...), is said
 // here only. Each caller passes how it reads a number, so its messages say

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "launch/job_config.hpp"
+#include "launch/config/job_config.hpp"
 
 namespace mci::launch {
 

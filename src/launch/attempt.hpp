@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "launch/torch_version.hpp"
+#include "launch/config/torch_version.hpp"
 #include "mci/store.hpp"
 
 namespace mci::launch {

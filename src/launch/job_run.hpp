@@ -21,13 +21,13 @@
 
 #include "common/env_lookup.hpp"
 #include "launch/attempt.hpp"
-#include "launch/elastic_rendezvous.hpp"
-#include "launch/fr_dumps.hpp"
-#include "launch/job_config.hpp"
-#include "launch/program_port.hpp"
-#include "launch/signals.hpp"
-#include "launch/torch_store.hpp"
-#include "launch/worker_logs.hpp"
+#include "launch/config/job_config.hpp"
+#include "launch/nodes/elastic_rendezvous.hpp"
+#include "launch/nodes/program_port.hpp"
+#include "launch/nodes/torch_store.hpp"
+#include "launch/output/fr_dumps.hpp"
+#include "launch/output/worker_logs.hpp"
+#include "launch/ranks/signals.hpp"
 
 namespace mci {
 class StoreServer;

@@ -8,8 +8,8 @@
 
 #include "common/log.hpp"
 #include "launch/job_run.hpp"
-#include "launch/signals.hpp"
-#include "launch/stream_relay.hpp"
+#include "launch/output/stream_relay.hpp"
+#include "launch/ranks/signals.hpp"
 #include "mci/errors.hpp"
 
 namespace mci::launch {

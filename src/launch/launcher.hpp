@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/env_lookup.hpp"
-#include "launch/job_config.hpp"
+#include "launch/config/job_config.hpp"
 
 namespace mci::launch {
 

@@ -19,7 +19,6 @@
 #include "perf/options.hpp"
 #include "perf/report.hpp"
 #include "perf/runner.hpp"
-#include "perf/usage_error.hpp"
 
 #ifndef MCI_PERF_VERSION
 #define MCI_PERF_VERSION "dev"

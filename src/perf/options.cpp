@@ -6,8 +6,8 @@
 #include <charconv>
 #include <limits>
 
+#include "mci/errors.hpp"
 #include "mci/init.hpp"
-#include "perf/usage_error.hpp"
 
 #ifndef MCI_PERF_VERSION
 #define MCI_PERF_VERSION "dev"

@@ -7,10 +7,10 @@
 #include <new>
 #include <string>
 
+#include "mci/errors.hpp"
 #include "mci/timing.hpp"
 #include "perf/check.hpp"
 #include "perf/host_ops.hpp"
-#include "perf/usage_error.hpp"
 
 namespace mci::perf {
 

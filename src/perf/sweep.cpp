@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "perf/usage_error.hpp"
+#include "mci/errors.hpp"
 
 namespace mci::perf {
 

@@ -42,7 +42,7 @@ inline std::string attempt(int attempt, std::string_view name) {
          std::string(name);
 }
 
-// The elastic rendezvous (launch/elastic_rendezvous.hpp says who writes what).
+// The elastic rendezvous (launch/nodes/elastic_rendezvous.hpp says who writes what).
 namespace elastic {
 inline constexpr const char* kNextId = "mcirun/elastic/next_id";
 inline constexpr const char* kOpen = "mcirun/elastic/open";

@@ -103,7 +103,7 @@ struct GrowDecision {
 std::string encode_grow_decision(int members, std::string_view joiners);
 GrowDecision decode_grow_decision(std::string_view bytes, std::string_view what);
 
-// --- elastic rendezvous (launch/elastic_rendezvous.cpp) ---------------------
+// --- elastic rendezvous (launch/nodes/elastic_rendezvous.cpp) ---------------------
 
 // What node 0 needs of another node's mcirun.
 struct NodeCard {
@@ -142,7 +142,7 @@ RankClaim decode_rank_claim(std::string_view bytes, std::string_view what);
 // "host:pid (nonce)", for messages.
 std::string describe(const RankClaim& c);
 
-// --- node news (launch/node_link.cpp) ---------------------------------------
+// --- node news (launch/nodes/node_link.cpp) ---------------------------------------
 
 // What one node tells the others: its processes failed (signal 0, `text`
 // says how), or it was told to stop (the signal, `text` says where).

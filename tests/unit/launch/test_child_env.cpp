@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "launch/child_env.hpp"
-#include "launch/rank_loss.hpp"
+#include "launch/config/rank_loss.hpp"
+#include "launch/ranks/child_env.hpp"
 #include "support/ports.hpp"
 
 namespace mci::launch {

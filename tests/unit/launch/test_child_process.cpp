@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launch/child_process.hpp"
-#include "launch/signals.hpp"
+#include "launch/ranks/child_process.hpp"
+#include "launch/ranks/signals.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

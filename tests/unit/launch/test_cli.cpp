@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "launch/cli.hpp"
+#include "launch/config/cli.hpp"
 
 namespace mci::launch {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "launch/error_files.hpp"
-#include "launch/summary.hpp"
+#include "launch/output/error_files.hpp"
+#include "launch/output/summary.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

@@ -1,7 +1,7 @@
 // The open-file check mcirun makes before it starts a job.
 #include <gtest/gtest.h>
 
-#include "launch/fd_budget.hpp"
+#include "launch/ranks/fd_budget.hpp"
 
 namespace mci::launch {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "launch/devices.hpp"
-#include "launch/job_config.hpp"
+#include "launch/config/devices.hpp"
+#include "launch/config/job_config.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

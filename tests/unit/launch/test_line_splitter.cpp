@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "launch/line_splitter.hpp"
+#include "launch/output/line_splitter.hpp"
 
 namespace mci::launch {
 namespace {

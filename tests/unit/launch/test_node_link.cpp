@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-#include "launch/node_link.hpp"
+#include "launch/nodes/node_link.hpp"
 #include "store/records.hpp"
 
 namespace mci::launch {

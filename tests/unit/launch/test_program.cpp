@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "launch/program.hpp"
+#include "launch/config/program.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

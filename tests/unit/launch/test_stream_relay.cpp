@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "launch/stream_relay.hpp"
+#include "launch/output/stream_relay.hpp"
 
 namespace mci::launch {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-#include "launch/summary.hpp"
+#include "launch/output/summary.hpp"
 
 namespace mci::launch {
 namespace {

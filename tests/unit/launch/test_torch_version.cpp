@@ -7,8 +7,8 @@
 #include <iterator>
 #include <thread>
 
-#include "launch/signals.hpp"
-#include "launch/torch_version.hpp"
+#include "launch/config/torch_version.hpp"
+#include "launch/ranks/signals.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

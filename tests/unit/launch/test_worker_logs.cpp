@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "launch/cli.hpp"
-#include "launch/worker_logs.hpp"
+#include "launch/config/cli.hpp"
+#include "launch/output/worker_logs.hpp"
 #include "support/temp_dir.hpp"
 
 namespace mci::launch {

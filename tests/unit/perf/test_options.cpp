@@ -2,8 +2,8 @@
 // message for everything it cannot run.
 #include <gtest/gtest.h>
 
+#include "mci/errors.hpp"
 #include "perf/options.hpp"
-#include "perf/usage_error.hpp"
 
 namespace mci::perf {
 namespace {

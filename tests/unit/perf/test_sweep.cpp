@@ -1,8 +1,8 @@
 // The sizes a run measures, and byte counts with K/M/G suffixes.
 #include <gtest/gtest.h>
 
+#include "mci/errors.hpp"
 #include "perf/sweep.hpp"
-#include "perf/usage_error.hpp"
 
 namespace mci::perf {
 namespace {

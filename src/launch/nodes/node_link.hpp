@@ -1,0 +1,117 @@
+// How the launchers of a multi-node job learn about each other through the
+// job's store on node 0, so one node's failure (or Ctrl-C) stops every node:
+//   mcirun/failed      the news (records::NodeNews): the node, and what
+//                      happened when a node's process failed, or signal N
+//                      and where when a node's mcirun was told to stop by
+//                      signal N; set once, by the first node with
+//                      news (compare_set: the first report wins); every other
+//                      launcher waits on it and stops its own processes (with
+//                      that same signal, for a stop).
+//   mcirun/seen/NODE   set by every node other than 0 once it read
+//                      mcirun/failed: node 0 keeps the store up (a few
+//                      seconds at most) until they all did, so a stop that
+//                      node 0 itself reports is not lost when it exits.
+//   mcirun/done/NODE   set when all of a node's processes exited 0; node 0
+//                      keeps the store up until every node has said so (or
+//                      failed), like torchrun's exit barrier.
+// Under --max-restarts, attempt N > 0 has keys of its own (mcirun/attempt/N/
+// failed, ...), so an attempt's news never reads as the next one's, and
+// join_attempt holds every node until all have stopped attempt N-1.
+// The store calls block, so they run on a thread of their own; the event
+// loop learns of news through fd(), a pipe it polls with everything else.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/socket.hpp"
+#include "launch/ranks/signals.hpp"
+
+namespace mci {
+class TcpStore;
+}
+
+namespace mci::launch {
+
+struct NodeLinkOptions {
+  std::string host;
+  int port = 0;
+  std::string token;
+  int nnodes = 1;
+  int node_rank = 0;
+  int attempt = 0;                       // --max-restarts: which start of the job this is
+  std::chrono::milliseconds slice{100};  // longest a store call holds the thread
+};
+
+// The store key `name` of attempt `attempt`: mcirun/NAME for the first,
+// mcirun/attempt/N/NAME after.
+std::string attempt_key(int attempt, const std::string& name);
+
+// Before attempt o.attempt (> 0) starts on any node, every node has
+// stopped its processes of the attempt before: a new rank 0 must not meet
+// an old rank's store. Each node counts itself in
+// (mcirun/attempt/N/joined); the last sets mcirun/attempt/N/go, which all
+// wait for. nullopt once all are in; the signal when mcirun is told to stop
+// meanwhile; TimeoutError (naming the nodes missing) after `limit`.
+std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals);
+
+class NodeLink {
+ public:
+  enum class EventKind {
+    peer_failed,   // another node's process failed (text: what it reported)
+    peer_stopped,  // another node's mcirun got a stop signal (signal; text: "node N (host H)")
+    all_done,      // node 0: every node's processes exited 0
+    store_lost,    // the store went away after we reached it: node 0's launcher is gone
+    unreachable,   // the store could not be used at all (bad address or token)
+  };
+  struct Event {
+    EventKind kind;
+    std::string text;
+    int signal = 0;  // peer_stopped: the signal that node's mcirun received
+  };
+
+  explicit NodeLink(NodeLinkOptions opts);
+  // Publishes what is still pending (for a few seconds at most), then stops.
+  ~NodeLink();
+  NodeLink(const NodeLink&) = delete;
+  NodeLink& operator=(const NodeLink&) = delete;
+
+  int fd() const { return wake_read_.get(); }
+  std::vector<Event> take_events();
+
+  void report_failure(const std::string& what);
+  // This node's mcirun received sig (SIGINT, SIGTERM, SIGHUP); where: "host H".
+  void report_stop(int sig, const std::string& where);
+  void report_done();
+
+  std::string failed_key() const { return key("failed"); }
+  std::string done_key(int node) const { return key("done/" + std::to_string(node)); }
+  std::string seen_key(int node) const { return key("seen/" + std::to_string(node)); }
+
+  // What a value of failed_key() means to node `self` (nullopt: its own news).
+  static std::optional<Event> parse_news(const std::string& value, int self);
+
+ private:
+  std::string key(const std::string& name) const;
+  void run();
+  void post(Event e);
+  // Node 0, stopping: every other node read the news or is done already.
+  bool others_heard(TcpStore& store);
+
+  NodeLinkOptions opts_;
+  Fd wake_read_, wake_write_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::optional<std::string> failure_to_publish_;
+  bool done_to_publish_ = false;
+  std::vector<Event> events_;
+  std::thread thread_;
+};
+
+}  // namespace mci::launch
