@@ -3,7 +3,10 @@
 # the build folder when present), runs the GPU tests, the lab's nccl branch
 # with one process (NCCL world 1), the cpu backend on device buffers with 2
 # ranks on one GPU, and mci-perf sweeps with NCCL beside torch.distributed's
-# (when PyTorch is installed), and the topology as nvidia-smi, hwloc, NCCL and
+# (when PyTorch is installed), the monitor's page on nccl (durations from
+# CUDA events), torch on the GPU with mci ("cpu:mci,cuda:nccl" and DDP on
+# CUDA tensors; with --prebuilt, mci_torch's extension is compiled against
+# this machine's torch), and the topology as nvidia-smi, hwloc, NCCL and
 # mci-topo see it (cells compared); everything goes to a log. A few minutes on one GPU.
 #
 # Usage: scripts/gpu-check.sh [--prebuilt] [log file]
@@ -95,6 +98,56 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   for z in 1 0; do
     run timeout 300 env LD_LIBRARY_PATH= python3 bench/peers/torch_perf.py --backend nccl -b 8 -e 1G -f 4 -n 20 -w 5 -z $z
   done
+else
+  echo "PyTorch with CUDA not found; skipped"
+fi
+
+step "the monitor on nccl: durations from CUDA events in the page and /metrics"
+if [ -x "$bin/mci-perf" ]; then
+  run timeout 180 python3 tests/python/gpu_monitor_check.py "$bin/mcirun" "$bin/mci-perf"
+fi
+
+step "torch with mci on this GPU: \"cpu:mci,cuda:nccl\", DDP on CUDA tensors"
+# mci_torch's C++ extension must match this machine's torch: a build here
+# made it (the torch extension of a normal build); --prebuilt binaries come
+# from elsewhere, so it is compiled here against this torch's headers.
+torch_ext_here() {
+  local pkg=$1 objs=() src
+  eval "$(python3 - <<'PY'
+import sysconfig
+import torch
+from torch.utils import cpp_extension as ce
+inc = ce.include_paths() + [sysconfig.get_paths()["include"]]
+print("inc='%s'" % " ".join("-isystem " + p for p in inc))
+print("libdir='%s'" % ce.library_paths()[0])
+print("suffix='%s'" % sysconfig.get_config_var("EXT_SUFFIX"))
+print("ver='%s'" % torch.__version__)
+print("abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
+PY
+)" || return 1
+  mkdir -p "$pkg/obj"
+  for src in bindings/python/mci_torch/csrc/*.cpp; do
+    objs+=("$pkg/obj/$(basename "$src" .cpp).o")
+    # shellcheck disable=SC2086
+    g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -Iinclude $inc -DMCI_TORCH_EXT_TORCH_VERSION="\"$ver\"" \
+        -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H -D_GLIBCXX_USE_CXX11_ABI=$abi \
+        -c "$src" -o "${objs[-1]}" &
+  done
+  wait
+  g++ -shared -o "$pkg/_C$suffix" "${objs[@]}" "$PWD/$build/src/libmci.so.0" -L"$libdir" -ltorch -ltorch_cpu \
+      -ltorch_python -lc10 -Wl,-rpath,"$PWD/$build/src"
+}
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  pkg=$build/python/mci_torch
+  if [ $prebuilt -eq 1 ]; then
+    mkdir -p "$pkg"
+    cp bindings/python/mci_torch/*.py "$pkg/"
+    echo "LIBRARY = \"$PWD/$build/src/libmci.so.0\"" > "$pkg/_libpath.py"
+    start=$SECONDS
+    if torch_ext_here "$pkg"; then echo "built mci_torch._C against torch here in $((SECONDS - start)) s"
+    else echo "FAILED: mci_torch._C did not build against this torch"; status=1; fi
+  fi
+  run timeout 300 env MCI_TORCH_PATH=ext "$bin/mcirun" --standalone --nproc_per_node=gpu python3 tests/python/gpu_torch_check.py
 else
   echo "PyTorch with CUDA not found; skipped"
 fi

@@ -35,12 +35,14 @@ class Work {
   bool is_success() const;  // completed without error
   std::exception_ptr exception() const;
 
-  // Time from when this rank started the operation (an async one: when the
-  // progress thread took it) to its end, on the host's steady clock (read
-  // through the CPU's time-stamp counter where it is invariant, unless
-  // MCI_CLOCK=steady), for host and device work alike: a device operation
-  // ends when the GPU has finished it. CollectiveTimer (mci/timing.hpp)
-  // times device work with CUDA events.
+  // How long the operation took. Host work (and device buffers on the cpu
+  // and gloo backends): from when this rank started it (an async one: when
+  // the progress thread took it) to its end, on the host's steady clock
+  // (read through the CPU's time-stamp counter where it is invariant, unless
+  // MCI_CLOCK=steady). The nccl backend's collectives: the GPU's own time, between CUDA
+  // events recorded around the operation on the group's stream, so work
+  // queued before it on the stream is not counted (the flight recorder, the
+  // monitor's page and /metrics use the same figure).
   // Zero until completed.
   std::chrono::nanoseconds duration() const;
   double duration_ms() const;

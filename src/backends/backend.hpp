@@ -62,6 +62,12 @@ class Backend {
   };
   virtual std::optional<Lateness> last_arrival() const { return std::nullopt; }
 
+  // After run()/run_async() succeeded: the device's own time for the
+  // operation, between CUDA events on its stream (nccl), in ns; nullopt for
+  // a backend timed on the host. The host's window also holds the wait for
+  // work queued on the stream before it, which is not the collective's.
+  virtual std::optional<std::int64_t> last_device_ns() const { return std::nullopt; }
+
   // The CUDA stream device work is ordered on (nccl), for event timing.
   virtual void* cuda_stream() const { return nullptr; }
 

@@ -81,7 +81,7 @@ void FlightRecorder::count(const OpRecord& r) {
   }
   bump(c.ops, 1);
   bump(c.bytes, monitor::op_bytes(r, group_size_));
-  bump(c.busy_ns, static_cast<std::uint64_t>(std::max<std::int64_t>(r.ended_ns - r.started_ns, 0)));
+  bump(c.busy_ns, static_cast<std::uint64_t>(std::max<std::int64_t>(r.duration_ns(), 0)));
 }
 
 OpRecord FlightRecorder::enqueue(const coll::CollectiveDesc& d, std::int64_t now, bool started) {
@@ -112,13 +112,15 @@ void FlightRecorder::start(OpRecord& r, std::int64_t now) {
   write<3, 6>(r);
 }
 
-void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank, std::int64_t last_late_ns) {
+void FlightRecorder::finish(OpRecord& r, bool ok, std::int64_t t, int last_rank, std::int64_t last_late_ns,
+                            std::int64_t device_ns) {
   if (enabled_) {
     r.state = ok ? OpState::completed : OpState::failed;
     r.ended_ns = t;
     r.last_rank = last_rank;
     r.last_late_ns = last_late_ns;
-    write<3, 9>(r);
+    r.device_ns = device_ns;
+    write<3, 10>(r);
     count(r);
   }
   h_->running.store(0, std::memory_order_release);

@@ -49,7 +49,10 @@ class FlightRecorder {
   // started in one write.
   OpRecord enqueue(const coll::CollectiveDesc& d, std::int64_t now, bool started = false);
   void start(OpRecord& r, std::int64_t now);
-  void finish(OpRecord& r, bool ok, std::int64_t now, int last_rank = -1, std::int64_t last_late_ns = 0);
+  // `device_ns`: the device's own time for it (CUDA events), 0 when the
+  // host's window is its duration.
+  void finish(OpRecord& r, bool ok, std::int64_t now, int last_rank = -1, std::int64_t last_late_ns = 0,
+              std::int64_t device_ns = 0);
 
   std::optional<OpRecord> get(std::uint64_t id) const;  // nullopt if overwritten
   std::vector<OpRecord> last(std::size_t n) const;      // oldest first

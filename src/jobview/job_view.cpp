@@ -383,7 +383,11 @@ nlohmann::json JobView::snapshot() const {
       const auto& rec = (*g)["recent"];
       for (std::size_t i = rec.size() > 5 ? rec.size() - 5 : 0; i < rec.size(); ++i) {
         const json& op = rec[i];
-        json e = {{"seq", op["seq"]}, {"kind", op["kind"]}, {"dur_us", op["dur_us"]}, {"bytes", op["bytes"]}};
+        json e = {{"seq", op["seq"]},
+                  {"kind", op["kind"]},
+                  {"dur_us", op["dur_us"]},
+                  {"clock", op.value("clock", "host")},
+                  {"bytes", op["bytes"]}};
         if (git != groups_.end()) {
           if (auto it = git->second.ops.find(static_cast<std::uint64_t>(num(op, "seq"))); it != git->second.ops.end()) {
             const Op& o = it->second;

@@ -42,7 +42,8 @@ nlohmann::json group_json(const monitor::AreaSnapshot& a, std::int64_t now) {
                       {"kind", op_name(r.kind)},
                       {"dtype", dtype_name(r.dtype)},
                       {"bytes", monitor::op_bytes(r, a.size)},
-                      {"dur_us", static_cast<double>(r.ended_ns - r.started_ns) / 1e3},
+                      {"dur_us", static_cast<double>(r.duration_ns()) / 1e3},
+                      {"clock", r.device_ns > 0 ? "cuda" : "host"},
                       {"ago_ms", static_cast<double>(now - r.ended_ns) / 1e6},
                       {"ok", r.state == monitor::OpState::completed}});
   }

@@ -72,7 +72,8 @@ std::uint64_t slot_word(const OpRecord& r, int i) {
     case 6: return static_cast<std::uint64_t>(r.started_ns);
     case 7: return static_cast<std::uint64_t>(r.ended_ns);
     case 8: return static_cast<std::uint64_t>(static_cast<std::int64_t>(r.last_rank));
-    default: return static_cast<std::uint64_t>(r.last_late_ns);
+    case 9: return static_cast<std::uint64_t>(r.last_late_ns);
+    default: return static_cast<std::uint64_t>(r.device_ns);
   }
 }
 
@@ -105,6 +106,7 @@ std::optional<OpRecord> read_slot(const OpSlot& s) {
     r.ended_ns = static_cast<std::int64_t>(w[7]);
     r.last_rank = static_cast<std::int32_t>(static_cast<std::int64_t>(w[8]));
     r.last_late_ns = static_cast<std::int64_t>(w[9]);
+    r.device_ns = static_cast<std::int64_t>(w[10]);
     return r;
   }
   return std::nullopt;  // a writer kept the slot busy

@@ -30,14 +30,14 @@
 namespace mci::monitor {
 
 inline constexpr std::uint64_t kMagic = 0x314e4f4d4943ull;  // "MCIMON1" (little-endian)
-inline constexpr std::uint64_t kVersion = 1;
+inline constexpr std::uint64_t kVersion = 2;
 inline constexpr std::size_t kMaxAreas = 16;  // groups a process creates beyond this are not shown
 inline constexpr std::size_t kPage = 4096;
 
 // One operation, as the flight recorder writes it (a seqlock: an odd
 // version while being written).
 struct OpSlot {
-  static constexpr int kWords = 10;
+  static constexpr int kWords = 11;
   std::atomic<std::uint64_t> version{0};
   std::atomic<std::uint64_t> w[kWords];
 };
@@ -48,7 +48,7 @@ struct KindCounters {
   std::atomic<std::uint64_t> ops{0};
   std::atomic<std::uint64_t> failed{0};
   std::atomic<std::uint64_t> bytes{0};    // nccl-tests' "size" of each operation, summed
-  std::atomic<std::uint64_t> busy_ns{0};  // time from start to end, summed
+  std::atomic<std::uint64_t> busy_ns{0};  // each operation's duration_ns(), summed
 };
 
 struct AreaHeader {
@@ -150,6 +150,14 @@ struct OpRecord {
   std::int64_t ended_ns = 0;
   std::int32_t last_rank = -1;    // who entered last, when the backend knows
   std::int64_t last_late_ns = 0;  // how long after this rank it entered
+  // The device's own time for the operation, between CUDA events on the
+  // group's stream (nccl); 0 when it was timed on the host.
+  std::int64_t device_ns = 0;
+
+  // How long the operation took: the device's time when it was timed with
+  // CUDA events (the host's window also holds the wait for work queued
+  // before it), else the host's, from start to end.
+  std::int64_t duration_ns() const { return device_ns > 0 ? device_ns : ended_ns - started_ns; }
 };
 
 // The slot codec, shared by the recorder (writes) and every reader.

@@ -67,9 +67,10 @@ std::string gpu_identity(int device) {
   return fmt::format("PCI {} on {}", bus, machine_identity());
 }
 
-// A CUDA event recorded after one operation.
+// A CUDA event recorded after one operation (with timing: it also ends the
+// operation's timed window).
 struct EventFence final : DeviceFence {
-  cuda::Event event{cudaEventDisableTiming};
+  cuda::Event event;
   void order_stream(void* stream) const override {
     cuda::check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), event.get(), 0), "cudaStreamWaitEvent");
   }
@@ -112,7 +113,10 @@ class NcclBackend final : public Backend {
     // the legacy default stream (its kernels and copies that filled the
     // buffers), and later default-stream work after it.
     cuda::check(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    done_.emplace(cudaEventDisableTiming);  // events belong to the current device
+    // Events belong to the current device. Both time: each operation is
+    // timed between them on the GPU (Work::duration, the flight recorder).
+    started_.emplace();
+    done_.emplace();
     ncclUniqueId id{};
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -154,6 +158,8 @@ class NcclBackend final : public Backend {
 
   void run_async(const coll::CollectiveDesc& d, const Deadline& dl, const FenceSink& enqueued) override {
     cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+    last_device_ns_.reset();
+    cuda::check(cudaEventRecord(started_->get(), stream_), "cudaEventRecord");
     enqueue(d);
     settle(dl, "enqueueing", &d);
     // Each operation gets its own event when someone may order a stream
@@ -163,7 +169,15 @@ class NcclBackend final : public Backend {
     cuda::check(cudaEventRecord(done, stream_), "cudaEventRecord");
     if (enqueued) enqueued(fence);
     wait_event(done, d, dl);
+    // The GPU's time from reaching the operation to its end (the start event
+    // completes once work queued before it on the stream is done), at the
+    // events' resolution of about half a microsecond.
+    float ms = 0;
+    cuda::check(cudaEventElapsedTime(&ms, started_->get(), done), "cudaEventElapsedTime");
+    last_device_ns_ = static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
   }
+
+  std::optional<std::int64_t> last_device_ns() const override { return last_device_ns_; }
 
   void abort(const std::string& reason) noexcept override {
     if (comm_ && !aborted_) {
@@ -322,7 +336,8 @@ class NcclBackend final : public Backend {
   cudaStream_t stream_{};
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
-  std::optional<cuda::Event> done_;
+  std::optional<cuda::Event> started_, done_;
+  std::optional<std::int64_t> last_device_ns_;
   cuda::DeviceBuffer scratch_;
 };
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -174,6 +175,35 @@ TEST(Gpu, NcclAsyncWorkOrdersAUserStream) {
     done.wait_stream(user);
     cudaFreeHost(pinned);
     cudaStreamDestroy(user);
+  });
+}
+
+// The nccl backend times each collective on the GPU, between CUDA events
+// around it on the group's stream: one queued behind a long memset on the
+// default stream waits for it on the host, and its duration leaves it out
+// (blocking and async calls alike).
+TEST(Gpu, NcclTimesTheCollectiveOnTheGpuNotTheWorkQueuedBeforeIt) {
+  SKIP_WITHOUT_NCCL();
+  on_nccl_world_of_one([](std::shared_ptr<ProcessGroup> pg) {
+    const std::size_t big = std::size_t{4} << 30;  // 4 GiB: about a millisecond of memset on a recent GPU
+    void* fill = nullptr;
+    ASSERT_EQ(cudaMalloc(&fill, big), cudaSuccess);
+    DeviceArray<float> small(std::vector<float>(2, 1.0f));
+    for (Exec e : {Exec::blocking, Exec::async}) {
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_EQ(cudaMemsetAsync(fill, 0, big, nullptr), cudaSuccess);
+      Work w = pg->all_reduce(small.view(), ReduceOp::sum, e);
+      w.wait();
+      const auto host = std::chrono::steady_clock::now() - t0;
+      const char* how = e == Exec::blocking ? "blocking" : "async";
+      EXPECT_GT(w.duration().count(), 0) << how;
+      // The host waited for the memset; the GPU's time for 8 bytes in a
+      // world of one is microseconds.
+      EXPECT_LT(w.duration() * 4, host) << how << ": GPU time " << w.duration().count() << " ns, host window "
+                                        << std::chrono::nanoseconds(host).count() << " ns";
+    }
+    cudaFree(fill);
   });
 }
 

@@ -133,6 +133,19 @@ TEST(JobView, InStepWhenNothingStandsOut) {
   EXPECT_NE(v.metrics().find("mci_hang_state 0\n"), std::string::npos);
 }
 
+// A rank's last operations say how they were timed: CUDA events (nccl), or
+// the host's clock when the sample does not say.
+TEST(JobView, EachRecentOperationSaysWhichClockTimedIt) {
+  JobView v(options(2, 1));
+  json r0 = rank(0, 2, 3, even);
+  for (auto& o : r0["groups"][0]["recent"]) o["clock"] = "cuda";
+  v.update(node(0, {r0, rank(1, 2, 3, even)}));
+  const json j = v.snapshot();
+  ASSERT_FALSE(j["ranks"][0]["recent"].empty());
+  EXPECT_EQ(j["ranks"][0]["recent"].back()["clock"], "cuda");
+  EXPECT_EQ(j["ranks"][1]["recent"].back()["clock"], "host");
+}
+
 TEST(JobView, LossesAndReplacementsAreEvents) {
   JobView v(options(2, 1));
   v.update(node(0, {rank(0, 2, 5, even), rank(1, 2, 5, even)}));

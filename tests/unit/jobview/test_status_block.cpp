@@ -66,6 +66,35 @@ TEST(StatusBlock, TheLauncherReadsWhatTheRecorderWrites) {
   EXPECT_EQ(snap->areas[0].kinds[0].failed, 1u);
 }
 
+// An operation timed with CUDA events (nccl) is read back with the device's
+// time as its duration, in the record and the per-kind busy time alike; one
+// timed on the host keeps its host window.
+TEST(StatusBlock, ADeviceTimedOperationCarriesTheDevicesTime) {
+  BlockFile file("test");
+  BlockWriter writer(file.fd());
+  auto area = writer.add_area(8, /*rank=*/0, /*size=*/2, /*timeout_ms=*/5000, "nccl", "default");
+  ASSERT_TRUE(area);
+  diag::FlightRecorder fr(8, *area);
+  BlockReader reader(file.fd());
+  // The host waited 900 ns (work queued before it on the stream); the GPU
+  // ran it in 120.
+  auto gpu = fr.enqueue(all_reduce(1, 256), 1000, /*started=*/true);
+  fr.finish(gpu, true, 1900, -1, 0, /*device_ns=*/120);
+  auto host = fr.enqueue(all_reduce(2, 256), 2000, /*started=*/true);
+  fr.finish(host, true, 2300);
+
+  auto snap = reader.read(8);
+  ASSERT_TRUE(snap);
+  const AreaSnapshot& a = snap->areas.at(0);
+  ASSERT_EQ(a.recent.size(), 2u);
+  EXPECT_EQ(a.recent[0].device_ns, 120);
+  EXPECT_EQ(a.recent[0].ended_ns - a.recent[0].started_ns, 900);  // the host's window is kept beside it
+  EXPECT_EQ(a.recent[0].duration_ns(), 120);
+  EXPECT_EQ(a.recent[1].device_ns, 0);
+  EXPECT_EQ(a.recent[1].duration_ns(), 300);
+  EXPECT_EQ(a.kinds[static_cast<std::size_t>(OpKind::all_reduce)].busy_ns, 120u + 300u);
+}
+
 TEST(StatusBlock, AGroupCreatedLaterIsSeenAfterTheBlockGrew) {
   BlockFile file("test");
   BlockWriter writer(file.fd());
