@@ -112,7 +112,8 @@ step "torch with mci on this GPU: \"cpu:mci,cuda:nccl\", DDP on CUDA tensors"
 # made it (the torch extension of a normal build); --prebuilt binaries come
 # from elsewhere, so it is compiled here against this torch's headers.
 torch_ext_here() {
-  local pkg=$1 objs=() src
+  local pkg=$1 objs=() src cxx
+  cxx=$(command -v g++ || command -v c++ || command -v clang++) || { echo "no C++ compiler here"; return 1; }
   eval "$(python3 - <<'PY'
 import sysconfig
 import torch
@@ -129,12 +130,12 @@ PY
   for src in bindings/python/mci_torch/csrc/*.cpp; do
     objs+=("$pkg/obj/$(basename "$src" .cpp).o")
     # shellcheck disable=SC2086
-    g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -Iinclude $inc -DMCI_TORCH_EXT_TORCH_VERSION="\"$ver\"" \
+    "$cxx" -std=c++20 -O2 -fPIC -fvisibility=hidden -Iinclude $inc -DMCI_TORCH_EXT_TORCH_VERSION="\"$ver\"" \
         -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H -D_GLIBCXX_USE_CXX11_ABI=$abi \
         -c "$src" -o "${objs[-1]}" &
   done
   wait
-  g++ -shared -o "$pkg/_C$suffix" "${objs[@]}" "$PWD/$build/src/libmci.so.0" -L"$libdir" -ltorch -ltorch_cpu \
+  "$cxx" -shared -o "$pkg/_C$suffix" "${objs[@]}" "$PWD/$build/src/libmci.so.0" -L"$libdir" -ltorch -ltorch_cpu \
       -ltorch_python -lc10 -Wl,-rpath,"$PWD/$build/src"
 }
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then

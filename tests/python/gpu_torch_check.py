@@ -2,8 +2,8 @@
 mcirun, one process per GPU): the group "cpu:mci,cuda:nccl" sends CPU
 tensors to mci and CUDA tensors to torch's NCCL, and DDP trains a model on
 CUDA tensors through it with the same parameters as the same steps taken
-alone with the gradients averaged by hand. Prints one "ok:" line per check
-and exits non-zero on the first failure."""
+alone with the gradients averaged by hand. Prints one "ok:" or "FAILED:"
+line per check and exits non-zero when any failed."""
 
 import os
 import sys
@@ -14,11 +14,13 @@ import torch.distributed as dist
 import mci_torch
 
 
+failed = []
+
+
 def check(cond, what):
+    print(f"{'ok' if cond else 'FAILED'}: {what}", flush=True)
     if not cond:
-        print(f"FAILED: {what}", flush=True)
-        sys.exit(1)
-    print(f"ok: {what}", flush=True)
+        failed.append(what)
 
 
 def main():
@@ -81,7 +83,8 @@ def main():
     cpu_ddp(torch.randn(8, 32)).sum().backward()
     check(all(p.grad is not None for p in cpu_model.parameters()), "DDP on CPU tensors in the same group (mci)")
     dist.destroy_process_group()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
