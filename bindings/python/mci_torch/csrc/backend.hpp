@@ -20,6 +20,15 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/version.h>
+
+// torch 2.15 brought the reconfigure contract (c10d::ReconfigureOptions);
+// the extension builds against earlier 2.x without it.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 15)
+#define MCI_TORCH_HAS_RECONFIGURE 1
+#else
+#define MCI_TORCH_HAS_RECONFIGURE 0
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "mci/process_group.hpp"
@@ -93,9 +102,11 @@ class BackendMCI final : public c10d::Backend {
   // change), from any state: a group made with enable_reconfigure=True,
   // a working group (shrink, grow, split, merge), or after abort(). A uuid
   // is taken once.
+#if MCI_TORCH_HAS_RECONFIGURE
   bool supportsReconfigure() const override { return true; }
   c10d::ReconfigureHandle get_reconfigure_handle() const override;
   c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
   // Completes the queued operations, then closes the group. Later calls
   // raise ConfigError.
   void shutdown() override;

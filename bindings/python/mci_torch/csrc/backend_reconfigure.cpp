@@ -10,6 +10,7 @@
 #include "reconfigure.hpp"
 #include "tensor_views.hpp"
 
+#if MCI_TORCH_HAS_RECONFIGURE
 namespace mci_torch {
 namespace {
 
@@ -117,3 +118,5 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::reconfigure(const c10d::ReconfigureOp
 }
 
 }  // namespace mci_torch
+
+#endif  // MCI_TORCH_HAS_RECONFIGURE
