@@ -25,6 +25,10 @@ inline constexpr std::array kStreaming{
     SettingChoice{"always", "streaming stores"},
     SettingChoice{"never", "plain stores"},
 };
+inline constexpr std::array kSingleCopy{
+    SettingChoice{"auto", "read peers' buffers straight from their memory where the kernel allows it"},
+    SettingChoice{"never", "always stage through the shared segment"},
+};
 inline constexpr std::array kLogLevels{
     SettingChoice{"error", ""},
     SettingChoice{"warn", ""},
@@ -130,6 +134,23 @@ inline constexpr std::array kRows{
         "how large copies into shared memory are written: `auto` uses plain stores while they are fast and "
         "streaming (non-temporal) stores while plain ones crawl (lines bouncing between cores), probing again "
         "every 32 copies; `always` or `never` force one way (a rank's own choice, ranks may differ)"},
+    SettingRow{
+        .name = "MCI_SHM_SINGLE_COPY",
+        .kind = SettingKind::choice,
+        .fallback = "auto",
+        .choices = kSingleCopy,
+        .noun = "a copy mode",
+        .scope = SettingScope::rank,
+        .ranks_agree = false,
+        .use = SettingUse::mci_transports,
+        .section = SettingSection::tuning,
+        .doc =
+        "whether all_gather, gather and all_to_all in shared memory read each peer's block straight from the "
+        "peer's memory (`process_vm_readv`, one copy, from 16 KiB blocks) instead of staging it through the "
+        "segment (two copies). `auto` does where the kernel allows it for every rank of the host (found at "
+        "the first such call); under Yama's `ptrace_scope` 1 a rank then lets any process of its user read "
+        "its memory (`PR_SET_PTRACER_ANY`, as Open MPI does); `never` keeps it off (one rank saying so turns "
+        "it off for its host)"},
     SettingRow{
         .name = "MCI_SHM_SPIN_US",
         .kind = SettingKind::integer,

@@ -132,8 +132,8 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     // Device work timed with CUDA events (nccl) takes the device's time: the
     // host's window also holds the wait for work queued before it.
     const auto device_ns = backend_->last_device_ns();
-    const auto took = device_ns ? std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(*device_ns))
-                                : end - t0;
+    const auto took =
+        device_ns ? std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(*device_ns)) : end - t0;
     const auto late = backend_->last_arrival();
     recorder_->finish(rec, true, ns_of(end), late ? late->rank : -1, late ? late->ns : 0, device_ns.value_or(0));
     if (debug_timing_) note_timing(d, took, late);

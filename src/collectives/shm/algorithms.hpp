@@ -38,6 +38,12 @@ void shm_step(const ShmCtx& c, const Fingerprint& fp, Fill&& fill, Use&& use) {
   use(s);
 }
 
+// From this block size up, all_gather, gather and all_to_all read each
+// peer's block straight from its memory when the world can
+// (ShmWorld::single_copy): one copy instead of two, for one system call per
+// peer. Below it the call costs more than the copy it saves.
+inline constexpr std::size_t kSingleCopyMinBlock = std::size_t{16} << 10;
+
 // Where rank r's data for step s lives: next to its flag when it fits,
 // else in its staging buffer. Writer and reader agree: the fingerprint
 // check guarantees they use the same size.

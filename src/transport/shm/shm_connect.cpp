@@ -21,6 +21,7 @@ namespace {
 struct ShmOptions {
   std::size_t buffer_bytes;
   ShmWait wait;
+  bool single_copy;  // MCI_SHM_SINGLE_COPY allows it
 };
 
 std::string host_identity(const std::string& host_id) { return host_id.empty() ? machine_identity() : "id:" + host_id; }
@@ -38,12 +39,13 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
       const auto nonce = auth::random_nonce();
       const std::string name =
           fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1], nonce[2], nonce[3]);
-      auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, o.buffer_bytes), me, n, members, o.wait);
+      auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, o.buffer_bytes), me, n, members, o.wait,
+                                              o.single_copy);
       store.set(key, to_bytes(name));
       return world;
     }
     const std::string name = to_string(store.get(key, wait));
-    return std::make_unique<ShmWorld>(ShmSegment::open(name, n, o.buffer_bytes), me, n, members, o.wait);
+    return std::make_unique<ShmWorld>(ShmSegment::open(name, n, o.buffer_bytes), me, n, members, o.wait, o.single_copy);
   } catch (const Error& e) {
     error = e.what();
     if (me == 0) store.set(key, to_bytes("/nonexistent"));
@@ -122,7 +124,8 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Setti
   std::string error;
   const ShmOptions o{static_cast<std::size_t>(settings.integer("MCI_SHM_BUFFER_BYTES")),
                      ShmWait{std::chrono::microseconds(settings.integer("MCI_SHM_SPIN_US")),
-                             std::chrono::microseconds(settings.integer("MCI_SHM_YIELD_US"))}};
+                             std::chrono::microseconds(settings.integer("MCI_SHM_YIELD_US"))},
+                     settings.choice("MCI_SHM_SINGLE_COPY") != "never"};
   if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, o, wait, error);
   const GroupVerdict mapped =
       agree(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);

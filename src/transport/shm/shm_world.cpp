@@ -79,14 +79,15 @@ bool process_running(pid_t pid) {
 
 }  // namespace
 
-ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks, ShmWait wait)
+ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks, ShmWait wait, bool single_copy)
     : seg_(std::move(seg)),
       rank_(rank),
       size_(size),
       oversubscribed_(size > online_cpus()),
       spin_ns_(std::chrono::nanoseconds(wait.spin).count()),
       yield_ns_(std::chrono::nanoseconds(wait.yield).count()),
-      group_ranks_(std::move(group_ranks)) {
+      group_ranks_(std::move(group_ranks)),
+      single_copy_allowed_(single_copy) {
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
 

@@ -35,7 +35,10 @@ class ShmWorld {
  public:
   // group_ranks[i]: the group rank of world rank i, for messages (empty:
   // the same numbers; a host's world in a several-host group differs).
-  ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks = {}, ShmWait wait = {});
+  // `single_copy`: this rank allows peers to read its buffers straight from
+  // its memory (MCI_SHM_SINGLE_COPY; see single_copy()).
+  ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ranks = {}, ShmWait wait = {},
+           bool single_copy = false);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -59,6 +62,20 @@ class ShmWorld {
   void wait_ready(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
   void post_reduced(std::uint64_t step);
   void wait_reduced(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
+
+  // Single copy (shm_single_copy.cpp): a rank reads a peer's buffer straight
+  // from the peer's memory (Linux CMA, process_vm_readv) instead of the
+  // peer copying it into the segment first. Whether every rank of this
+  // world can is found once, in band, by the first operation that asks (all
+  // ranks ask at the same operation: two steps); false from then on where
+  // one cannot (the kernel refuses, or MCI_SHM_SINGLE_COPY=never on a rank).
+  bool single_copy(const Fingerprint& fp, const Deadline& dl);
+  // Copies `len` bytes at address `from` in rank r's process to `to`.
+  void read_peer(int r, std::uintptr_t from, void* to, std::size_t len) const;
+  // After reading peers' buffers: this rank is done with them, and returns
+  // only once every rank is done with its own (the caller may then reuse it).
+  void post_read(std::uint64_t step) { post_reduced(step); }
+  void wait_read(std::uint64_t step, const Fingerprint& fp, const Deadline& dl);
 
   std::uint8_t* staging(int rank, std::uint64_t step) const { return seg_.staging(rank, parity(step)); }
   // kShmSmallBytes next to the rank's flag: one cache-line transfer.
@@ -106,6 +123,11 @@ class ShmWorld {
   std::vector<std::int64_t> pids_;
   std::vector<int> group_ranks_;
   CpuSpread spread_;
+  enum class SingleCopy : std::uint8_t { unknown, yes, no };
+  bool single_copy_allowed_;
+  SingleCopy single_copy_ = SingleCopy::unknown;
+  // What peers read from this process to find out whether they can.
+  std::uint64_t probe_word_ = 0x79706f632d696d63ull;  // "mci-copy"
   int group_rank(int r) const { return group_ranks_.empty() ? r : group_ranks_[static_cast<std::size_t>(r)]; }
 };
 

@@ -33,14 +33,16 @@ std::string unique_name() {
 // Runs body(world) on n threads: rank 0's segment is created here, the
 // others open it by name in their own thread, and the name is removed once
 // everyone has mapped it. group_ranks as ShmWorld takes them.
-void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<int> group_ranks = {}) {
+void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<int> group_ranks = {},
+                const std::function<bool(int)>& single_copy = {}) {
   const std::string name = unique_name();
   std::optional<ShmSegment> created(ShmSegment::create(name, n, kBufferBytes));
   std::latch mapped(n);
   const std::vector<std::string> errors = test::run_threads(n, [&](int r) {
     bool arrived = false;
     try {
-      ShmWorld w(r == 0 ? std::move(*created) : ShmSegment::open(name, n, kBufferBytes), r, n, group_ranks);
+      ShmWorld w(r == 0 ? std::move(*created) : ShmSegment::open(name, n, kBufferBytes), r, n, group_ranks, ShmWait{},
+                 single_copy && single_copy(r));
       arrived = true;
       mapped.arrive_and_wait();
       if (r == 0) w.unlink_name();
@@ -145,6 +147,75 @@ TEST(ShmWorld, AbortIsSeenByAWaitingPeerUnderItsGroupRank) {
                EXPECT_LT(Clock::now() - start, 5000ms) << "the abort must end the wait, not its deadline";
              },
              {4, 6});
+}
+
+// Single copy: every rank reads another's buffer straight from its memory
+// (the threads stand for processes: process_vm_readv reads this one), and
+// the steps go on after it as before.
+TEST(ShmWorld, SingleCopyReadsEachPeersBufferWhenEveryRankAllowsIt) {
+  with_world(
+      3,
+      [](ShmWorld& w) {
+        const Fingerprint fp = coll(1, 1000);
+        const Deadline dl(5s);
+        ASSERT_TRUE(w.single_copy(fp, dl));
+        std::vector<std::int32_t> mine(1000);
+        for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = w.rank() * 100000 + static_cast<std::int32_t>(i);
+        const std::uint64_t s = w.next_step();
+        const auto at = reinterpret_cast<std::uintptr_t>(mine.data());
+        std::memcpy(w.small(w.rank(), s), &at, sizeof at);
+        w.post_ready(s, fp);
+        w.wait_ready(s, fp, dl);
+        for (int r = 0; r < w.size(); ++r) {
+          std::uintptr_t theirs = 0;
+          std::memcpy(&theirs, w.small(r, s), sizeof theirs);
+          std::vector<std::int32_t> got(1000);
+          w.read_peer(r, theirs, got.data(), got.size() * sizeof(std::int32_t));
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(got[i], r * 100000 + static_cast<std::int32_t>(i)) << "rank " << w.rank() << " from " << r;
+          }
+        }
+        w.post_read(s);
+        w.wait_read(s, fp, dl);
+        // Decided once: asking again takes no step.
+        const std::uint64_t before = w.next_step();
+        EXPECT_TRUE(w.single_copy(fp, dl));
+        EXPECT_EQ(w.next_step(), before + 1);
+      },
+      {}, [](int) { return true; });
+}
+
+TEST(ShmWorld, SingleCopyIsOffOnEveryRankWhenOneDoesNotAllowIt) {
+  with_world(
+      3,
+      [](ShmWorld& w) {
+        const Deadline dl(5s);
+        EXPECT_FALSE(w.single_copy(coll(1, 8), dl)) << "rank " << w.rank();
+        EXPECT_FALSE(w.single_copy(coll(1, 8), dl));
+        // The steps stay in line after the probe.
+        const std::uint64_t s = w.next_step();
+        w.post_ready(s, coll(2, 8));
+        w.wait_ready(s, coll(2, 8), dl);
+      },
+      {}, [](int r) { return r != 1; });
+}
+
+// A read the kernel refuses names the ranks and the way out.
+TEST(ShmWorld, AReadTheKernelRefusesSaysWhichRankAndWhatToDo) {
+  with_world(
+      2,
+      [](ShmWorld& w) {
+        std::uint64_t word = 0;
+        try {
+          // An address no process maps: the kernel refuses the read.
+          w.read_peer(1 - w.rank(), 8, &word, sizeof word);
+          ADD_FAILURE() << "read an unmapped address";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("could not read rank"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("MCI_SHM_SINGLE_COPY=never"), std::string::npos) << e.what();
+        }
+      },
+      {}, [](int) { return true; });
 }
 
 }  // namespace

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 // torch 2.15 brought the reconfigure contract (c10d::ReconfigureOptions);
 // the extension builds against earlier 2.x without it.
