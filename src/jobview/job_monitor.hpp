@@ -24,6 +24,7 @@
 
 #include "jobview/job_view.hpp"
 #include "jobview/node_sample.hpp"
+#include "mci/store.hpp"
 
 namespace mci {
 class Store;
@@ -40,12 +41,10 @@ struct MonitorOptions {
   int port = 0;                    // 0: a free port
   bool open = false;               // a non-loopback address without a token
   std::string token;               // the one the user gave (MCI_JOB_TOKEN): the page's key off loopback
-  std::string store_token;         // the job store's (mcirun may have made one)
   int node_rank = 0;
   int nnodes = 1;
   int world = 1;
-  std::string store_host;  // the job's store, for nodes other than 0 (and node 0's reads)
-  int store_port = 0;
+  StoreAddress store;  // the job's (its token may be mcirun's own), for nodes other than 0 and node 0's reads
   std::chrono::milliseconds refresh{250};
   std::chrono::milliseconds stall_after{2000};
   std::string program;

@@ -25,9 +25,7 @@ namespace {
 // How this node reaches node 0's store, for attempt a.
 NodeLinkOptions link_options(const Attempt& a) {
   NodeLinkOptions o;
-  o.host = a.store.host;
-  o.port = a.store.port;
-  o.token = a.store.token;
+  o.store = a.store;
   o.nnodes = a.nnodes;
   o.node_rank = a.node_rank;
   o.attempt = a.index;
@@ -146,7 +144,8 @@ void JobRun::say_where() const {
 std::optional<int> JobRun::agree_program_port() {
   set_omp_ = omp_default_needed(env_, job_.nproc_per_node);
   if (set_omp_) say(omp_banner());
-  ProgramPortOptions ports{base_.store.host, base_.store.port, base_.store.token};
+  ProgramPortOptions ports;
+  ports.store = base_.store;
   ports.wait_limit = job_.join_timeout;
   try {
     if (base_.store.hosted_here) {
@@ -251,12 +250,10 @@ std::optional<int> JobRun::start_monitor() {
     o.port = job_.monitor->port;
     o.open = job_.monitor->open;
     o.token = env_("MCI_JOB_TOKEN").value_or("");
-    o.store_token = base_.store.token;
     o.node_rank = base_.store.hosted_here ? 0 : std::max(job_.node_rank, 1);
     o.nnodes = job_.elastic ? job_.elastic->max_nodes : job_.nnodes;
     o.world = base_.world;
-    o.store_host = base_.store.host;
-    o.store_port = base_.store.port;
+    o.store = base_.store;
     for (const auto& w : job_.program.argv) o.program += (o.program.empty() ? "" : " ") + w;
     if (o.program.size() > 200) o.program = o.program.substr(0, 200) + "...";
     o.dump_dir = dumps_->where();

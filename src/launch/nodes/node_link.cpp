@@ -35,7 +35,7 @@ std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseco
   const std::string joined = attempt_key(o.attempt, "joined");
   const std::string go = attempt_key(o.attempt, "go");
   const Deadline dl(limit);
-  const auto client = StoreAddress{o.host, o.port, o.token}.connect(std::chrono::seconds(5), limit);
+  const auto client = o.store.connect(std::chrono::seconds(5), limit);
   TcpStore& store = *client;
   if (store.add(joined, 1) >= o.nnodes) store.set(go, to_bytes("1"));
   while (true) {
@@ -179,7 +179,7 @@ void NodeLink::run() {
     try {
       if (!store) {
         // Connecting is retried by this loop until stopped.
-        store = StoreAddress{opts_.host, opts_.port, opts_.token}.connect(std::chrono::seconds(2), opts_.slice);
+        store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
       }
       if (failure) {
         store->compare_set(failed_key(), {}, to_bytes(*failure));

@@ -31,6 +31,7 @@
 
 #include "common/socket.hpp"
 #include "launch/ranks/signals.hpp"
+#include "mci/store.hpp"
 
 namespace mci {
 class TcpStore;
@@ -39,9 +40,7 @@ class TcpStore;
 namespace mci::launch {
 
 struct NodeLinkOptions {
-  std::string host;
-  int port = 0;
-  std::string token;
+  StoreAddress store;  // node 0's
   int nnodes = 1;
   int node_rank = 0;
   int attempt = 0;                       // --max-restarts: which start of the job this is

@@ -21,7 +21,6 @@ namespace {
 
 constexpr auto kSlice = std::chrono::milliseconds(500);
 
-StoreAddress address(const ProgramPortOptions& o) { return {o.store_host, o.store_port, o.token}; }
 
 }  // namespace
 
@@ -42,7 +41,7 @@ PortReservation::PortReservation() {
 }
 
 void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
-  const auto store = address(o).connect(std::chrono::seconds(10), std::chrono::seconds(10));
+  const auto store = o.store.connect(std::chrono::seconds(10), std::chrono::seconds(10));
   store->set(kProgramAddrKey, to_bytes(e.addr));
   store->set(kOnRankLossKey, to_bytes(e.on_rank_loss));
   store->set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
@@ -54,7 +53,7 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
   std::unique_ptr<TcpStore> store;  // kept between slices once connected
   while (true) {
     try {
-      if (!store) store = address(o).connect(kSlice, kSlice);
+      if (!store) store = o.store.connect(kSlice, kSlice);
       const std::string v = to_string(store->get(kProgramPortKey, kSlice));
       const auto port = parse_int(v);
       if (!port || *port < 1 || *port > 65535) {
@@ -84,7 +83,7 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
           "node 0's launcher at {}:{} did not answer within {} s: start mcirun with --node_rank=0 there, with the "
           "same --master_addr/--master_port (and MCI_JOB_TOKEN) on every node (--rdzv_conf join_timeout=SECONDS "
           "waits longer)",
-          o.store_host, o.store_port, std::chrono::duration_cast<std::chrono::seconds>(o.wait_limit).count()));
+          o.store.host, o.store.port, std::chrono::duration_cast<std::chrono::seconds>(o.wait_limit).count()));
     }
   }
 }

@@ -22,6 +22,7 @@
 
 #include "common/socket.hpp"
 #include "launch/ranks/signals.hpp"
+#include "mci/store.hpp"
 
 namespace mci::launch {
 
@@ -37,9 +38,7 @@ class PortReservation {
 };
 
 struct ProgramPortOptions {
-  std::string store_host;
-  int store_port = 0;
-  std::string token;
+  StoreAddress store;  // node 0's
   // How long a node waits for node 0 (torchrun's join timeout; --rdzv_conf
   // join_timeout=SECONDS).
   std::chrono::milliseconds wait_limit{std::chrono::minutes(10)};
