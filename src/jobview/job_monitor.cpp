@@ -57,8 +57,7 @@ JobMonitor::JobMonitor(MonitorOptions o) : o_(std::move(o)) {
   }
   if (o_.nnodes > 1) {
     try {
-      store_ = o_.store.connect(std::chrono::seconds(2),
-                                                                                  std::chrono::seconds(10));
+      store_ = o_.store.connect(std::chrono::seconds(2), std::chrono::seconds(10));
     } catch (const Error& e) {
       log::warn("mcirun --monitor: cannot reach the job's store at {}:{} ({}); {}", o_.store.host, o_.store.port,
                 e.what(), o_.node_rank == 0 ? "only this node's ranks are shown" : "node 0 will not show this node");

@@ -9,40 +9,6 @@
 
 namespace mci::coll {
 
-namespace {
-
-// Single copy: every rank posts where its block is; each reads every peer's
-// block straight into its output, then waits until everyone has read its own.
-void single_copy_all_gather(const ShmCtx& c, const Fingerprint& fp, bool want) {
-  const auto& d = c.d;
-  auto& w = c.w;
-  const int n = w.size(), me = w.rank();
-  auto* out = static_cast<std::uint8_t*>(d.out);
-  const auto* in = static_cast<const std::uint8_t*>(d.in);
-  const std::size_t block = d.bytes();
-  const std::uint64_t s = w.next_step();
-  const auto at = reinterpret_cast<std::uintptr_t>(in);
-  std::memcpy(w.small(me, s), &at, sizeof at);
-  w.post_ready(s, fp);
-  w.wait_ready(s, fp, c.dl);
-  if (want) {
-    for (int r = 0; r < n; ++r) {
-      std::uint8_t* dst = out + block * static_cast<std::size_t>(r);
-      if (r == me) {
-        if (in != dst) std::memcpy(dst, in, block);
-        continue;
-      }
-      std::uintptr_t theirs = 0;
-      std::memcpy(&theirs, w.small(r, s), sizeof theirs);
-      w.read_peer(r, theirs, dst, block);
-    }
-  }
-  w.post_read(s);
-  w.wait_read(s, fp, c.dl);
-}
-
-}  // namespace
-
 void shm_all_gather(const ShmCtx& c) {
   const auto& d = c.d;
   auto& w = c.w;
@@ -53,9 +19,19 @@ void shm_all_gather(const ShmCtx& c) {
   auto* out = static_cast<std::uint8_t*>(d.out);
   const auto* in = static_cast<const std::uint8_t*>(d.in);
   const std::size_t block = d.bytes();
-  // Every rank has the same block size, so all decide alike.
-  if (n > 1 && block >= kSingleCopyMinBlock && w.single_copy(fp, c.dl)) {
-    single_copy_all_gather(c, fp, want);
+  // Single copy: each rank (gather: the root) reads every peer's block
+  // straight into its output.
+  if (single_copy_size(c, block, fp) && single_copy_step(c, fp, in, true, [&](const std::vector<std::uintptr_t>& at) {
+        if (!want) return;
+        for (int r = 0; r < n; ++r) {
+          std::uint8_t* dst = out + block * static_cast<std::size_t>(r);
+          if (r != me) {
+            w.read_peer(r, at[static_cast<std::size_t>(r)], dst, block);
+          } else if (in != dst) {
+            std::memcpy(dst, in, block);
+          }
+        }
+      })) {
     return;
   }
   const Chunks chunks{d.count, w.buffer_bytes() / es};

@@ -2,54 +2,12 @@
 // each block it sends to another rank into its buffer; rank r copies piece r
 // of every other buffer into its output, and its own block straight across.
 #include <cstring>
-#include <vector>
 
 #include "collectives/kernels/copy.hpp"
 #include "collectives/shm/algorithms.hpp"
 #include "common/byte_ranges.hpp"
 
 namespace mci::coll {
-
-namespace {
-
-// Single copy: every rank posts where its input is and whether it lies
-// apart from its output; when every rank's does, rank r reads block r of
-// every peer's input straight into its output, then waits until everyone
-// has read its input. False (nothing moved) when some rank's overlap: the
-// peers' reads would race with its writes, so all stage instead.
-bool single_copy_all_to_all(const ShmCtx& c, const Fingerprint& fp, bool apart) {
-  const auto& d = c.d;
-  auto& w = c.w;
-  const int n = w.size(), me = w.rank();
-  auto* out = static_cast<std::uint8_t*>(d.out);
-  const auto* in = static_cast<const std::uint8_t*>(d.in);
-  const std::size_t block = d.bytes();
-  const std::uint64_t s = w.next_step();
-  const std::uint64_t card[2] = {reinterpret_cast<std::uintptr_t>(in), apart ? 1u : 0u};
-  std::memcpy(w.small(me, s), card, sizeof card);
-  w.post_ready(s, fp);
-  w.wait_ready(s, fp, c.dl);
-  std::vector<std::uintptr_t> at(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    std::uint64_t theirs[2];
-    std::memcpy(theirs, w.small(r, s), sizeof theirs);
-    if (theirs[1] == 0) return false;
-    at[static_cast<std::size_t>(r)] = theirs[0];
-  }
-  for (int r = 0; r < n; ++r) {
-    std::uint8_t* dst = out + block * static_cast<std::size_t>(r);
-    if (r == me) {
-      std::memcpy(dst, in + block * static_cast<std::size_t>(me), block);
-    } else {
-      w.read_peer(r, at[static_cast<std::size_t>(r)] + block * static_cast<std::size_t>(me), dst, block);
-    }
-  }
-  w.post_read(s);
-  w.wait_read(s, fp, c.dl);
-  return true;
-}
-
-}  // namespace
 
 void shm_all_to_all(const ShmCtx& c) {
   const auto& d = c.d;
@@ -67,8 +25,18 @@ void shm_all_to_all(const ShmCtx& c) {
   // Single copy needs every input untouched until every peer has read it,
   // so no rank in place (every rank decides on the size alone, so one whose
   // buffers overlap still takes part, and says no).
-  if (n > 1 && block >= kSingleCopyMinBlock && w.single_copy(fp, c.dl) &&
-      single_copy_all_to_all(c, fp, !ranges_overlap(in, total, out, total))) {
+  if (single_copy_size(c, block, fp) &&
+      single_copy_step(c, fp, in, !ranges_overlap(in, total, out, total), [&](const std::vector<std::uintptr_t>& at) {
+        // Rank me reads block me of every peer's input.
+        for (int r = 0; r < n; ++r) {
+          std::uint8_t* dst = out + block * static_cast<std::size_t>(r);
+          if (r == me) {
+            std::memcpy(dst, in + block * static_cast<std::size_t>(me), block);
+          } else {
+            w.read_peer(r, at[static_cast<std::size_t>(r)] + block * static_cast<std::size_t>(me), dst, block);
+          }
+        }
+      })) {
     return;
   }
   if (in != out && ranges_overlap(in, total, out, total)) {

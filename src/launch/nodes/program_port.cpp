@@ -21,7 +21,6 @@ namespace {
 
 constexpr auto kSlice = std::chrono::milliseconds(500);
 
-
 }  // namespace
 
 PortReservation::PortReservation() {

@@ -109,9 +109,10 @@ void ShmWorld::read_peer(int r, std::uintptr_t from, void* to, std::size_t len) 
                                     group_rank(r), pid, group_rank(rank_)),
                         group_rank(r));
       }
-      throw Error(fmt::format("rank {} could not read rank {}'s buffer (pid {}) with process_vm_readv: {}; set "
-                              "MCI_SHM_SINGLE_COPY=never to stage through shared memory instead",
-                              group_rank(rank_), group_rank(r), pid, std::strerror(err)));
+      throw Error(
+          fmt::format("rank {} could not read rank {}'s buffer (pid {}) with process_vm_readv: {}; set "
+                      "MCI_SHM_SINGLE_COPY=never to stage through shared memory instead",
+                      group_rank(rank_), group_rank(r), pid, std::strerror(err)));
     }
     dst += n;
     from += static_cast<std::uintptr_t>(n);

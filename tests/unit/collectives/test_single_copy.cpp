@@ -1,4 +1,5 @@
-// all_gather, gather and all_to_all in shared memory from 16 KiB blocks,
+// all_gather, gather, all_to_all, broadcast and scatter in shared memory
+// from 16 KiB blocks,
 // where each rank reads the others' blocks straight from their memory
 // (single copy): the results, in place and not, a rank that turns single
 // copy off, and ranks that mix in place and apart in one all_to_all (which
@@ -75,6 +76,32 @@ void all_to_all_once(ProcessGroup& pg, bool in_place) {
   }
 }
 
+// Broadcast and scatter from each root, in place at the root and not.
+void broadcast_and_scatter(ProcessGroup& pg) {
+  const int n = pg.size(), r = pg.rank();
+  for (int root = 0; root < n; ++root) {
+    std::vector<float> buf(kBlock, -1.0f);
+    if (r == root) {
+      for (std::size_t i = 0; i < kBlock; ++i) buf[i] = value(root, 7, i);
+    }
+    pg.broadcast(view(buf), root);
+    for (std::size_t i = 0; i < kBlock; ++i) ASSERT_EQ(buf[i], value(root, 7, i)) << "rank " << r << " root " << root;
+    std::vector<float> in(r == root ? kBlock * n : 0), out(kBlock, -1.0f);
+    for (int j = 0; j < n && r == root; ++j) {
+      for (std::size_t i = 0; i < kBlock; ++i) in[kBlock * j + i] = value(root, j, i);
+    }
+    pg.scatter(view(in), view(out), root);
+    for (std::size_t i = 0; i < kBlock; ++i) ASSERT_EQ(out[i], value(root, r, i)) << "rank " << r << " root " << root;
+  }
+}
+
+TEST(SingleCopy, BroadcastAndScatterFromEveryRoot) {
+  for (int world : {2, 3}) {
+    for (const auto& e : run(world, -1, broadcast_and_scatter)) EXPECT_EQ(e, "") << "world " << world;
+  }
+  for (const auto& e : run(3, 0, broadcast_and_scatter)) EXPECT_EQ(e, "") << "rank 0 says never";
+}
+
 TEST(SingleCopy, AllGatherAndGatherAreRightInPlaceOrNot) {
   for (int world : {2, 3}) {
     for (const auto& e : run(world, -1, all_gather_every_way)) EXPECT_EQ(e, "") << "world " << world;
@@ -89,9 +116,9 @@ TEST(SingleCopy, ARankThatTurnsItOffStillGetsTheSameResults) {
 TEST(SingleCopy, AllToAllApartInPlaceAndMixed) {
   for (int world : {2, 3}) {
     const auto errors = run(world, -1, [](ProcessGroup& pg) {
-      all_to_all_once(pg, false);                 // every rank apart: single copy
-      all_to_all_once(pg, true);                  // every rank in place: staged
-      all_to_all_once(pg, pg.rank() == 0);        // rank 0 in place: all stage
+      all_to_all_once(pg, false);           // every rank apart: single copy
+      all_to_all_once(pg, true);            // every rank in place: staged
+      all_to_all_once(pg, pg.rank() == 0);  // rank 0 in place: all stage
       all_to_all_once(pg, false);
     });
     for (const auto& e : errors) EXPECT_EQ(e, "") << "world " << world;
