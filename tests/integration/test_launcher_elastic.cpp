@@ -38,7 +38,8 @@ Strings node(int port, int n, const std::string& nnodes, const std::string& conf
           "-c",
           "echo attempt=$TORCHELASTIC_RESTART_COUNT rank=$RANK world=$WORLD_SIZE "
           "group=$GROUP_RANK/$GROUP_WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE;"
-          "echo $$ > $TEST_DIR/pid.$TORCHELASTIC_RESTART_COUNT.$RANK;" +
+          // Written whole, then renamed: a file the test sees holds the pid.
+          "echo $$ > $TEST_DIR/.pid.$$ && mv $TEST_DIR/.pid.$$ $TEST_DIR/pid.$TORCHELASTIC_RESTART_COUNT.$RANK;" +
               script};
 }
 
@@ -163,7 +164,8 @@ TEST(Elastic, ALostNodeThatLeavesFewerThanMinEndsTheJob) {
   const std::string conf = "join_timeout=3,last_call_timeout=0";
   Mcirun n0(node(port, 0, "2:3", conf, kSleepOnFirstAttempt), kEnv);
   Mcirun n1(node(port, 1, "2:3", conf, kSleepOnFirstAttempt), kEnv);
-  ASSERT_TRUE(eventually([&] { return n1.has_file("pid.0.3") && n0.has_file("pid.0.1"); }, 60s))
+  ASSERT_TRUE(
+      eventually([&] { return n1.has_file("pid.0.2") && n1.has_file("pid.0.3") && n0.has_file("pid.0.1"); }, 60s))
       << n0.all() << n1.all();
   RankPids node1;
   for (const char* f : {"pid.0.2", "pid.0.3"}) node1.add(std::stoi(n1.file(f)));
