@@ -146,8 +146,8 @@ inline constexpr std::array kRows{
         .section = SettingSection::tuning,
         .doc =
         "whether all_gather, gather, all_to_all, scatter and broadcast (below 1 MiB) in shared memory read each "
-        "peer's block straight from the peer's memory (`process_vm_readv`, one copy, from 16 KiB blocks) instead of staging it through the "
-        "segment (two copies). `auto` does where the kernel allows it for every rank of the host (found at "
+        "peer's block straight from the peer's memory (`process_vm_readv`, one copy, from 16 KiB blocks) instead "
+        "of staging it through the segment (two copies). `auto` does where the kernel allows it for every rank of the host (found at "
         "the first such call); under Yama's `ptrace_scope` 1 a rank then lets any process of its user read "
         "its memory (`PR_SET_PTRACER_ANY`, as Open MPI does); `never` keeps it off (one rank saying so turns "
         "it off for its host)"},

@@ -19,8 +19,6 @@ void shm_all_to_all(const ShmCtx& c) {
   const auto* in = static_cast<const std::uint8_t*>(d.in);
   const std::size_t block = d.bytes();
   const std::size_t piece = std::max<std::size_t>(w.buffer_bytes() / (static_cast<std::size_t>(n) * es), 1);
-  // An input that overlaps the output (other than exactly, in place) is
-  // copied aside: the output's blocks are written while the input is read.
   const std::size_t total = block * static_cast<std::size_t>(n);
   // Single copy needs every input untouched until every peer has read it,
   // so no rank in place (every rank decides on the size alone, so one whose
@@ -39,6 +37,8 @@ void shm_all_to_all(const ShmCtx& c) {
       })) {
     return;
   }
+  // An input that overlaps the output (other than exactly, in place) is
+  // copied aside: the output's blocks are written while the input is read.
   if (in != out && ranges_overlap(in, total, out, total)) {
     std::uint8_t* copy = c.scratch.get(total);
     std::memcpy(copy, in, total);

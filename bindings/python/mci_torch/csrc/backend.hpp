@@ -21,6 +21,11 @@
 
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "mci/process_group.hpp"
+#include "mci/store.hpp"
+#include "work_mci.hpp"
 
 // torch 2.15 brought the reconfigure contract (c10d::ReconfigureOptions);
 // the extension builds against earlier 2.x without it.
@@ -29,11 +34,6 @@
 #else
 #define MCI_TORCH_HAS_RECONFIGURE 0
 #endif
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
-#include "mci/process_group.hpp"
-#include "mci/store.hpp"
-#include "work_mci.hpp"
 
 namespace mci_torch {
 
