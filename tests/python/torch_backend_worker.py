@@ -180,6 +180,72 @@ def ddp_like_gloo():
     print(f"rank {rank}: ddp matches gloo", flush=True)
 
 
+def _ddp_options_cases():
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+
+    def hook(fn, state=None):
+        return lambda ddp, group: ddp.register_comm_hook(group if state is None else state(group), fn)
+
+    def powersgd_state(group):
+        # Rank-1 approximation from the first step (no warm-up), error
+        # feedback on: the compressed path runs every step.
+        return powersgd.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2,
+                                      min_compression_rate=0.5, use_error_feedback=True, warm_start=True)
+
+    cases = {
+        "gradient_as_bucket_view": ({"gradient_as_bucket_view": True}, None),
+        "static_graph": ({"static_graph": True}, None),
+        "bucket_cap_mb": ({"bucket_cap_mb": 0.01}, None),
+        "allreduce_hook": ({}, hook(default_hooks.allreduce_hook, lambda g: g)),
+        "fp16_compress_hook": ({}, hook(default_hooks.fp16_compress_hook, lambda g: g)),
+        "bf16_compress_hook": ({}, hook(default_hooks.bf16_compress_hook, lambda g: g)),
+        "powerSGD_hook": ({}, hook(powersgd.powerSGD_hook, powersgd_state)),
+        "powerSGD_hook+gradient_as_bucket_view": ({"gradient_as_bucket_view": True},
+                                                  hook(powersgd.powerSGD_hook, powersgd_state)),
+    }
+    if int(torch.__version__.split(".")[0]) < 2:
+        # torch 1.13's DDP refuses it on every backend without NCCL 2.10+.
+        del cases["bf16_compress_hook"]
+    return cases
+
+
+def ddp_options_like_gloo():
+    """DDP's own options and the comm hooks torch ships, on mci and on gloo:
+    the same model, data and steps give the same parameters."""
+    rank = dist.get_rank()
+    gloo = dist.new_group(backend="gloo")
+    mci = dist.new_group(backend="mci")
+    for name, (kwargs, register) in _ddp_options_cases().items():
+        params = []
+        for group in (gloo, mci):
+            print(f"rank {rank}: DDP with {name} on {dist.get_backend(group)}", flush=True)
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 48),
+                                        torch.nn.ReLU(), torch.nn.Linear(48, 4))
+            ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, **kwargs)
+            if register:
+                register(ddp, group)
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+            torch.manual_seed(100 + rank)
+            for _ in range(5):
+                opt.zero_grad()
+                ddp(torch.randn(8, 32)).square().mean().backward()
+                opt.step()
+            params.append([p.detach().clone() for p in model.parameters()])
+        # The hooks compress the same values the same way on both backends;
+        # only the summation order may differ (two ranks: it cannot).
+        for i, (a, b) in enumerate(zip(*params)):
+            check(torch.allclose(a, b, rtol=0, atol=1e-6),
+                  f"DDP with {name}: parameter {i} differs between gloo and mci by "
+                  f"{(a - b).abs().max().item()}")
+        # Trained: the parameters moved from their initial values.
+        torch.manual_seed(0)
+        first = torch.nn.Linear(32, 64).weight
+        check(not torch.equal(params[1][0], first), f"DDP with {name}: the parameters never changed")
+    print(f"rank {rank}: DDP options and comm hooks match gloo ({len(_ddp_options_cases())} cases)", flush=True)
+
+
 def async_overlap():
     """async_op returns before the operation is done: rank 1 only enters
     once rank 0 has seen its work still pending."""

@@ -197,6 +197,12 @@ c10::intrusive_ptr<c10d::Work> BackendMCI::submit(Call call) {
     return w;
   }
   mci::Work queued = call.run(mci::Exec::async);
+  if (queued.is_completed() && !(completer_ && completer_->pending())) {
+    // Already finished (a short one the progress thread ran meanwhile):
+    // complete it here rather than wake a completer thread for it.
+    w->complete(queued, unseen_);
+    return w;
+  }
   if (!completer_) completer_ = std::make_unique<Completer>(unseen_);
   completer_->push(w, std::move(queued));
   return w;

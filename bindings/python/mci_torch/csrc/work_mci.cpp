@@ -139,43 +139,65 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkMCI::getFuture() {
 
 float WorkMCI::getDuration() const { return duration_ms_; }
 
-Completer::Completer(std::shared_ptr<UnseenFailures> unseen) : unseen_(std::move(unseen)), thread_([this] { run(); }) {}
+Completer::Completer(std::shared_ptr<UnseenFailures> unseen) : unseen_(std::move(unseen)) {
+  std::lock_guard lock(mu_);
+  threads_.emplace_back([this] { run(); });
+}
 
 Completer::~Completer() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  cv_.notify_one();
-  thread_.join();
+  cv_.notify_all();
+  // No thread starts once stop_ is set (add_thread_if_needed), so the list
+  // is final here.
+  for (auto& t : threads_) t.join();
+}
+
+void Completer::add_thread_if_needed() {
+  if (stop_ || in_callbacks_ == 0 || queue_.size() <= idle_ || threads_.size() >= kMaxThreads) return;
+  threads_.emplace_back([this] { run(); });
 }
 
 void Completer::push(c10::intrusive_ptr<WorkMCI> w, mci::Work work) {
   {
     std::lock_guard lock(mu_);
     queue_.emplace_back(std::move(w), std::move(work));
+    add_thread_if_needed();
   }
   cv_.notify_one();
 }
 
 bool Completer::pending() {
   std::lock_guard lock(mu_);
-  return busy_ || !queue_.empty();
+  return busy_ > 0 || !queue_.empty();
 }
 
 void Completer::run() {
   std::unique_lock lock(mu_);
   for (;;) {
+    ++idle_;
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    --idle_;
     if (queue_.empty()) return;  // stopping, nothing left
     auto [w, work] = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
+    ++busy_;
     lock.unlock();
-    w->complete(work, unseen_);
+    try {
+      work.wait();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): complete() reads the same error
+    }
+    lock.lock();
+    ++in_callbacks_;
+    add_thread_if_needed();
+    lock.unlock();
+    w->complete(work, unseen_);  // its future's callbacks run here
     w.reset();
     lock.lock();
-    busy_ = false;
+    --in_callbacks_;
+    --busy_;
   }
 }
 

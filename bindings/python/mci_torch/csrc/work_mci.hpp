@@ -79,12 +79,19 @@ class WorkMCI final : public c10d::Work {
   int source_ = -1;
 };
 
-// One thread completing a group's async operations in the order they were
-// queued (the order mci runs them in).
+// The threads completing a group's async operations. One takes them in
+// the order they were queued (the order mci runs them in); completing a
+// Work runs its future's callbacks on that thread, and a callback may start
+// an operation and wait for it (torch's powerSGD_hook does), which that
+// thread would then never complete. So while a thread runs callbacks and
+// more operations are queued than threads are idle, another thread starts
+// (gloo's completions run on a pool too), up to kMaxThreads.
 class Completer {
  public:
+  static constexpr std::size_t kMaxThreads = 8;
+
   explicit Completer(std::shared_ptr<UnseenFailures> unseen);
-  ~Completer();  // completes what is queued, then ends the thread
+  ~Completer();  // completes what is queued, then ends the threads
   Completer(const Completer&) = delete;
   Completer& operator=(const Completer&) = delete;
 
@@ -94,14 +101,18 @@ class Completer {
 
  private:
   void run();
+  // Under mu_: a thread more when callbacks may be waiting on queued work.
+  void add_thread_if_needed();
 
   std::shared_ptr<UnseenFailures> unseen_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<WorkMCI>, mci::Work>> queue_;
   bool stop_ = false;
-  bool busy_ = false;  // completing one (outside the queue)
-  std::thread thread_;
+  std::size_t busy_ = 0;          // threads completing one (outside the queue)
+  std::size_t idle_ = 0;          // threads waiting for the queue
+  std::size_t in_callbacks_ = 0;  // threads whose operation is done: running its callbacks
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace mci_torch
