@@ -8,7 +8,7 @@
 
 namespace mci {
 
-void ProcessGroup::Impl::register_for_dumps(const GroupSettings& settings, const std::string& name) {
+void ProcessGroup::Impl::register_for_dumps(const FrDumpPlace& place, const std::string& name) {
   diag::DumpGroup g;
   g.name = name;
   g.job_ranks = diag::identity_ranks(size);  // until told otherwise (shrink, mci_torch)
@@ -16,8 +16,8 @@ void ProcessGroup::Impl::register_for_dumps(const GroupSettings& settings, const
   g.size = size;
   g.backend = backend_name;
   g.timeout = timeout;
-  dump_ = std::make_unique<diag::DumpRegistration>(std::move(g), *recorder_, settings.fr_dump_prefix);
-  if (settings.fr_dump_signal != 0) diag::dump_on_signal(settings.fr_dump_signal);
+  dump_ = std::make_unique<diag::DumpRegistration>(std::move(g), *recorder_, place.prefix);
+  if (place.signal != 0) diag::dump_on_signal(place.signal);
 }
 
 std::string ProcessGroup::Impl::dump_flight_recorder(const std::string& prefix) const {

@@ -49,7 +49,7 @@ struct GroupSession {
 struct ProcessGroup::Impl {
   // `origin` keeps the job's store (and the server this rank may host);
   // `store` is the group's, prefixed with session.prefix.
-  Impl(const GroupIdentity& id, const GroupSettings& settings, GroupOrigin origin, GroupSession session,
+  Impl(const GroupIdentity& id, const Settings& settings, GroupOrigin origin, GroupSession session,
        std::shared_ptr<Store> store, std::unique_ptr<Backend> backend, std::unique_ptr<TickClock> clock);
   ~Impl();
 
@@ -69,7 +69,7 @@ struct ProcessGroup::Impl {
   bool joiners_waiting();                          // group/grow.cpp
   Grown grow();
   // The flight recorder in torch's format (group/fr_dump.cpp).
-  void register_for_dumps(const GroupSettings& settings, const std::string& name);
+  void register_for_dumps(const FrDumpPlace& place, const std::string& name);
   std::string dump_flight_recorder(const std::string& prefix) const;
   void name_for_dumps(const std::string& name, const std::string& desc, const std::vector<int>& job_ranks);
 

@@ -225,14 +225,17 @@ JobStart start_job(const InitOptions& opts, bool replacement) {
   }
 
   const SettingSource source(opts.settings, process_env());
-  const GroupSettings settings = GroupSettings::from(opts, source);
+  const Settings settings = resolve_group_settings(opts, source);
+  const std::string token = job_token(opts, settings);
+  const bool launcher_hosts_store = settings.flag("MCI_STORE_HOSTED");  // mcirun hosts the store, rank 0 must not
+  fr_dump_place(settings, source);  // a bad combination fails here, before the store is reached
   if (const auto level = source.raw("MCI_LOG_LEVEL"); level && !level->empty() && !log::level_named(*level)) {
     log::warn("MCI_LOG_LEVEL='{}' is not a log level: use {}; logging at warn", *level,
               choices_text(setting("MCI_LOG_LEVEL"), false));
   }
   // Said once per job, by rank 0, where nobody said it already: mcirun makes
   // a token for a single-node job and warns itself about a multi-node one.
-  if (settings.token.empty() && !opts.store && !settings.launcher_hosts_store && c.rank == 0 && !replacement) {
+  if (token.empty() && !opts.store && !launcher_hosts_store && c.rank == 0 && !replacement) {
     log::warn(
         "MCI_JOB_TOKEN is not set: this job's store and data connections are not authenticated. Export the "
         "same MCI_JOB_TOKEN on every rank (e.g. MCI_JOB_TOKEN=$(openssl rand -hex 16)) to authenticate them; "
@@ -243,15 +246,15 @@ JobStart start_job(const InitOptions& opts, bool replacement) {
   origin.base = opts.store;
   if (!origin.base) {
     // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
-    if (c.rank == 0 && !settings.launcher_hosts_store && !replacement) {
-      origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, settings.token});
+    if (c.rank == 0 && !launcher_hosts_store && !replacement) {
+      origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, token});
     }
-    origin.base = StoreAddress{c.host, c.port, settings.token}.connect(opts.timeout, opts.timeout);
+    origin.base = StoreAddress{c.host, c.port, token}.connect(opts.timeout, opts.timeout);
   }
   // Peers reach this rank on the address it reaches the store from (its
   // own or the user's, when that is a TcpStore).
   if (auto* tcp = dynamic_cast<TcpStore*>(origin.base.get())) origin.listen_host = tcp->local_address();
-  if (!settings.host_addr.empty()) origin.listen_host = settings.host_addr;
+  if (const std::string addr = settings.text("MCI_HOST_ADDR"); !addr.empty()) origin.listen_host = addr;
   if (origin.listen_host.empty()) origin.listen_host = "127.0.0.1";
   origin.base->set_timeout(opts.timeout);
 
@@ -280,10 +283,12 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   const InitOptions& opts = origin.opts;
   const BackendEntry& entry = require_backend(opts.backend);
   const SettingSource source(opts.settings, process_env());
-  const GroupSettings settings = GroupSettings::from(opts, source);
+  const Settings settings =
+      resolve_group_settings(opts, source, SettingUses{entry.caps.mci_algorithms, entry.caps.mci_transports});
   // Made first: it measures the counter's rate while the ranks meet, so the
   // first collectives already read the counter.
-  auto clock = std::make_unique<TickClock>(settings.counter_clock && TickClock::counter_usable());
+  auto clock =
+      std::make_unique<TickClock>(settings.choice("MCI_CLOCK") == "auto" && TickClock::counter_usable());
 
   // A generation number keeps successive groups of the same name apart: all
   // ranks of one generation arrive before any rank can arrive for the next,
@@ -313,10 +318,9 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   ctx.store = store;
   ctx.session = session;
   ctx.listen_host = origin.listen_host;
-  ctx.token = settings.token;
+  ctx.token = job_token(opts, settings);
   ctx.timeout = opts.timeout;
-  ctx.settings = Settings::resolve(source, SettingUses{entry.caps.mci_algorithms, entry.caps.mci_transports},
-                                   transport::transport_choices());
+  ctx.settings = settings;
   auto backend = entry.make(ctx);
   // A setting the backend does not honour is said once, by rank 0, rather
   // than ignored in silence.
@@ -332,7 +336,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
                                                    std::move(backend), std::move(clock));
   // Named in dumps by its store prefix: the same on every rank, and
   // another for each group (generations, shrink, grow).
-  impl->register_for_dumps(settings, session);
+  impl->register_for_dumps(fr_dump_place(settings, source), session);
   log::info("rank {} of {} joined group '{}' (backend {}, generation {})", place.rank, place.world, opts.group_name,
             opts.backend, generation);
   // Where the group of this job is now (init, then each shrink and grow):

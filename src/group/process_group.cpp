@@ -378,7 +378,7 @@ void ProcessGroup::Impl::shutdown() {
   if (broken_.empty()) backend_->close();
 }
 
-ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings, GroupOrigin origin,
+ProcessGroup::Impl::Impl(const GroupIdentity& id, const Settings& settings, GroupOrigin origin,
                          GroupSession session, std::shared_ptr<Store> store, std::unique_ptr<Backend> backend,
                          std::unique_ptr<TickClock> clock)
     : rank(id.rank),
@@ -392,9 +392,10 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const GroupSettings& settings,
       store_(std::move(store)),
       backend_(std::move(backend)),
       backend_row_(require_backend(id.backend_name)),
-      recorder_(make_recorder(id, settings.flight_recorder_entries, origin_.opts.group_name)),
-      report_wait_(settings.hang_report_wait),
-      debug_timing_(settings.debug_timing),
+      recorder_(make_recorder(id, static_cast<std::size_t>(settings.integer("MCI_FLIGHT_RECORDER_ENTRIES")),
+                              origin_.opts.group_name)),
+      report_wait_(settings.integer("MCI_HANG_REPORT_WAIT_MS")),
+      debug_timing_(settings.text("MCI_DEBUG").find("timing") != std::string::npos),
       clock_(std::move(clock)) {
   clock_->settle();
   if (auto own = store_->clone()) responder_ = std::make_unique<diag::HangResponder>(std::move(own), rank, *recorder_);

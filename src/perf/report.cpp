@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "mci/init.hpp"
 #include "perf/collective.hpp"
 #include "perf/layout.hpp"
 
@@ -247,6 +248,11 @@ std::string to_json(const RunInfo& info, const std::vector<Row>& rows, const Tot
   j["mci_version"] = info.version;
   j["collective"] = collective_name(o.collective);
   j["backend"] = o.backend;
+  // Whether the backend moves data between devices over their own links
+  // (NVLink, PCIe peer to peer), from its row: mci-topo check --perf then
+  // compares with the ring through those links, else with host memory.
+  const auto caps = find_backend_info(o.backend);
+  j["device_links"] = caps && caps->caps.gpu_per_rank;
   j["transport"] = info.transport;
   j["algo"] = info.algo;
   j["ranks"] = info.ranks;

@@ -69,7 +69,11 @@ PerfCheck check_perf(const Topology& t, const std::string& json, const std::stri
   std::string s = fmt::format("{} on the {} backend, {} ranks: best busbw {:.2f} GB/s\n", c.collective, c.backend,
                               c.ranks, c.busbw_GBps);
   bool nvswitch = false;
-  if (c.backend == "cpu" || gpus.empty()) {
+  // mci-perf says whether the backend moved data over the devices' own
+  // links (its row's gpu_per_rank); a file without the key: where the
+  // buffers were.
+  const bool device_links = j.value("device_links", !gpus.empty());
+  if (!device_links || gpus.empty()) {
     if (ceiling_GBps) {
       c.line_GBps = *ceiling_GBps;
       c.ceiling_from = "the memory-copy ceiling given with --ceiling";

@@ -20,8 +20,9 @@ struct PerfCheck {
   std::string text;  // the verdict for the terminal
 };
 
-// `ceiling_GBps`: for the cpu backend, the memory-copy rate bench_ceilings
-// measured (mci-topo cannot know it); `ceilings_program`: how the advice
+// `ceiling_GBps`: for data through host memory (no "device_links"), the
+// memory-copy rate bench_ceilings measured (mci-topo cannot know it);
+// `ceilings_program`: how the advice
 // names bench_ceilings (common/program_name.hpp). Throws ConfigError when
 // the JSON is not mci-perf's.
 PerfCheck check_perf(const Topology& t, const std::string& json, const std::string& what,

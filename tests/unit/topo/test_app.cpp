@@ -137,6 +137,21 @@ TEST(CheckPerf, FractionOfTheRingBottleneck) {
   EXPECT_NE(nv.text.find("NVLS"), std::string::npos) << nv.text;
 }
 
+// The cpu backend stages CUDA buffers through host memory: its ceiling is
+// the memory copy, not the GPUs' ring, as mci-perf's "device_links" says.
+TEST(CheckPerf, AHostBackendOnGpuBuffersIsComparedWithHostMemory) {
+  const Topology nvs = read_nccl_xml_file(fixture("nccl/nvswitch-8gpu.xml"));
+  std::string staged = perf_json("cpu", {"cuda:0", "cuda:1"}, 5);
+  staged.insert(1, "\"device_links\":false,");
+  const PerfCheck host = check_perf(nvs, staged, "r.json", 12.0);
+  EXPECT_DOUBLE_EQ(host.line_GBps, 12.0);
+  EXPECT_NE(host.ceiling_from.find("--ceiling"), std::string::npos) << host.text;
+  std::string linked = perf_json("gloo-like", {"cuda:0", "cuda:1"}, 480);
+  linked.insert(1, "\"device_links\":true,");
+  const PerfCheck ring = check_perf(nvs, linked, "r.json", 12.0);
+  EXPECT_GT(ring.line_GBps, 12.0);
+}
+
 TEST(CheckPerf, RefusesOtherJson) {
   const Topology t = read_nccl_xml_file(fixture("nccl/gpu-nic-switch.xml"));
   EXPECT_THROW(check_perf(t, "{\"tool\":\"nccl-tests\"}", "x.json", {}), ConfigError);
