@@ -1,0 +1,4 @@
+# Shared memory between the ranks of a host (mesh row "shm"): POSIX
+# shared memory needs librt.
+mci_transport_parts(SOURCES cpu_spread.cpp shm_connect.cpp shm_segment.cpp shm_single_copy.cpp shm_world.cpp
+                    LIBS rt)
