@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mci/op_kind.hpp"
 #include "mci/types.hpp"
 #include "mci/work.hpp"
 
@@ -23,6 +24,19 @@ enum class Exec : std::uint8_t { blocking, async };
 // recv's src for "whichever rank sends first" (MPI_ANY_SOURCE; torch's
 // dist.recv without src). Work::source() then names the rank it came from.
 inline constexpr int any_source = -1;
+
+// One operation of any kind, as data: what ProcessGroup::run takes and
+// each named call below builds. Its buffers' extents are its kind's row
+// (mci/op_kind.hpp: op_shape); the fields a kind does not use are ignored.
+struct OpCall {
+  OpKind kind = OpKind::barrier;
+  BufferView in{};
+  BufferView out{};
+  ReduceOp op = ReduceOp::sum;  // reductions only
+  int root = -1;                // broadcast, reduce, gather, scatter
+  int peer = -1;                // send: the destination; recv: the source (or any_source)
+  int tag = 0;                  // send, recv
+};
 
 class ProcessGroup {
  public:
@@ -61,6 +75,12 @@ class ProcessGroup {
   // Slice j of in goes to rank j; slice i of out comes from rank i.
   Work all_to_all(BufferView in, BufferView out, Exec e = Exec::blocking);
   Work barrier(Exec e = Exec::blocking);
+  // Any kind, from its row: what the C interface, mci-perf and the torch
+  // backend's generic paths call, so a new kind needs no call of its own
+  // there. Checked as the named calls are (a ConfigError says what to
+  // change; a kind the backend's row lacks is refused, naming those that
+  // run it).
+  Work run(const OpCall& call, Exec e = Exec::blocking);
 
   // Point-to-point. A recv matches the oldest send from src with the same tag.
   // With src = any_source it takes the oldest matching send (same tag, same

@@ -116,20 +116,16 @@ mci::Work run(mci::ProcessGroup& pg, const mci_op& o) {
   const mci::BufferView in = side(o.in, s.in, o.count, n, o.dtype);
   const mci::BufferView out = side(o.out, s.out, o.count, n, o.dtype);
   const auto e = o.async ? mci::Exec::async : mci::Exec::blocking;
-  switch (kind) {
-    case mci::OpKind::all_reduce: return pg.all_reduce(in, out, reduce_op(o.op), e);
-    case mci::OpKind::broadcast: return pg.broadcast(in, out, o.root, e);
-    case mci::OpKind::reduce: return pg.reduce(in, out, o.root, reduce_op(o.op), e);
-    case mci::OpKind::all_gather: return pg.all_gather(in, out, e);
-    case mci::OpKind::gather: return pg.gather(in, out, o.root, e);
-    case mci::OpKind::scatter: return pg.scatter(in, out, o.root, e);
-    case mci::OpKind::reduce_scatter: return pg.reduce_scatter(in, out, reduce_op(o.op), e);
-    case mci::OpKind::all_to_all: return pg.all_to_all(in, out, e);
-    case mci::OpKind::barrier: return pg.barrier(e);
-    case mci::OpKind::send: return pg.send(in, o.peer, o.tag, e);
-    case mci::OpKind::recv: return pg.recv(out, o.peer, o.tag, e);
+  // Every kind from its row: the kind's own fields (root, op, peer, tag)
+  // are read where its row says it has them.
+  mci::OpCall call{.kind = kind, .in = in, .out = out};
+  if (s.reduces) call.op = reduce_op(o.op);
+  if (s.rooted) call.root = o.root;
+  if (s.p2p) {
+    call.peer = o.peer;
+    call.tag = o.tag;
   }
-  throw mci::ConfigError("mci_op.kind " + std::string(mci::op_name(kind)) + " has no call in the C interface yet");
+  return pg.run(call, e);
 }
 
 }  // namespace

@@ -454,6 +454,7 @@ Work ProcessGroup::all_to_all(BufferView in, BufferView out, Exec e) {
   return impl_->submit(Call{.kind = OpKind::all_to_all, .in = in, .out = out}, e);
 }
 Work ProcessGroup::barrier(Exec e) { return impl_->submit(Call{.kind = OpKind::barrier}, e); }
+Work ProcessGroup::run(const OpCall& call, Exec e) { return impl_->submit(call, e); }
 Work ProcessGroup::send(BufferView data, int dst, int tag, Exec e) {
   return impl_->submit(Call{.kind = OpKind::send, .in = data, .peer = dst, .tag = tag}, e);
 }

@@ -3,20 +3,13 @@
 #pragma once
 
 #include "collectives/desc.hpp"
-#include "mci/types.hpp"
+#include "mci/process_group.hpp"
 
 namespace mci {
 
-// One call as the user made it; each field means one thing.
-struct Call {
-  OpKind kind = OpKind::barrier;
-  BufferView in{};
-  BufferView out{};
-  ReduceOp op = ReduceOp::sum;  // reductions only
-  int root = -1;                // broadcast, reduce, gather, scatter
-  int peer = -1;                // send: the destination; recv: the source
-  int tag = 0;                  // send, recv
-};
+// One call as the user made it (the public OpCall); each field means one
+// thing.
+using Call = OpCall;
 
 // Builds the descriptor for one call, or throws ConfigError.
 coll::CollectiveDesc make_desc(const Call& call, int rank, int size);

@@ -114,32 +114,28 @@ Runner::Views Runner::views_on(const Layout& l, bool in_place, std::uint8_t* a, 
 }
 
 void Runner::issue(const Views& v, Exec e, std::vector<Work>& pending) {
-  const int root = o_.root;
-  switch (o_.collective) {
-    case OpKind::all_reduce: pending.push_back(pg_.all_reduce(v.in, v.out, o_.op, e)); break;
-    case OpKind::broadcast: pending.push_back(pg_.broadcast(v.in, v.out, root, e)); break;
-    case OpKind::reduce: pending.push_back(pg_.reduce(v.in, v.out, root, o_.op, e)); break;
-    case OpKind::all_gather: pending.push_back(pg_.all_gather(v.in, v.out, e)); break;
-    case OpKind::gather: pending.push_back(pg_.gather(v.in, v.out, root, e)); break;
-    case OpKind::scatter: pending.push_back(pg_.scatter(v.in, v.out, root, e)); break;
-    case OpKind::reduce_scatter: pending.push_back(pg_.reduce_scatter(v.in, v.out, o_.op, e)); break;
-    case OpKind::all_to_all: pending.push_back(pg_.all_to_all(v.in, v.out, e)); break;
-    case OpKind::barrier: pending.push_back(pg_.barrier(e)); break;
-    case OpKind::send:
-    case OpKind::recv: {
-      // A ring: send to the next rank, receive from the previous one. Async
-      // calls progress side by side; blocking ones alternate by parity so
-      // no two neighbours both wait in send.
-      const int to = (rank_ + 1) % ranks_, from = (rank_ + ranks_ - 1) % ranks_;
-      if (e == Exec::async || rank_ % 2 == 0) {
-        pending.push_back(pg_.send(v.in, to, 0, e));
-        pending.push_back(pg_.recv(v.out, from, 0, e));
-      } else {
-        pending.push_back(pg_.recv(v.out, from, 0, e));
-        pending.push_back(pg_.send(v.in, to, 0, e));
-      }
-      break;
-    }
+  const OpShape& s = op_shape(o_.collective);
+  if (!s.p2p) {
+    // Every collective from its row (ProcessGroup::run): a new kind needs
+    // no call here.
+    pending.push_back(pg_.run(OpCall{.kind = o_.collective,
+                                     .in = s.in == BufferExtent::none ? BufferView{} : v.in,
+                                     .out = s.out == BufferExtent::none ? BufferView{} : v.out,
+                                     .op = o_.op,
+                                     .root = s.rooted ? o_.root : -1},
+                              e));
+    return;
+  }
+  // send and recv: a ring, send to the next rank, receive from the previous
+  // one. Async calls progress side by side; blocking ones alternate by
+  // parity so no two neighbours both wait in send.
+  const int to = (rank_ + 1) % ranks_, from = (rank_ + ranks_ - 1) % ranks_;
+  if (e == Exec::async || rank_ % 2 == 0) {
+    pending.push_back(pg_.send(v.in, to, 0, e));
+    pending.push_back(pg_.recv(v.out, from, 0, e));
+  } else {
+    pending.push_back(pg_.recv(v.out, from, 0, e));
+    pending.push_back(pg_.send(v.in, to, 0, e));
   }
 }
 
