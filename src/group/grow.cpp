@@ -4,12 +4,16 @@
 // of the members and the processes waiting (grow). docs/fault-tolerance.md.
 //
 // Keys (store/keys.hpp): LINEAGE/current names the session of the group
-// that runs now (rank 0 of every group made from one init writes it);
-// SESSION/joiners lists the processes waiting (records::Joiner);
-// SESSION/grow/decision, written once by rank 0, is the members' count and
-// the joiners taken, in their order (records::GrowDecision). A joiner not
-// taken (it came after the decision) waits for the next group.
+// that runs now (rank 0 of every group made from one init writes it); under
+// SESSION/grow, a DecideOnce (store/decide_once.hpp): the processes waiting
+// arrive (records::Joiner), and rank 0 decides: the members' count and the
+// joiners taken, in their order (records::GrowDecision). A joiner not taken
+// (it came after the decision) waits for the next group.
 #include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -18,6 +22,7 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
+#include "store/decide_once.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
@@ -31,26 +36,34 @@ constexpr auto kJoinPoll = std::chrono::milliseconds(50);
 
 constexpr const char* kDecisionName = "the store's grow decision (key grow/decision)";
 
+// The grow of the session under `session` ("" for the group's own store,
+// which has the session's prefix already).
+DecideOnce grow_agreement(Store& s, const std::string& session) {
+  return DecideOnce(
+      s, {(session.empty() ? "" : session + "/") + keys::kGrow, "rank 0's grow decision (who joins the group)",
+          "every member calls ProcessGroup::grow() when joiners_waiting() is true (true on every rank at once): "
+          "check that rank 0 did, or that it is still running",
+          [](const records::Record& r) {
+            const auto j = records::decode_joiners(records::encode(r), "an arrival");
+            return fmt::format("the process {} on {}", j.at(0).id, j.at(0).host);
+          }});
+}
+
 }  // namespace
 
 bool ProcessGroup::Impl::joiners_waiting() {
   std::uint8_t waiting = 0;
-  if (rank == 0) waiting = store_->check({keys::kJoiners}) ? 1 : 0;
+  if (rank == 0) waiting = store_->check({grow_agreement(*store_, "").arrived_key()}) ? 1 : 0;
   submit(Call{.kind = OpKind::broadcast, .in = view(&waiting, 1), .out = view(&waiting, 1), .root = 0}, Exec::blocking);
   return waiting != 0;
 }
 
 ProcessGroup::Grown ProcessGroup::Impl::grow() {
   // Rank 0 takes the joiners waiting now; the others read what it took.
-  StoreValue decision;
-  if (rank == 0) {
-    const StoreValue joiners = store_->append(keys::kJoiners, {});
-    decision =
-        store_->compare_set(keys::kGrowDecision, {}, to_bytes(records::encode_grow_decision(size, to_string(joiners))));
-  } else {
-    decision = store_->get(keys::kGrowDecision);
-  }
-  const records::GrowDecision d = records::decode_grow_decision(to_string(decision), kDecisionName);
+  DecideOnce agreement = grow_agreement(*store_, "");
+  const std::string decision = rank == 0 ? agreement.decide(records::encode_grow_decision(size, agreement.arrivals()))
+                                         : agreement.await(Deadline(timeout));
+  const records::GrowDecision d = records::decode_grow_decision(decision, kDecisionName);
   const std::string me = host_name();
   Place place{rank, d.members + static_cast<int>(d.joiners.size()), local_rank, local_size};
   for (const auto& j : d.joiners) {
@@ -72,25 +85,26 @@ std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_
   std::string registered;  // the session whose joiners list has this process
   while (true) {
     if (dl.expired()) {
+      std::string where;  // the other joiners of that session, if this one got so far
+      if (!registered.empty()) {
+        DecideOnce waited = grow_agreement(s, registered);
+        where = fmt::format(" (it waited in store key '{}', where {})", waited.arrived_key(), waited.roll_call());
+      }
       throw TimeoutError(fmt::format(
-          "join_running_group: the running group did not take this process within {} ms. Its members must call "
+          "join_running_group: the running group did not take this process within {} ms{}. Its members must call "
           "ProcessGroup::joiners_waiting() at each step boundary and grow() when it is true (elastic_train does "
           "under mcirun --on-rank-loss=replace); check that the program does, or that the job is still running",
-          dl.budget().count()));
+          dl.budget().count(), where));
     }
     const std::string session = to_string(s.get(keys::current_session(origin.lineage), dl.wait_left()));
+    DecideOnce agreement = grow_agreement(s, session);
     if (session != registered) {
-      s.append(session + "/" + keys::kJoiners, to_bytes(records::encode_joiner(me)));
+      agreement.arrive(records::encode_joiner(me));
       registered = session;
     }
-    try {
-      s.wait({session + "/" + keys::kGrowDecision}, std::min(kJoinPoll, dl.wait_left()));
-    } catch (const TimeoutError&) {
-      continue;
-    }
-    const records::GrowDecision d =
-        records::decode_grow_decision(to_string(s.get(session + "/" + keys::kGrowDecision, dl.wait_left())),
-                                      kDecisionName);
+    const std::optional<std::string> decision = agreement.decision(std::min(kJoinPoll, dl.wait_left()));
+    if (!decision) continue;
+    const records::GrowDecision d = records::decode_grow_decision(*decision, kDecisionName);
     const auto it = std::find(d.joiners.begin(), d.joiners.end(), me);
     if (it == d.joiners.end()) continue;  // came after the decision: the next group takes it
     Place place;

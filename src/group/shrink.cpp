@@ -6,8 +6,8 @@
 // list; the store itself appends a rank to the group's "gone" list when its
 // process's connection ends (the certificate join_group registered). Once
 // every rank of the group is arrived, gone or excluded, the first survivor to
-// see it writes the decision with compare_set, and every survivor adopts
-// that one value: survivors that read the lists at different moments (a
+// see it fixes the decision (a DecideOnce, store/decide_once.hpp), and every
+// survivor adopts that one value: survivors that read the lists at different moments (a
 // rank dying meanwhile) still decide alike. If a rank of the decision dies
 // while the survivors form their group, that join fails for all of them (the
 // certificate join_group registers first thing stops the check-in) and they
@@ -27,6 +27,7 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
+#include "store/decide_once.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
@@ -39,6 +40,47 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(2);
 
 using records::Member;
+
+DecideOnce::Terms shrink_terms(int attempt, int rank, int size) {
+  return {keys::shrink(attempt),
+          fmt::format("the shrink decision of rank {}'s group of {} (attempt {})", rank, size, attempt),
+          "every rank that stays calls shrink(); past the group's timeout the ones that came decide without the "
+          "others",
+          [](const records::Record& r) {
+            const records::Arrivals a = records::decode_arrivals(records::encode(r), "an arrival");
+            return a.members.empty() ? std::string()
+                                     : fmt::format("rank {} ({})", a.members[0].rank, a.members[0].host);
+          }};
+}
+
+// A survivor's proposal once every rank of the group is arrived, gone or
+// excluded, or past the group's timeout (`last`: a rank that did not come
+// is lost too): the arrived ranks that are neither gone nor excluded, in
+// rank order.
+std::optional<std::string> propose_survivors(DecideOnce& agreement, Store& s, int size, const std::set<int>& excluded,
+                                             const std::set<int>& out_before, bool last) {
+  const std::set<int> gone = records::decode_gone(to_string(s.append(keys::kGone, {})), "store key 'gone'");
+  // Each poll costs O(1) bytes (a counter, the short list of the gone); the
+  // whole list is read only when the counts say everyone may be in.
+  const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
+  if (agreement.count() + known < size && !last) return std::nullopt;
+  const records::Arrivals listed =
+      records::decode_arrivals(agreement.arrivals(), "store key '" + agreement.arrived_key() + "'");
+  std::set<int> accounted(gone.begin(), gone.end());
+  accounted.insert(listed.excluded.begin(), listed.excluded.end());
+  accounted.insert(out_before.begin(), out_before.end());
+  for (const auto& m : listed.members) accounted.insert(m.rank);
+  if (static_cast<int>(accounted.size()) < size && !last) return std::nullopt;
+  std::vector<Member> keep;
+  for (const auto& m : listed.members) {
+    if (!gone.count(m.rank) && !listed.excluded.count(m.rank) &&
+        std::none_of(keep.begin(), keep.end(), [&](const Member& k) { return k.rank == m.rank; })) {
+      keep.push_back(m);
+    }
+  }
+  std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
+  return records::encode_members(keep);
+}
 
 }  // namespace
 
@@ -87,55 +129,13 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   me += records::encode_member({rank, host_name()});
   std::set<int> out_before;  // ranks a failed attempt's decision left out: they never come again
   for (int attempt = 0;; ++attempt) {
-    const std::string arrived_key = keys::shrink(attempt, "arrived");
-    const std::string count_key = keys::shrink(attempt, "count");
-    const std::string decision_key = keys::shrink(attempt, "decision");
-    Store& s = *store_;
-    // The list first, then the count: a count of k means k arrivals listed.
-    StoreValue arrivals = s.append(arrived_key, to_bytes(me));
-    std::int64_t count = s.add(count_key, 1);
-    StoreValue decision;
+    DecideOnce agreement(*store_, shrink_terms(attempt, rank, size));
+    agreement.arrive(me);
     const auto poll = kPoll * std::max(1, size / 64);  // the server sees at most ~32k polls/s
-    while (true) {
-      const std::set<int> gone = records::decode_gone(to_string(s.append(keys::kGone, {})), "store key 'gone'");
-      // Each poll costs O(1) bytes (a counter, the short list of the gone);
-      // the whole list is read only when the counts say everyone may be in.
-      const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
-      if (count + known >= size || dl.expired()) {
-        arrivals = s.append(arrived_key, {});
-        const records::Arrivals listed =
-            records::decode_arrivals(to_string(arrivals), "store key '" + arrived_key + "'");
-        const std::vector<Member>& arrived = listed.members;
-        const std::set<int>& left_out = listed.excluded;
-        std::set<int> accounted(gone.begin(), gone.end());
-        accounted.insert(left_out.begin(), left_out.end());
-        accounted.insert(out_before.begin(), out_before.end());
-        for (const auto& m : arrived) accounted.insert(m.rank);
-        if (static_cast<int>(accounted.size()) >= size || dl.expired()) {
-          // Past the group's timeout, a rank that did not come is lost too.
-          std::vector<Member> keep;
-          for (const auto& m : arrived) {
-            if (!gone.count(m.rank) && !left_out.count(m.rank) &&
-                std::none_of(keep.begin(), keep.end(), [&](const Member& k) { return k.rank == m.rank; })) {
-              keep.push_back(m);
-            }
-          }
-          std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
-          // A decision already written is the one: never a second.
-          decision = s.compare_set(decision_key, {}, to_bytes(records::encode_members(keep)));
-          break;
-        }
-      }
-      try {
-        s.wait({decision_key}, poll);
-        decision = s.get(decision_key);
-        break;
-      } catch (const TimeoutError&) {
-      }
-      count = s.add(count_key, 0);
-    }
-
-    const auto kept = records::decode_members(to_string(decision), "store key '" + decision_key + "'");
+    const std::string decision = agreement.settle(dl, poll, [&](bool last) {
+      return propose_survivors(agreement, *store_, size, excluded, out_before, last);
+    });
+    const auto kept = records::decode_members(decision, "store key '" + agreement.decision_key() + "'");
     Shrunk result;
     Place place;
     place.world = static_cast<int>(kept.size());

@@ -17,16 +17,16 @@ inline constexpr const char* kWorldSize = "world_size";
 // records::encode_gone of each rank whose process's connection ended; the
 // store appends them itself.
 inline constexpr const char* kGone = "gone";
-// A shrink's attempt: "arrived" (records::Arrivals), "count" (a counter),
-// "decision" (records::Member list, written once), "group" (the new
-// group's prefix).
-inline std::string shrink(int attempt, std::string_view name) {
-  return "shrink/" + std::to_string(attempt) + "/" + std::string(name);
-}
-// records::Joiner list of the processes waiting to join this session.
-inline constexpr const char* kJoiners = "joiners";
-// records::GrowDecision, written once by rank 0.
-inline constexpr const char* kGrowDecision = "grow/decision";
+// A shrink's attempt, a DecideOnce (store/decide_once.hpp) under
+// shrink/N: "arrived" (records::Arrivals), "count", "decision"
+// (records::Member list, written once); and "group" (the new group's
+// prefix).
+inline std::string shrink(int attempt) { return "shrink/" + std::to_string(attempt); }
+inline std::string shrink(int attempt, std::string_view name) { return shrink(attempt) + "/" + std::string(name); }
+// A grow, a DecideOnce under grow: "arrived" (records::Joiner list of the
+// processes waiting to join this session), "count", "decision"
+// (records::GrowDecision, written once by rank 0); and "group".
+inline constexpr const char* kGrow = "grow";
 inline constexpr const char* kGrowGroup = "grow/group";
 // Under a lineage (one per group name and start): the session that runs now.
 inline std::string current_session(std::string_view lineage) { return std::string(lineage) + "/current"; }
@@ -49,10 +49,10 @@ inline constexpr const char* kOpen = "mcirun/elastic/open";
 inline constexpr const char* kClosed = "mcirun/elastic/closed";
 // records::NodeCard of node `id`'s mcirun.
 inline std::string node(int id) { return "mcirun/elastic/node/" + std::to_string(id); }
-// An attempt's round: "count", "slot/S" (an id), "members" (records::NodeSlot list).
-inline std::string round(int attempt, std::string_view name) {
-  return "mcirun/elastic/round/" + std::to_string(attempt) + "/" + std::string(name);
-}
+// An attempt's round, a DecideOnce: "arrived" (a records::NodeSlot per
+// node that signs up), "count", "decision" (records::NodeSlot list, in
+// GROUP_RANK order, written by node 0).
+inline std::string round(int attempt) { return "mcirun/elastic/round/" + std::to_string(attempt); }
 inline std::string beat(int id) { return "mcirun/elastic/beat/" + std::to_string(id); }
 inline std::string left(int id) { return "mcirun/elastic/left/" + std::to_string(id); }
 }  // namespace elastic

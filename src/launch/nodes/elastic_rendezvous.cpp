@@ -12,6 +12,7 @@
 #include "common/socket.hpp"
 #include "launch/output/stream_relay.hpp"
 #include "mci/errors.hpp"
+#include "store/decide_once.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
@@ -19,19 +20,27 @@ namespace mci::launch {
 
 namespace {
 
-// Added to a round's count to close it: far above any number of nodes.
-constexpr std::int64_t kClosed = std::int64_t{1} << 40;
 // How often a waiting node looks again (and at its signals).
 constexpr auto kSlice = std::chrono::milliseconds(100);
-// A node that took a place publishes its id right after: node 0 waits this
-// long for it before leaving that place empty (its mcirun died between).
-constexpr auto kSlotLimit = std::chrono::seconds(5);
+// A node's card is in the store before it signs up: node 0 waits this long
+// for one it lacks (a store another program writes to) before it gives up.
+constexpr auto kCardLimit = std::chrono::seconds(5);
 
 using keys::elastic::kNextId;
 using keys::elastic::kOpen;
 constexpr const char* kClosedKey = keys::elastic::kClosed;
 std::string node_key(int id) { return keys::elastic::node(id); }
-std::string round_key(int attempt, const std::string& name) { return keys::elastic::round(attempt, name); }
+
+// An attempt's round: node 0 decides, the other nodes sign up.
+DecideOnce::Terms round_terms(int attempt) {
+  return {keys::elastic::round(attempt), fmt::format("node 0's list of the nodes of attempt {}", attempt),
+          "node 0 decides once enough nodes are there (--nnodes MIN:MAX, --rdzv_conf join_timeout and "
+          "last_call_timeout)",
+          [](const records::Record& r) {
+            const auto slots = records::decode_node_slots(records::encode(r), "an arrival");
+            return fmt::format("mcirun id {} ({} process(es))", slots.at(0).id, slots.at(0).nproc);
+          }};
+}
 
 std::string seconds_text(std::chrono::milliseconds ms) {
   return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
@@ -110,7 +119,7 @@ ElasticRendezvous::~ElasticRendezvous() = default;
 
 ElasticNode ElasticRendezvous::describe(int id) {
   if (id == 0) return {0, job_.nproc_per_node, host_name(), ::getpid()};
-  const std::string v = to_string(store_->get(node_key(id), kSlotLimit));
+  const std::string v = to_string(store_->get(node_key(id), kCardLimit));
   try {
     const records::NodeCard c = records::decode_node_card(v, "the value");
     return {id, c.nproc, c.host, c.pid};
@@ -141,84 +150,85 @@ void ElasticRendezvous::close(int rc) {
   }
 }
 
+// Node 0: how many nodes of the attempt before may still come back for
+// `attempt` (neither signed up nor lost); says once of each that is lost.
+int ElasticRendezvous::awaited(int attempt, const std::vector<ElasticNode>& before, const std::vector<int>& in,
+                               BeatTracker& beats, std::set<int>& lost_said) {
+  int n = 0;
+  for (const ElasticNode& node : before) {
+    if (std::find(in.begin(), in.end(), node.id) != in.end() || lost_said.count(node.id)) continue;
+    std::string why;
+    const auto known = known_lost_.find(node.id);
+    if (known != known_lost_.end()) why = known->second;
+    if (known != known_lost_.end() || beats.lost(*store_, node.id, &why)) {
+      lost_said.insert(node.id);
+      say(
+          fmt::format("mcirun: node {} of attempt {} ({}, mcirun pid {}) is lost: {}; attempt {} goes on without it "
+                      "if at least {} node(s) are there",
+                      &node - before.data() + 1, attempt - 1, node.host, node.pid, why, attempt, range_.min_nodes));
+      continue;
+    }
+    ++n;
+  }
+  return n;
+}
+
+TimeoutError ElasticRendezvous::too_few(int here, const std::vector<ElasticNode>& before,
+                                        const std::set<int>& lost_said) const {
+  std::string lost;
+  for (const ElasticNode& n : before) {
+    if (lost_said.count(n.id)) lost += fmt::format("{}{} (mcirun pid {})", lost.empty() ? "" : ", ", n.host, n.pid);
+  }
+  return TimeoutError(
+      fmt::format("{} node(s) joined within {} (--rdzv_conf join_timeout), fewer than the {} that {} needs{}: start "
+                  "more nodes with the same command line within join_timeout, or lower MIN",
+                  here, seconds_text(job_.join_timeout), range_.min_nodes, range_text(range_),
+                  lost.empty() ? "" : "; lost: " + lost));
+}
+
 JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
   const Deadline dl(job_.join_timeout);
-  const std::string count_key = round_key(attempt, "count");
+  DecideOnce round(*store_, round_terms(attempt));
   BeatTracker beats(range_.lost_after());
-  std::vector<int> signed_up;  // ids, in the order of their places
+  std::vector<int> in;  // the other nodes' ids, in the order they signed up
+  std::int64_t listed = 0;
   std::set<int> lost_said;
   std::optional<Clock::time_point> min_since;
   std::vector<ElasticNode> before;  // the other nodes of the attempt before
   if (last_) before.assign(last_->nodes.begin() + 1, last_->nodes.end());
 
-  auto read_places = [&](std::int64_t places) {
-    while (static_cast<std::int64_t>(signed_up.size()) < places) {
-      const std::string slot = round_key(attempt, "slot/" + std::to_string(signed_up.size() + 1));
-      if (!store_->check({slot})) return;
-      signed_up.push_back(static_cast<int>(parse_int(to_string(store_->get(slot))).value_or(-1)));
-    }
-  };
-  auto is_in = [&](int id) { return std::find(signed_up.begin(), signed_up.end(), id) != signed_up.end(); };
-
   while (true) {
-    read_places(store_->add(count_key, 0));
-    // The nodes of the attempt before that may still come back.
-    int awaited = 0;
-    for (const ElasticNode& n : before) {
-      if (is_in(n.id) || lost_said.count(n.id)) continue;
-      std::string why;
-      const auto known = known_lost_.find(n.id);
-      if (known != known_lost_.end()) why = known->second;
-      if (known != known_lost_.end() || beats.lost(*store_, n.id, &why)) {
-        lost_said.insert(n.id);
-        say(
-            fmt::format("mcirun: node {} of attempt {} ({}, mcirun pid {}) is lost: {}; attempt {} goes on without it "
-                        "if at least {} node(s) are there",
-                        &n - before.data() + 1, attempt - 1, n.host, n.pid, why, attempt, range_.min_nodes));
-        continue;
-      }
-      ++awaited;
+    // The list is read again only when the count says it grew.
+    if (const std::int64_t n = round.count(); n != listed) {
+      in = signed_up(round);
+      listed = n;
     }
-    const int here = 1 + static_cast<int>(signed_up.size());
+    const int left = awaited(attempt, before, in, beats, lost_said);
+    const int here = 1 + static_cast<int>(in.size());
     if (here >= range_.min_nodes && !min_since) min_since = Clock::now();
-    const bool full = here >= range_.max_nodes;
     const bool first_start = !last_;
     const bool last_call_over = min_since && Clock::now() - *min_since >= range_.last_call;
-    if (full || (here >= range_.min_nodes && (first_start ? last_call_over : awaited == 0))) break;
+    if (here >= range_.max_nodes || (here >= range_.min_nodes && (first_start ? last_call_over : left == 0))) break;
     if (dl.expired()) {
       if (here >= range_.min_nodes) break;  // the ones still awaited are left out
-      std::string lost;
-      for (const ElasticNode& n : before) {
-        if (lost_said.count(n.id)) lost += fmt::format("{}{} (mcirun pid {})", lost.empty() ? "" : ", ", n.host, n.pid);
-      }
-      throw TimeoutError(fmt::format(
-          "{} node(s) joined within {} (--rdzv_conf join_timeout), fewer than the {} that {} needs{}: start "
-          "more nodes with the same command line within join_timeout, or lower MIN",
-          here, seconds_text(job_.join_timeout), range_.min_nodes, range_text(range_),
-          lost.empty() ? "" : "; lost: " + lost));
+      throw too_few(here, before, lost_said);
     }
     if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
   }
 
-  // Close the round: whoever signs up from now on is for the next attempt.
-  const std::int64_t places = store_->add(count_key, kClosed) - kClosed;
-  const Deadline slot_dl(kSlotLimit);
-  int late_signal = 0;  // kept for after the round is settled: the nodes in it must hear of the end
-  while (static_cast<std::int64_t>(signed_up.size()) < places && !slot_dl.expired()) {
-    read_places(places);
-    if (static_cast<std::int64_t>(signed_up.size()) < places) {
-      const int sig = stop_signal(signals, std::chrono::milliseconds(10));
-      if (late_signal == 0) late_signal = sig;
-    }
-  }
+  // The next round opens before this one is decided: a node that signs up
+  // from now on signs up there, and one that came in between finds itself
+  // outside this decision and goes there too.
+  store_->set(kOpen, to_bytes(std::to_string(attempt + 1)));
+  in = signed_up(round);
   // Node 0, then the nodes of the attempt before in their order, then the
   // newcomers in the order they came, up to MAX: a node keeps its place
   // relative to the others, so a restart moves as few ranks as it can.
   std::vector<int> order{0};
   for (const ElasticNode& n : before) {
-    if (is_in(n.id)) order.push_back(n.id);
+    if (std::find(in.begin(), in.end(), n.id) != in.end()) order.push_back(n.id);
   }
-  for (int id : signed_up) {
+  for (int id : in) {
     if (id > 0 && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
   }
   if (static_cast<int>(order.size()) > range_.max_nodes) order.resize(static_cast<std::size_t>(range_.max_nodes));
@@ -226,11 +236,24 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
   m.attempt = attempt;
   m.group_rank = 0;
   for (int id : order) m.nodes.push_back(describe(id));
-  store_->set(kOpen, to_bytes(std::to_string(attempt + 1)));
-  store_->set(round_key(attempt, "members"), to_bytes(members_text(m.nodes)));
+  // Node 0 is the only one to decide: another decision is another job's.
+  const std::string mine = members_text(m.nodes);
+  if (const std::string fixed = round.decide(mine); fixed != mine) {
+    throw Error(
+        fmt::format("mcirun: the job's store already holds a list of the nodes of attempt {} ('{}', store key "
+                    "'{}'), not written by this node 0: is another job using this store?",
+                    attempt, fixed, round.decision_key()));
+  }
   last_ = m;
-  if (late_signal != 0) return {std::nullopt, late_signal, std::nullopt};
   return {m, 0, std::nullopt};
+}
+
+std::vector<int> ElasticRendezvous::signed_up(DecideOnce& round) {
+  std::vector<int> ids;
+  for (const auto& s : records::decode_node_slots(round.arrivals(), "store key '" + round.arrived_key() + "'")) {
+    if (std::find(ids.begin(), ids.end(), s.id) == ids.end()) ids.push_back(s.id);
+  }
+  return ids;
 }
 
 JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
@@ -240,17 +263,12 @@ JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
     while (!store_->check({kOpen})) {
       if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
     }
-    round = std::max(round, static_cast<int>(parse_int(to_string(store_->get(kOpen))).value_or(0)));
+    round = std::max(round, open_round(round));
   }
   bool said_waiting = false;
   while (true) {
-    const std::int64_t place = store_->add(round_key(round, "count"), 1);
-    if (place > kClosed) {
-      // Too late for this round: the next one.
-      round = static_cast<int>(parse_int(to_string(store_->get(kOpen))).value_or(round + 1));
-      continue;
-    }
-    store_->set(round_key(round, "slot/" + std::to_string(place)), to_bytes(std::to_string(id_)));
+    DecideOnce agreement(*store_, round_terms(round));
+    agreement.arrive(records::encode_node_slots({{id_, job_.nproc_per_node}}));
     if (round > attempt && !said_waiting) {
       said_waiting = true;
       say(
@@ -258,9 +276,8 @@ JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
                       "start of the job, after a failure; --max-restarts={})",
                       round, job_.max_restarts));
     }
-    const std::string members = round_key(round, "members");
-    while (true) {
-      if (store_->check({members})) break;
+    std::optional<std::string> decision;
+    while (!(decision = agreement.decision(std::chrono::milliseconds(0)))) {
       if (store_->check({kClosedKey})) {
         const int rc = static_cast<int>(parse_int(to_string(store_->get(kClosedKey))).value_or(1));
         return {std::nullopt, 0, rc};
@@ -269,16 +286,24 @@ JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
     }
     Membership m;
     m.attempt = round;
-    m.nodes = parse_members(to_string(store_->get(members)));
+    m.nodes = parse_members(*decision);
     const auto me = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const ElasticNode& n) { return n.id == id_; });
     if (me != m.nodes.end()) {
       m.group_rank = static_cast<int>(me - m.nodes.begin());
       return {m, 0, std::nullopt};
     }
-    say(fmt::format("mcirun: attempt {} already has the {} nodes --nnodes={}:{} allows: this node waits for the next",
-                    round, range_.max_nodes, range_.min_nodes, range_.max_nodes));
-    ++round;
+    // Left out: the round was full, or this node signed up after node 0
+    // had read the list (it opened the next round first).
+    if (static_cast<int>(m.nodes.size()) >= range_.max_nodes) {
+      say(fmt::format("mcirun: attempt {} already has the {} nodes --nnodes={}:{} allows: this node waits for the next",
+                      round, range_.max_nodes, range_.min_nodes, range_.max_nodes));
+    }
+    round = std::max(round + 1, open_round(round + 1));
   }
+}
+
+int ElasticRendezvous::open_round(int otherwise) {
+  return static_cast<int>(parse_int(to_string(store_->get(kOpen))).value_or(otherwise));
 }
 
 }  // namespace mci::launch

@@ -7,11 +7,13 @@
 //   mcirun/elastic/next_id        each other node's id, once (1, 2, ...)
 //   mcirun/elastic/node/ID        that node's mcirun (records::NodeCard)
 //   mcirun/elastic/open           the attempt whose round takes names now
-//   mcirun/elastic/round/N/count  how many signed up for attempt N; node 0
-//                                 adds kClosed to close it (a node that then
-//                                 reads more than kClosed signs up for N+1)
-//   mcirun/elastic/round/N/slot/S the id that got place S
-//   mcirun/elastic/round/N/members records::NodeSlot list, in GROUP_RANK order
+//   mcirun/elastic/round/N/...    attempt N's round, a DecideOnce
+//                                 (store/decide_once.hpp): each other node
+//                                 arrives (records::NodeSlot, its id), node 0
+//                                 decides: the records::NodeSlot list, in
+//                                 GROUP_RANK order. A node outside the
+//                                 decision (too late, or MAX reached) signs
+//                                 up for the next round.
 //   mcirun/elastic/closed         the job's exit code, when node 0 ends it:
 //                                 nodes still waiting to join leave
 // Node 0 closes a round when MAX nodes are in, or MIN are and: on the first
@@ -27,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,7 +37,12 @@
 #include "launch/config/job_config.hpp"
 #include "launch/nodes/heartbeat.hpp"
 #include "launch/ranks/signals.hpp"
+#include "mci/errors.hpp"
 #include "mci/store.hpp"
+
+namespace mci {
+class DecideOnce;
+}
 
 namespace mci::launch {
 
@@ -87,6 +95,11 @@ class ElasticRendezvous {
   JoinOutcome host_round(int attempt, SignalFd& signals);
   JoinOutcome member_round(int attempt, SignalFd& signals);
   ElasticNode describe(int id);
+  int awaited(int attempt, const std::vector<ElasticNode>& before, const std::vector<int>& in, BeatTracker& beats,
+              std::set<int>& lost_said);
+  TimeoutError too_few(int here, const std::vector<ElasticNode>& before, const std::set<int>& lost_said) const;
+  std::vector<int> signed_up(DecideOnce& round);
+  int open_round(int otherwise);
 
   const JobConfig& job_;
   ElasticNodes range_;
