@@ -378,8 +378,8 @@ void ProcessGroup::Impl::shutdown() {
   if (broken_.empty()) backend_->close();
 }
 
-ProcessGroup::Impl::Impl(const GroupIdentity& id, const Settings& settings, GroupOrigin origin,
-                         GroupSession session, std::shared_ptr<Store> store, std::unique_ptr<Backend> backend,
+ProcessGroup::Impl::Impl(const GroupIdentity& id, const Settings& settings, GroupOrigin origin, GroupSession session,
+                         std::shared_ptr<Store> store, std::unique_ptr<Backend> backend,
                          std::unique_ptr<TickClock> clock)
     : rank(id.rank),
       size(id.size),
