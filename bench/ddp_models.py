@@ -24,21 +24,17 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 import torch
 import torch.distributed as dist
 
 import mci_torch  # registers the backend
+import torch_compare  # beside this script: its MLP and timer
+from torch_compare import timed
 
 
 def mlp():
-    dims = [1024, 2048, 2048, 1024, 10]
-    layers = []
-    for a, b in zip(dims, dims[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1])
-    return model, lambda: (torch.randn(8, 1024), torch.randint(0, 10, (8,)))
+    return torch_compare.mlp(), lambda: (torch.randn(8, 1024), torch.randint(0, 10, (8,)))
 
 
 class Transformer(torch.nn.Module):
@@ -89,14 +85,6 @@ def configure(name, model, group):
 # The default set; powerSGD_hook is there to ask for (--configs), for slow links.
 CONFIGS = ("default", "gradient_as_bucket_view", "fp16_compress_hook")
 KNOWN_CONFIGS = CONFIGS + ("powerSGD_hook",)
-
-
-def timed(f, n):
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    return (time.perf_counter() - t0) / n
 
 
 def copies_ms(step, steps):

@@ -158,23 +158,31 @@ def matrix():
     print(f"rank {rank}: matrix ok ({checked} checks, world {world})", flush=True)
 
 
+def _ddp_trained(group, model, lr, register=None, **kwargs):
+    """The parameters of `model` after 5 DDP steps on `group` (seeded data
+    per rank, so every backend sees the same batches)."""
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, **kwargs)
+    if register:
+        register(ddp, group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=lr)
+    torch.manual_seed(100 + dist.get_rank())
+    for _ in range(5):
+        opt.zero_grad()
+        ddp(torch.randn(8, 32)).square().mean().backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
 def ddp_like_gloo():
     """DDP over mci and over gloo, same model and data, same gradients."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     gloo = dist.new_group(backend="gloo")
     mci = dist.new_group(backend="mci")
     grads = []
     for group in (gloo, mci):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-        ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, bucket_cap_mb=0.001)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        torch.manual_seed(100 + rank)
-        for _ in range(5):
-            opt.zero_grad()
-            ddp(torch.randn(8, 32)).square().mean().backward()
-            opt.step()
-        grads.append([p.detach().clone() for p in model.parameters()])
+        grads.append(_ddp_trained(group, model, 0.1, bucket_cap_mb=0.001))
     for a, b in zip(*grads):
         check(torch.allclose(a, b, rtol=0, atol=1e-6), "DDP weights differ between gloo and mci")
     print(f"rank {rank}: ddp matches gloo", flush=True)
@@ -223,16 +231,7 @@ def ddp_options_like_gloo():
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 48),
                                         torch.nn.ReLU(), torch.nn.Linear(48, 4))
-            ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, **kwargs)
-            if register:
-                register(ddp, group)
-            opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-            torch.manual_seed(100 + rank)
-            for _ in range(5):
-                opt.zero_grad()
-                ddp(torch.randn(8, 32)).square().mean().backward()
-                opt.step()
-            params.append([p.detach().clone() for p in model.parameters()])
+            params.append(_ddp_trained(group, model, 0.05, register, **kwargs))
         # The hooks compress the same values the same way on both backends;
         # only the summation order may differ (two ranks: it cannot).
         for i, (a, b) in enumerate(zip(*params)):
