@@ -52,11 +52,17 @@ MCI_SCENARIO(join_after_a_failed_attempt) {
 }
 
 // Rank 1 fails in the first `fails` attempts; everyone prints its attempt.
+// Rank 1 fails only once rank 0 has printed (rank 0 says so with a file,
+// rank 1 waits for it for up to 10 s): otherwise mcirun may stop rank 0
+// before its shell ran echo.
 Strings failing_until(int fails) {
   return {"/bin/sh", "-c",
           fmt::format("echo attempt=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS rank=$RANK;"
-                      "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT -lt {} ]; then exit 3; fi;"
-                      "if [ $RANK = 0 ]; then sleep 0.2; fi",
+                      "said=$TEST_DIR/said.$TORCHELASTIC_RESTART_COUNT;"
+                      "if [ $RANK = 0 ]; then touch $said; sleep 0.2; fi;"
+                      "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT -lt {} ]; then"
+                      "  i=0; while [ ! -e $said ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; exit 3;"
+                      "fi",
                       fails)};
 }
 

@@ -149,111 +149,118 @@ void NodeLink::post(Event e) {
   (void)!::write(wake_write_.get(), &one, 1);
 }
 
+// One round: take what the reporters left, publish it, then wait (at most
+// a slice) on the news that matters now. Stops once asked to and nothing is
+// left to say, or kFlushLimit after being asked.
 void NodeLink::run() {
-  std::unique_ptr<TcpStore> store;
-  std::optional<Clock::time_point> give_up;
-  bool failure_seen = false;
-  bool all_done_posted = false;
-  bool done_published = false;
-  // Node 0: the store holds news (a failure or a stop) the other nodes must
-  // read before it closes.
-  bool news_in_store = false;
-  bool others_heard_news = false;
-  std::vector<std::string> done_keys;
-  for (int n = 0; n < opts_.nnodes; ++n) done_keys.push_back(done_key(n));
-
-  while (true) {
-    std::optional<std::string> failure;
-    bool done = false;
-    {
-      std::lock_guard lk(mu_);
-      const bool linger = opts_.node_rank == 0 && news_in_store && !others_heard_news;
-      const bool pending = failure_to_publish_ || done_to_publish_ || linger;
-      if (stop_) {
-        if (!give_up) give_up = Clock::now() + kFlushLimit;
-        if (!pending || Clock::now() >= *give_up) return;
-      }
-      failure = std::exchange(failure_to_publish_, std::nullopt);
-      done = std::exchange(done_to_publish_, false);
-    }
+  Loop s;
+  for (int n = 0; n < opts_.nnodes; ++n) s.done_keys.push_back(done_key(n));
+  while (take_reports(s)) {
     try {
-      if (!store) {
+      if (!s.store) {
         // Connecting is retried by this loop until stopped.
-        store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
+        s.store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
       }
-      if (failure) {
-        store->compare_set(failed_key(), {}, to_bytes(*failure));
-        news_in_store = true;
-        // Whoever came first, this node has its own news: node 0 need not wait for it.
-        if (opts_.node_rank != 0) store->set(seen_key(opts_.node_rank), to_bytes("1"));
-      }
-      failure.reset();
-      if (done) {
-        store->set(done_key(opts_.node_rank), to_bytes("1"));
-        done_published = true;
-      }
-      done = false;
-      if (opts_.node_rank == 0 && news_in_store && !others_heard_news) {
-        bool stopping = false;
-        {
-          std::lock_guard lk(mu_);
-          stopping = stop_;
-        }
-        if (stopping) {
-          others_heard_news = others_heard(*store);
-          continue;
-        }
-      }
+      publish(s);
+      if (linger_for_others(s)) continue;
       {
         std::lock_guard lk(mu_);
         if (stop_ && !failure_to_publish_ && !done_to_publish_) return;  // all said; nobody listens now
       }
-      // Wait on whichever news matters now: node 0, its own processes done,
-      // waits for the other nodes' "done" and only glances at "failed".
-      const bool awaiting_nodes = opts_.node_rank == 0 && done_published && !all_done_posted;
-      const std::vector<std::string> watched = awaiting_nodes ? done_keys : std::vector<std::string>{failed_key()};
-      if (awaiting_nodes || !failure_seen) {
-        bool arrived = false;
-        try {
-          store->wait(watched, opts_.slice);
-          arrived = true;
-        } catch (const TimeoutError&) {
-          // nothing new during this slice
-        }
-        if (awaiting_nodes && arrived) {
-          all_done_posted = true;
-          post({EventKind::all_done, {}});
-        }
-        if (!failure_seen && (awaiting_nodes ? store->check({failed_key()}) : arrived)) {
-          failure_seen = true;
-          news_in_store = true;
-          const std::string v = to_string(store->get(failed_key(), opts_.slice));
-          if (auto news = parse_news(v, opts_.node_rank)) post(std::move(*news));
-          if (opts_.node_rank != 0) store->set(seen_key(opts_.node_rank), to_bytes("1"));
-        }
-      } else {
-        std::unique_lock lk(mu_);
-        cv_.wait_for(lk, opts_.slice, [this] { return stop_ || failure_to_publish_ || done_to_publish_; });
-      }
+      watch(s);
     } catch (const TimeoutError&) {
       // node 0 is not listening yet: try again
-      store.reset();
+      s.store.reset();
     } catch (const Error& e) {
-      const bool reached = store != nullptr;
-      std::lock_guard lk(mu_);
-      if (stop_) return;
-      events_.push_back({reached ? EventKind::store_lost : EventKind::unreachable, e.what()});
-      const char one = 1;
-      (void)!::write(wake_write_.get(), &one, 1);
+      report_lost(s.store != nullptr, e.what());
       return;
     }
-    {
-      // What we took but could not publish goes back for the next round.
-      std::lock_guard lk(mu_);
-      if (failure && !failure_to_publish_) failure_to_publish_ = failure;
-      if (done) done_to_publish_ = true;
-    }
+    put_back(s);
   }
+}
+
+bool NodeLink::take_reports(Loop& s) {
+  std::lock_guard lk(mu_);
+  const bool linger = opts_.node_rank == 0 && s.news_in_store && !s.others_heard_news;
+  const bool pending = failure_to_publish_ || done_to_publish_ || linger;
+  if (stop_) {
+    if (!s.give_up) s.give_up = Clock::now() + kFlushLimit;
+    if (!pending || Clock::now() >= *s.give_up) return false;
+  }
+  s.failure = std::exchange(failure_to_publish_, std::nullopt);
+  s.done = std::exchange(done_to_publish_, false);
+  return true;
+}
+
+void NodeLink::publish(Loop& s) {
+  if (s.failure) {
+    s.store->compare_set(failed_key(), {}, to_bytes(*s.failure));
+    s.news_in_store = true;
+    // Whoever came first, this node has its own news: node 0 need not wait for it.
+    if (opts_.node_rank != 0) s.store->set(seen_key(opts_.node_rank), to_bytes("1"));
+  }
+  s.failure.reset();
+  if (s.done) {
+    s.store->set(done_key(opts_.node_rank), to_bytes("1"));
+    s.done_published = true;
+  }
+  s.done = false;
+}
+
+bool NodeLink::linger_for_others(Loop& s) {
+  if (opts_.node_rank != 0 || !s.news_in_store || s.others_heard_news) return false;
+  {
+    std::lock_guard lk(mu_);
+    if (!stop_) return false;
+  }
+  s.others_heard_news = others_heard(*s.store);
+  return true;
+}
+
+// Waits on whichever news matters now: node 0, its own processes done,
+// waits for the other nodes' "done" and only glances at "failed"; once the
+// news was read, only for something to publish.
+void NodeLink::watch(Loop& s) {
+  const bool awaiting_nodes = opts_.node_rank == 0 && s.done_published && !s.all_done_posted;
+  if (!awaiting_nodes && s.failure_seen) {
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, opts_.slice, [this] { return stop_ || failure_to_publish_ || done_to_publish_; });
+    return;
+  }
+  const std::vector<std::string> watched = awaiting_nodes ? s.done_keys : std::vector<std::string>{failed_key()};
+  bool arrived = false;
+  try {
+    s.store->wait(watched, opts_.slice);
+    arrived = true;
+  } catch (const TimeoutError&) {
+    // nothing new during this slice
+  }
+  if (awaiting_nodes && arrived) {
+    s.all_done_posted = true;
+    post({EventKind::all_done, {}});
+  }
+  if (!s.failure_seen && (awaiting_nodes ? s.store->check({failed_key()}) : arrived)) {
+    s.failure_seen = true;
+    s.news_in_store = true;
+    const std::string v = to_string(s.store->get(failed_key(), opts_.slice));
+    if (auto news = parse_news(v, opts_.node_rank)) post(std::move(*news));
+    if (opts_.node_rank != 0) s.store->set(seen_key(opts_.node_rank), to_bytes("1"));
+  }
+}
+
+// What was taken but could not be published goes back for the next round.
+void NodeLink::put_back(Loop& s) {
+  std::lock_guard lk(mu_);
+  if (s.failure && !failure_to_publish_) failure_to_publish_ = s.failure;
+  if (s.done) done_to_publish_ = true;
+}
+
+void NodeLink::report_lost(bool reached, const std::string& what) {
+  std::lock_guard lk(mu_);
+  if (stop_) return;
+  events_.push_back({reached ? EventKind::store_lost : EventKind::unreachable, what});
+  const char one = 1;
+  (void)!::write(wake_write_.get(), &one, 1);
 }
 
 }  // namespace mci::launch

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -96,8 +97,35 @@ class NodeLink {
   static std::optional<Event> parse_news(const std::string& value, int self);
 
  private:
+  // What the thread keeps between the rounds of run().
+  struct Loop {
+    std::unique_ptr<TcpStore> store;
+    std::optional<std::chrono::steady_clock::time_point> give_up;  // asked to stop: publish until then
+    bool failure_seen = false;                                     // the news in the store was read
+    bool all_done_posted = false;
+    bool done_published = false;
+    // Node 0: the store holds news (a failure or a stop) the other nodes
+    // must read before it closes.
+    bool news_in_store = false;
+    bool others_heard_news = false;
+    std::vector<std::string> done_keys;
+    // Taken from the reporters this round, not yet in the store.
+    std::optional<std::string> failure;
+    bool done = false;
+  };
+
   std::string key(const std::string& name) const;
   void run();
+  // false: stop now (asked to, and nothing left to say or no time left).
+  bool take_reports(Loop& s);
+  void publish(Loop& s);
+  // Node 0, stopping with news in the store: waits a slice for the other
+  // nodes to read it; true when it did (the round ends there).
+  bool linger_for_others(Loop& s);
+  void watch(Loop& s);
+  void put_back(Loop& s);
+  // The store failed: tells the event loop, unless it is stopping anyway.
+  void report_lost(bool reached, const std::string& what);
   void post(Event e);
   // Node 0, stopping: every other node read the news or is done already.
   bool others_heard(TcpStore& store);
