@@ -8,12 +8,21 @@
 #            PERIOD, at random moments, each CPU on its own: what a busy
 #            hypervisor's steal does to a VM (needs root: SCHED_FIFO)
 #   oversub  twice as many ranks as CPUs
+#   quota    the ranks (and their launcher) in a cgroup whose CPU quota is
+#            (1 - STEAL) of the CPUs per PERIOD (CFS bandwidth control,
+#            cgroup v1 cpu.cfs_quota_us or v2 cpu.max): once the ranks have
+#            used their share, every one of them stops until the next period,
+#            as all vCPUs of a VM do when the hypervisor runs another guest
+#            (needs root and a writable cpu cgroup)
+# Broadcast is timed in place: MPI_Bcast has a single buffer (so does
+# torch's broadcast), where mci's out-of-place call also copies the root's
+# input to its output.
 # Prints per mode, collective and size the median, min and max time per call
 # and busbw of each tool over the runs, max/min, and the median ratio
 # mci/Open MPI (time; below 1 mci is faster); vmstat's steal during the
 # runs is printed beside (the thief's stolen time shows as user time).
 #
-#   bench/contention.sh [--runs N] [--iters N] [--modes "idle hog thief oversub"]
+#   bench/contention.sh [--runs N] [--iters N] [--modes "idle hog thief oversub quota"]
 #                       [--cases "all_gather:64K reduce_scatter:1M ..."] [--steal 0.3] [--period-us 2000]
 #                       [--build DIR] [--baseline DIR] [--ranks N]
 set -euo pipefail
@@ -42,9 +51,11 @@ for b in $build $baseline; do
 done
 work=$(mktemp -d /tmp/mci-contention.XXXXXX)
 pids=()
+cgroup=""
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [ -z "$cgroup" ] || rmdir "$cgroup" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -54,6 +65,24 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
   mpicc -O2 -std=gnu11 -o "$work/mpi-perf" bench/peers/mpi_perf.c && have_mpi=1
 fi
 cpus=$(nproc)
+
+# quota: a cpu cgroup of our own, v2 if the cpu controller is there, else v1.
+if [[ " $modes " == *" quota "* ]]; then
+  quota=$(python3 -c "print(int($cpus * $period * (1 - $steal)))")
+  if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    cgroup=/sys/fs/cgroup/mci-contention-$$
+    mkdir "$cgroup"
+    echo "$quota $period" > "$cgroup/cpu.max"
+  elif [ -w /sys/fs/cgroup/cpu ]; then
+    cgroup=/sys/fs/cgroup/cpu/mci-contention-$$
+    mkdir "$cgroup"
+    echo "$period" > "$cgroup/cpu.cfs_period_us"
+    echo "$quota" > "$cgroup/cpu.cfs_quota_us"
+  else
+    echo "contention.sh: mode quota needs root and a writable cpu cgroup (v2 cpu.max or v1 cpu.cfs_quota_us)" >&2
+    exit 1
+  fi
+fi
 
 # disturb MODE: starts what the mode runs beside the ranks (pids in $pids).
 disturb() {
@@ -69,19 +98,26 @@ calm() {
   pids=()
 }
 
-# One run: prints "time_us busbw" of the out-of-place column, or "fail".
+# One run: prints "time_us busbw" of the out-of-place column (in place for
+# broadcast), or "fail". Under mode quota the launcher starts inside the
+# cgroup, so every rank it starts is throttled with it.
 one() {
-  local tool=$1 coll=$2 size=$3 n=$4 line
+  local tool=$1 coll=$2 size=$3 n=$4 mode=$5 line
+  local -a wrap=()
+  # shellcheck disable=SC2016  # $$, $0 and $@ are the inner shell's
+  [ "$mode" = quota ] && wrap=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup")
   case $tool in
-    mci) line=$(MCI_LOG_LEVEL=error timeout 120 "$build/bin/mcirun" --standalone --nproc_per_node="$n" \
+    mci) line=$(MCI_LOG_LEVEL=error timeout 120 "${wrap[@]}" "$build/bin/mcirun" --standalone --nproc_per_node="$n" \
                   "$build/bin/mci-perf" "$coll" -b "$size" -e "$size" -n "$iters" -w 5 -c 0 2>/dev/null | grep -v '^#' | tail -1) ;;
-    base) line=$(MCI_LOG_LEVEL=error timeout 120 "$baseline/bin/mcirun" --standalone --nproc_per_node="$n" \
+    base) line=$(MCI_LOG_LEVEL=error timeout 120 "${wrap[@]}" "$baseline/bin/mcirun" --standalone --nproc_per_node="$n" \
                   "$baseline/bin/mci-perf" "$coll" -b "$size" -e "$size" -n "$iters" -w 5 -c 0 2>/dev/null | grep -v '^#' | tail -1) ;;
-    ompi) line=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+    ompi) line=$(timeout 120 "${wrap[@]}" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
                   "$work/mpi-perf" "$coll" -b "$size" -e "$size" -n "$iters" -w 5 2>/dev/null | grep -v '^#' | tail -1) ;;
   esac
   set -- $line
-  if [ $# -ge 8 ]; then echo "$6 $8"; else echo fail; fi
+  if [ $# -lt 12 ]; then echo fail
+  elif [ "$coll" = broadcast ]; then echo "${10} ${12}"
+  else echo "$6 $8"; fi
 }
 
 tools="mci"
@@ -99,7 +135,7 @@ for ((r = 0; r < runs; r++)); do
       set -- $tools
       ordered=("${@:$((r % $# + 1))}" "${@:1:$((r % $#))}")
       for t in "${ordered[@]}"; do
-        echo "$mode ${c%%:*} ${c##*:} $t $(one "$t" "${c%%:*}" "${c##*:}" "$n")" >> "$work/results"
+        echo "$mode ${c%%:*} ${c##*:} $t $(one "$t" "${c%%:*}" "${c##*:}" "$n" "$mode")" >> "$work/results"
       done
     done
     calm
