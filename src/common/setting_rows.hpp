@@ -167,7 +167,8 @@ inline constexpr std::array kRows{
         "cores; else see `MCI_SHM_YIELD_US`). A wait still spinning after 5 us checks whether the rank it "
         "waits for runs on its own CPU (the kernel sometimes stacks two ranks on one CPU and leaves them "
         "there, which made whole runs ~20x slower) and, if so, moves to a CPU no rank of its host was seen "
-        "on, keeping its affinity mask"},
+        "on, keeping its affinity mask, or, where it cannot move (pinned, no CPU free, or moved less than "
+        "20 ms ago), yields its CPU to that rank"},
     SettingRow{
         .name = "MCI_SHM_YIELD_US",
         .kind = SettingKind::integer,

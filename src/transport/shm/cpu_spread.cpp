@@ -6,18 +6,23 @@
 
 namespace mci::transport {
 
-bool CpuSpread::check(const ShmSegment& seg, int rank, int size, int awaited) {
+void CpuSpread::note(const ShmSegment& seg, int rank) {
   const int here = ::sched_getcpu();
-  if (here < 0) return false;
+  if (here >= 0) seg.control(rank).cpu.store(here + 1, std::memory_order_relaxed);
+}
+
+CpuSpread::Placement CpuSpread::check(const ShmSegment& seg, int rank, int size, int awaited) {
+  const int here = ::sched_getcpu();
+  if (here < 0) return Placement::apart;
   seg.control(rank).cpu.store(here + 1, std::memory_order_relaxed);
-  if (awaited == rank || seen_cpu(seg.control(awaited).cpu) != here) return false;
+  if (awaited == rank || seen_cpu(seg.control(awaited).cpu) != here) return Placement::apart;
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_try_) return false;
+  if (now < next_try_) return Placement::stacked;
   next_try_ = now + kRetry;
 
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return Placement::stacked;
   cpu_set_t taken;
   CPU_ZERO(&taken);
   for (int r = 0; r < size; ++r) {
@@ -28,17 +33,17 @@ bool CpuSpread::check(const ShmSegment& seg, int rank, int size, int awaited) {
   for (int c = 0; c < CPU_SETSIZE && target < 0; ++c) {
     if (CPU_ISSET(c, &allowed) && !CPU_ISSET(c, &taken)) target = c;
   }
-  if (target < 0) return false;  // every allowed CPU holds a rank: nowhere better
+  if (target < 0) return Placement::stacked;  // every allowed CPU holds a rank: nowhere better
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(target, &one);
   // Narrowing the mask to one CPU migrates this thread now; widening it
   // again does not move it back.
-  if (::sched_setaffinity(0, sizeof one, &one) != 0) return false;
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) return Placement::stacked;
   (void)::sched_setaffinity(0, sizeof allowed, &allowed);
   const int moved_to = ::sched_getcpu();
   seg.control(rank).cpu.store(moved_to + 1, std::memory_order_relaxed);
-  return moved_to != here;
+  return moved_to != here ? Placement::moved : Placement::stacked;
 }
 
 }  // namespace mci::transport

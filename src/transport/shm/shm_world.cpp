@@ -122,6 +122,7 @@ std::uint64_t ShmWorld::flag(int r, Flag f) const { return flag_word(r, f).load(
 // poster sees the sleeper and wakes it, or the sleeper sees the new value and
 // does not sleep.
 void ShmWorld::post(Flag f, std::uint64_t step) {
+  CpuSpread::note(seg_, rank_);  // where we run now: a waiter's view of us stays fresh
   auto& word = flag_word(rank_, f);
   word.store(step, std::memory_order_seq_cst);
   if (seg_.control(rank_).sleepers[static_cast<int>(f)].load(std::memory_order_seq_cst) > 0) {
@@ -207,12 +208,13 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   // Spin only while the peers have cores of their own, and not for longer
   // than a kernel sleep and wake-up would cost. A spin is useless when the
   // rank it waits for shares this CPU (the kernel stacked them): past the
-  // first microseconds the wait checks that once and moves away (CpuSpread).
-  // Earlier the spin yielded its core between checks to escape that case,
-  // but a yield also hands the core to any other runnable process, even a
-  // niced one, for a whole time slice: with one niced busy loop on the
-  // machine, 64 KiB all-reduce median 25.6 us yielding, 7.2 us spinning
-  // (Open MPI 22.8); quiet, the two are level (3.4 us).
+  // first microseconds the wait checks for that and moves away, or yields
+  // to that rank where it cannot move (CpuSpread). Earlier the spin yielded
+  // its core between checks whatever the placement, but a yield also hands
+  // the core to any other runnable process, even a niced one, for a whole
+  // time slice: with one niced busy loop on the machine, 64 KiB all-reduce
+  // median 25.6 us yielding, 7.2 us spinning (Open MPI 22.8); quiet, the two
+  // are level (3.4 us). So it yields only when stacked with its peer.
   if (!oversubscribed_ && spin_ns_ > 0) {
     // The first spins read no clock: a read orders the pipeline (27-50 ns
     // under a hypervisor), and a peer that posts meanwhile is seen that much
@@ -224,17 +226,16 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
     const auto now = Clock::now();
     const auto spin_until = std::min(dl.at(), now + std::chrono::nanoseconds(spin_ns_));
     const auto check_at = std::min(spin_until, now + kSpreadCheckAfter);
-    bool checked = false;
     for (int spins = 0;; ++spins) {
       MCI_CPU_RELAX();
       if (advance()) return;
       if ((spins & 63) != 63) continue;
       const auto t = Clock::now();
       if (t >= spin_until) break;
-      if (!checked && t >= check_at) {
-        checked = true;
-        spread_.check(seg_, rank_, size_, r);
-      }
+      // Past the first microseconds, at each clock read: is the rank we
+      // wait for queued behind us on this CPU? Then move, or stop spinning
+      // and sleep, which leaves it the CPU.
+      if (t >= check_at && spread_.check(seg_, rank_, size_, r) == CpuSpread::Placement::stacked) break;
     }
   } else if (oversubscribed_ && yield_ns_ > 0) {
     // More ranks than cores: hand this core to a rank that can run (likely

@@ -1,5 +1,6 @@
 // CpuSpread: a waiting rank that finds the rank it waits for on its own CPU
-// moves to a CPU no rank of its host was seen on, and keeps its mask.
+// moves to a CPU no rank of its host was seen on, and keeps its mask; where
+// it cannot move, it is told to yield.
 #include <gtest/gtest.h>
 
 #include <sched.h>
@@ -68,7 +69,7 @@ TEST(CpuSpread, ARankStackedWithTheRankItWaitsForMovesToAFreeCpuAndKeepsItsMask)
   const int here = ::sched_getcpu();
   s.saw(1, here);  // rank 1, the awaited one, was last seen on this CPU
   CpuSpread spread;
-  EXPECT_TRUE(spread.check(s.seg, 0, 2, 1));
+  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::moved);
   EXPECT_EQ(::sched_getcpu(), two.other_than(here));
   EXPECT_EQ(s.seen(0), two.other_than(here)) << "the move is published for the other ranks";
   const cpu_set_t after = mask_of_this_thread();
@@ -82,7 +83,7 @@ TEST(CpuSpread, NoMoveWhenTheAwaitedRankIsElsewhere) {
   const int here = ::sched_getcpu();
   s.saw(1, two.other_than(here));
   CpuSpread spread;
-  EXPECT_FALSE(spread.check(s.seg, 0, 2, 1));
+  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::apart);
   EXPECT_EQ(s.seen(0), ::sched_getcpu()) << "a waiting rank always publishes where it is";
 }
 
@@ -94,8 +95,14 @@ TEST(CpuSpread, NoMoveWhenEveryOtherCpuHoldsARank) {
   s.saw(1, here);
   s.saw(2, two.other_than(here));  // the only other CPU is taken
   CpuSpread spread;
-  EXPECT_FALSE(spread.check(s.seg, 0, 3, 1));
+  EXPECT_EQ(spread.check(s.seg, 0, 3, 1), CpuSpread::Placement::stacked) << "nowhere to go: the wait yields instead";
   EXPECT_EQ(::sched_getcpu(), here);
+}
+
+TEST(CpuSpread, APostingRankPublishesItsCpu) {
+  Segment s(2);
+  CpuSpread::note(s.seg, 1);
+  EXPECT_EQ(s.seen(1), ::sched_getcpu());
 }
 
 TEST(CpuSpread, ARankPinnedToOneCpuStaysThere) {
@@ -108,7 +115,7 @@ TEST(CpuSpread, ARankPinnedToOneCpuStaysThere) {
   Segment s(2);
   s.saw(1, here);
   CpuSpread spread;
-  EXPECT_FALSE(spread.check(s.seg, 0, 2, 1));
+  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::stacked) << "cannot move: the wait yields";
   EXPECT_EQ(::sched_getcpu(), here);
   const cpu_set_t after = mask_of_this_thread();
   EXPECT_TRUE(CPU_EQUAL(&one, &after)) << "a mask set by the user or the launcher is kept";
@@ -121,12 +128,13 @@ TEST(CpuSpread, TriesAgainOnlyAfterAPause) {
   Segment s(2);
   CpuSpread spread;
   s.saw(1, ::sched_getcpu());
-  ASSERT_TRUE(spread.check(s.seg, 0, 2, 1));
+  ASSERT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::moved);
   // Stacked again at once (the kernel moved a rank back): no second move
-  // within the pause, so two ranks never chase each other around the CPUs.
+  // within the pause, so two ranks never chase each other around the CPUs;
+  // the wait yields to the rank it waits for instead.
   const int now_on = ::sched_getcpu();
   s.saw(1, now_on);
-  EXPECT_FALSE(spread.check(s.seg, 0, 2, 1));
+  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::stacked);
   EXPECT_EQ(::sched_getcpu(), now_on);
 }
 
