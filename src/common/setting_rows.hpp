@@ -168,7 +168,7 @@ inline constexpr std::array kRows{
         "waits for runs on its own CPU (the kernel sometimes stacks two ranks on one CPU and leaves them "
         "there, which made whole runs ~20x slower) and, if so, moves to a CPU no rank of its host was seen "
         "on, keeping its affinity mask, or, where it cannot move (pinned, no CPU free, or moved less than "
-        "20 ms ago), yields its CPU to that rank"},
+        "20 ms ago), stops spinning and sleeps, leaving that rank the CPU"},
     SettingRow{
         .name = "MCI_SHM_YIELD_US",
         .kind = SettingKind::integer,

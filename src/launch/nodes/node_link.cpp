@@ -181,8 +181,7 @@ void NodeLink::run() {
 
 bool NodeLink::take_reports(Loop& s) {
   std::lock_guard lk(mu_);
-  const bool linger = opts_.node_rank == 0 && s.news_in_store && !s.others_heard_news;
-  const bool pending = failure_to_publish_ || done_to_publish_ || linger;
+  const bool pending = failure_to_publish_ || done_to_publish_ || lingering(s);
   if (stop_) {
     if (!s.give_up) s.give_up = Clock::now() + kFlushLimit;
     if (!pending || Clock::now() >= *s.give_up) return false;
@@ -207,8 +206,12 @@ void NodeLink::publish(Loop& s) {
   s.done = false;
 }
 
+bool NodeLink::lingering(const Loop& s) const {
+  return opts_.node_rank == 0 && s.news_in_store && !s.others_heard_news;
+}
+
 bool NodeLink::linger_for_others(Loop& s) {
-  if (opts_.node_rank != 0 || !s.news_in_store || s.others_heard_news) return false;
+  if (!lingering(s)) return false;
   {
     std::lock_guard lk(mu_);
     if (!stop_) return false;

@@ -119,6 +119,8 @@ class NodeLink {
   // false: stop now (asked to, and nothing left to say or no time left).
   bool take_reports(Loop& s);
   void publish(Loop& s);
+  // Node 0 with news in the store that some other node has not read yet.
+  bool lingering(const Loop& s) const;
   // Node 0, stopping with news in the store: waits a slice for the other
   // nodes to read it; true when it did (the round ends there).
   bool linger_for_others(Loop& s);

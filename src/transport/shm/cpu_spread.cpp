@@ -6,15 +6,15 @@
 
 namespace mci::transport {
 
-void CpuSpread::note(const ShmSegment& seg, int rank) {
+int CpuSpread::note(const ShmSegment& seg, int rank) {
   const int here = ::sched_getcpu();
   if (here >= 0) seg.control(rank).cpu.store(here + 1, std::memory_order_relaxed);
+  return here;
 }
 
 CpuSpread::Placement CpuSpread::check(const ShmSegment& seg, int rank, int size, int awaited) {
-  const int here = ::sched_getcpu();
+  const int here = note(seg, rank);
   if (here < 0) return Placement::apart;
-  seg.control(rank).cpu.store(here + 1, std::memory_order_relaxed);
   if (awaited == rank || seen_cpu(seg.control(awaited).cpu) != here) return Placement::apart;
   const auto now = std::chrono::steady_clock::now();
   if (now < next_try_) return Placement::stacked;
@@ -41,8 +41,7 @@ CpuSpread::Placement CpuSpread::check(const ShmSegment& seg, int rank, int size,
   // again does not move it back.
   if (::sched_setaffinity(0, sizeof one, &one) != 0) return Placement::stacked;
   (void)::sched_setaffinity(0, sizeof allowed, &allowed);
-  const int moved_to = ::sched_getcpu();
-  seg.control(rank).cpu.store(moved_to + 1, std::memory_order_relaxed);
+  const int moved_to = note(seg, rank);
   return moved_to != here ? Placement::moved : Placement::stacked;
 }
 

@@ -10,14 +10,15 @@
 // no rank of its host was last seen on, then gives its affinity mask back,
 // so the kernel stays free to place it and a mask set by the user or the
 // launcher (mcirun --bind, srun --cpu-bind) is kept. Where it cannot move
-// (it moved less than kRetry ago, or no CPU is free), it yields its CPU:
-// the rank it waits for is queued behind it there. Under CPU steal the
-// kernel stacks ranks far more often (a CPU that loses time to another
-// guest, or to a higher-priority thread, counts as busy and its ranks are
-// pulled away) and may undo a move within a millisecond; without the
-// yield, each rank spun out its time slice while the other waited: a run of
-// 64 KiB all_gather at 1151 us per call where 4 us is the norm (perf sched:
-// both ranks on CPU 0, preempting each other every ~1 ms).
+// (it moved less than kRetry ago, or no CPU is free), the wait stops
+// spinning and sleeps: the rank it waits for is queued behind it there, and
+// its wake-up places the sleeper on a free CPU if there is one. Under CPU
+// steal the kernel stacks ranks far more often (a CPU that loses time to
+// another guest, or to a higher-priority thread, counts as busy and its
+// ranks are pulled away) and may undo a move within a millisecond; while
+// the wait kept spinning, each rank spun out its time slice while the other
+// waited: a run of 64 KiB all_gather at 1151 us per call where 4 us is the
+// norm (perf sched: both ranks on CPU 0, preempting each other every ~1 ms).
 #pragma once
 
 #include <atomic>
@@ -33,14 +34,14 @@ class CpuSpread {
   enum class Placement {
     apart,    // `awaited` was last seen on another CPU (or nowhere yet)
     moved,    // it was on ours: this thread moved to a CPU of its own
-    stacked,  // it is on ours and this thread could not move: yield to it
+    stacked,  // it is on ours and this thread could not move: stop spinning
   };
   // Records this thread's CPU for `rank`; if `awaited` was last seen on the
   // same CPU, moves this thread (at most once per kRetry).
   Placement check(const ShmSegment& seg, int rank, int size, int awaited);
   // Records this thread's CPU for `rank` (a rank posting says where it runs,
-  // so a waiter's view of it is fresh).
-  static void note(const ShmSegment& seg, int rank);
+  // so a waiter's view of it is fresh); returns it, -1 if unknown.
+  static int note(const ShmSegment& seg, int rank);
 
   // Published as CPU + 1, so the zeroed segment reads "unknown".
   static int seen_cpu(const std::atomic<std::int32_t>& word) { return word.load(std::memory_order_relaxed) - 1; }

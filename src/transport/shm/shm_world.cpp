@@ -208,13 +208,13 @@ void ShmWorld::wait_all(Flag f, std::uint64_t target, const Fingerprint& fp, con
   // Spin only while the peers have cores of their own, and not for longer
   // than a kernel sleep and wake-up would cost. A spin is useless when the
   // rank it waits for shares this CPU (the kernel stacked them): past the
-  // first microseconds the wait checks for that and moves away, or yields
-  // to that rank where it cannot move (CpuSpread). Earlier the spin yielded
-  // its core between checks whatever the placement, but a yield also hands
-  // the core to any other runnable process, even a niced one, for a whole
-  // time slice: with one niced busy loop on the machine, 64 KiB all-reduce
-  // median 25.6 us yielding, 7.2 us spinning (Open MPI 22.8); quiet, the two
-  // are level (3.4 us). So it yields only when stacked with its peer.
+  // first microseconds the wait checks for that and moves away, or, where
+  // it cannot move, stops spinning and sleeps (CpuSpread). It does not
+  // yield: a yield also hands the core to any other runnable process, even a
+  // niced one, for a whole time slice: with one niced busy loop on the
+  // machine, 64 KiB all-reduce median 25.6 us yielding, 7.2 us spinning
+  // (Open MPI 22.8); quiet, the two are level (3.4 us). A yield when stacked
+  // was tried too: slow runs of 600-1600 us beside a busy loop per CPU.
   if (!oversubscribed_ && spin_ns_ > 0) {
     // The first spins read no clock: a read orders the pipeline (27-50 ns
     // under a hypervisor), and a peer that posts meanwhile is seen that much

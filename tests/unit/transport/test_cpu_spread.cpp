@@ -1,6 +1,6 @@
 // CpuSpread: a waiting rank that finds the rank it waits for on its own CPU
 // moves to a CPU no rank of its host was seen on, and keeps its mask; where
-// it cannot move, it is told to yield.
+// it cannot move, it is told to stop spinning.
 #include <gtest/gtest.h>
 
 #include <sched.h>
@@ -95,7 +95,8 @@ TEST(CpuSpread, NoMoveWhenEveryOtherCpuHoldsARank) {
   s.saw(1, here);
   s.saw(2, two.other_than(here));  // the only other CPU is taken
   CpuSpread spread;
-  EXPECT_EQ(spread.check(s.seg, 0, 3, 1), CpuSpread::Placement::stacked) << "nowhere to go: the wait yields instead";
+  EXPECT_EQ(spread.check(s.seg, 0, 3, 1), CpuSpread::Placement::stacked)
+      << "nowhere to go: the wait stops spinning instead";
   EXPECT_EQ(::sched_getcpu(), here);
 }
 
@@ -115,7 +116,7 @@ TEST(CpuSpread, ARankPinnedToOneCpuStaysThere) {
   Segment s(2);
   s.saw(1, here);
   CpuSpread spread;
-  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::stacked) << "cannot move: the wait yields";
+  EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::stacked) << "cannot move: the wait stops spinning";
   EXPECT_EQ(::sched_getcpu(), here);
   const cpu_set_t after = mask_of_this_thread();
   EXPECT_TRUE(CPU_EQUAL(&one, &after)) << "a mask set by the user or the launcher is kept";
@@ -131,7 +132,7 @@ TEST(CpuSpread, TriesAgainOnlyAfterAPause) {
   ASSERT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::moved);
   // Stacked again at once (the kernel moved a rank back): no second move
   // within the pause, so two ranks never chase each other around the CPUs;
-  // the wait yields to the rank it waits for instead.
+  // the wait stops spinning and sleeps instead.
   const int now_on = ::sched_getcpu();
   s.saw(1, now_on);
   EXPECT_EQ(spread.check(s.seg, 0, 2, 1), CpuSpread::Placement::stacked);
