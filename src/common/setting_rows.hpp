@@ -168,7 +168,11 @@ inline constexpr std::array kRows{
         "waits for runs on its own CPU (the kernel sometimes stacks two ranks on one CPU and leaves them "
         "there, which made whole runs ~20x slower) and, if so, moves to a CPU no rank of its host was seen "
         "on, keeping its affinity mask, or, where it cannot move (pinned, no CPU free, or moved less than "
-        "20 ms ago), stops spinning and sleeps, leaving that rank the CPU"},
+        "20 ms ago), stops spinning and sleeps, leaving that rank the CPU. On a VM whose CPUs are taken "
+        "away for hundreds of microseconds at a time (steal), 1000 keeps a wait spinning through such a "
+        "stall instead of paying a late wake-up: 1 MiB all_gather under bench/cpu_thief 87-94 us per call "
+        "against 101-115 with 50 (docs/performance.md); it costs CPU where the rank waited for is "
+        "computing (a DDP step)"},
     SettingRow{
         .name = "MCI_SHM_YIELD_US",
         .kind = SettingKind::integer,
