@@ -8,6 +8,9 @@
 #   scripts/test.sh --clang                       build-clang/, clang++ Release
 #   scripts/test.sh --debug                       build-debug/, g++ Debug (assertions on, no optimizer)
 #   scripts/test.sh --no-tests                    build only
+#   scripts/test.sh --quick                       the loop after a change: builds everything, runs
+#                                                 every test but the torch jobs (label "torch": about
+#                                                 90% of the suite's time) and skips the libtorch2 tier
 #   scripts/test.sh -R Matrix                     extra arguments go to ctest
 # The plain build also builds and runs the LibTorch tier on PyPI's torch
 # (scripts/torch-pin.txt) in build-libtorch2/: mci::torch's tests
@@ -22,6 +25,7 @@ sanitize=""
 clang=0
 debug=0
 run_tests=1
+quick=0
 ctest_args=()
 for a in "$@"; do
   case $a in
@@ -29,6 +33,7 @@ for a in "$@"; do
     --clang) clang=1 ;;
     --debug) debug=1 ;;
     --no-tests) run_tests=0 ;;
+    --quick) quick=1 ;;
     *) ctest_args+=("$a") ;;
   esac
 done
@@ -73,7 +78,7 @@ cmake --build "$build"
 # build/'s (most of libmci) or from the last run (the backends layer, built
 # here without gloo and nccl). Skipped, saying so, without the venv.
 libtorch2=0
-if [ -z "$sanitize" ] && [ $clang = 0 ] && [ $debug = 0 ]; then
+if [ -z "$sanitize" ] && [ $clang = 0 ] && [ $debug = 0 ] && [ $quick = 0 ]; then
   if [ -x "$torch2_python" ]; then
     libtorch2=1
     start=$SECONDS
@@ -98,6 +103,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # another thread than the one that read it), and why.
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}
 rc=0
+[ $quick = 0 ] || ctest_args=(-LE torch "${ctest_args[@]}")
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}" || rc=$?
 if [ $libtorch2 = 1 ]; then
   # Only the libtorch2.* tests are built there; arguments given to this
