@@ -87,6 +87,7 @@ ShmWorld::ShmWorld(ShmSegment seg, int rank, int size, std::vector<int> group_ra
       spin_ns_(std::chrono::nanoseconds(wait.spin).count()),
       yield_ns_(std::chrono::nanoseconds(wait.yield).count()),
       group_ranks_(std::move(group_ranks)),
+      process_running_(process_running),
       single_copy_allowed_(single_copy) {
   seg_.control(rank_).pid.store(::getpid(), std::memory_order_release);
 }
@@ -153,7 +154,9 @@ void ShmWorld::check_peers(const Fingerprint& fp, Flag f, std::uint64_t target) 
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || flag(r, f) >= target) continue;
     const auto pid = static_cast<pid_t>(seg_.control(r).pid.load(std::memory_order_acquire));
-    if (pid > 0 && !process_running(pid)) {
+    // The flag again, now that the process is gone: the first read may
+    // predate a post made just before it exited.
+    if (pid > 0 && !process_running_(pid) && flag(r, f) < target) {
       throw PeerError(fmt::format("rank {} (pid {}) exited or crashed during {} on rank {}: check that "
                                   "rank's output for the cause",
                                   group_rank(r), pid, fp.describe(), group_rank(rank_)),

@@ -12,8 +12,11 @@
 // by any rank, and whether the peers' processes still exist.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,6 +91,11 @@ class ShmWorld {
   // Tells every rank on this host why we stop.
   void abort(const std::string& reason) noexcept;
 
+  // Tests: answers "is this process still running?" in place of the kernel,
+  // so a test can make a peer post and exit exactly between the two reads of
+  // its flag that check_peers makes.
+  void set_process_probe(std::function<bool(pid_t)> running) { process_running_ = std::move(running); }
+
  private:
   static int parity(std::uint64_t step) { return static_cast<int>(step & 1); }
   // A flag: the ready word of the box of a parity, or the reduced word.
@@ -107,7 +115,9 @@ class ShmWorld {
   // Throws PeerError for a rank that aborted, or that exited while this rank
   // still waits for its flag `f` to reach `target` (one that posted and then
   // left, as a rank does after its last collective, owes nothing: its data
-  // stays in the segment).
+  // stays in the segment). The flag is read again once the process is found
+  // gone: between the first read and the liveness check a peer may post,
+  // finish the operation and exit (256 ranks on 2 cores did, in CI).
   void check_peers(const Fingerprint& fp, Flag f, std::uint64_t target) const;
   [[noreturn]] void timeout(Flag f, std::uint64_t target, const Fingerprint& fp, const Deadline& dl,
                             const char* what) const;
@@ -122,6 +132,7 @@ class ShmWorld {
   std::int64_t arrival_ns_ = 0;
   std::vector<std::int64_t> pids_;
   std::vector<int> group_ranks_;
+  std::function<bool(pid_t)> process_running_;
   CpuSpread spread_;
   enum class SingleCopy : std::uint8_t { unknown, yes, no };
   bool single_copy_allowed_;

@@ -149,6 +149,45 @@ TEST(ShmWorld, AbortIsSeenByAWaitingPeerUnderItsGroupRank) {
              {4, 6});
 }
 
+// A peer that posts, finishes and exits between the waiter's read of its flag
+// and the check of its process owes nothing (256 ranks on 2 cores hit that
+// window: "rank 61 exited or crashed" from a rank that had exited 0); one
+// found gone that never posted is still a PeerError naming it. The probe
+// stands in for the kernel: it makes rank 1 post, then says it is gone.
+TEST(ShmWorld, APeerThatPostedThenExitedBeforeTheLivenessCheckOwesNothing) {
+  for (const bool posts_before_exit : {true, false}) {
+    std::atomic<ShmWorld*> peer{nullptr};
+    std::latch peer_ready(1);
+    std::latch waiter_done(1);
+    with_world(2, [&](ShmWorld& w) {
+      const std::uint64_t s = w.next_step();
+      const Fingerprint fp = coll(3, 1);
+      if (w.rank() == 1) {
+        peer = &w;
+        peer_ready.count_down();
+        waiter_done.wait();  // keeps its mapping while rank 0 posts on its behalf
+        return;
+      }
+      peer_ready.wait();
+      int probes = 0;
+      w.set_process_probe([&](pid_t) {
+        if (posts_before_exit && ++probes == 1) peer.load()->post_ready(s, fp);
+        return false;
+      });
+      w.post_ready(s, fp);
+      try {
+        w.wait_ready(s, fp, Deadline(10000ms));
+        EXPECT_TRUE(posts_before_exit) << "a peer gone without posting must be an error";
+      } catch (const PeerError& e) {
+        EXPECT_FALSE(posts_before_exit) << "it posted before it left: " << e.what();
+        EXPECT_EQ(e.peer(), 1);
+        EXPECT_NE(std::string(e.what()).find("rank 1 (pid "), std::string::npos) << e.what();
+      }
+      waiter_done.count_down();
+    });
+  }
+}
+
 // Single copy: every rank reads another's buffer straight from its memory
 // (the threads stand for processes: process_vm_readv reads this one), and
 // the steps go on after it as before.
