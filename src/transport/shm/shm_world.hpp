@@ -130,7 +130,6 @@ class ShmWorld {
   std::int64_t yield_ns_;  // oversubscribed: yield this long before sleeping
   std::uint64_t step_ = 0;
   std::int64_t arrival_ns_ = 0;
-  std::vector<std::int64_t> pids_;
   std::vector<int> group_ranks_;
   std::function<bool(pid_t)> process_running_;
   CpuSpread spread_;
