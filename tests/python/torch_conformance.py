@@ -21,11 +21,23 @@ logic reads BACKEND (gloo for both), the GPUs and the like, never the
 backend itself, and a test gloo skips is never compared; most skips
 happen in the forked ranks, so this halves what the mci column costs. A
 test that hangs is ended by the suite's join timeout
-(DISTRIBUTED_TESTS_DEFAULT_TIMEOUT, set to 120 s here)."""
+(DISTRIBUTED_TESTS_DEFAULT_TIMEOUT, set to 120 s here).
+
+The gloo column's skips (two thirds of the suite, each costing its forks)
+are kept between runs beside scripts/test.sh's other caches (outside the
+clone), under a name made of everything that decides them: torch's version,
+the suite's and this harness's text, the world size, the GPUs and the
+suite's TEST_/PYTORCH_ settings. A run that finds them runs only the tests
+gloo ran, on both columns; it says so, and where the record is."""
 
 import argparse
+import glob
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -171,6 +183,48 @@ def run_column(mcirun, backend, world, pattern, workdir, only_names=None):
         return json.load(f)
 
 
+def gloo_skips_path(world):
+    """Where the gloo column's skips at this world size are kept: a file
+    named by the hash of what decides them, in scripts/cache-root.sh's
+    folder; None outside a source checkout."""
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    if not (repo / "scripts" / "cache-root.sh").exists():
+        return None
+    root = subprocess.run(["bash", "-c", ". scripts/cache-root.sh && printf %s \"$mci_cache_root\""], cwd=repo,
+                          stdout=subprocess.PIPE, text=True).stdout
+    torch_dir = pathlib.Path(importlib.util.find_spec("torch").origin).parent
+    key = hashlib.sha256()
+    key.update(f"torch {importlib.metadata.version('torch')} world {world}\n".encode())
+    for path in (pathlib.Path(__file__), torch_dir / "testing/_internal/distributed/distributed_test.py",
+                 torch_dir / "testing/_internal/common_distributed.py"):
+        key.update(path.read_bytes())
+    key.update(" ".join(sorted(glob.glob("/dev/nvidia[0-9]*"))).encode())
+    for name in sorted(os.environ):
+        if name.startswith(("TEST_", "PYTORCH_", "CUDA_VISIBLE")):
+            key.update(f"{name}={os.environ[name]}\n".encode())
+    return pathlib.Path(root) / "torch-conformance" / f"gloo-skips-world{world}-{key.hexdigest()[:16]}.json"
+
+
+def load_gloo_skips(path):
+    """{"skipped": {test: reason}, "ran": [test, ...]} of an earlier full
+    gloo column, or None."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+        return record if set(record) == {"skipped", "ran"} else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def save_gloo_skips(path, gloo):
+    record = {"skipped": {n: v[1] for n, v in gloo.items() if v[0] == "skip"},
+              "ran": sorted(n for n, v in gloo.items() if v[0] != "skip")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
 def first_line(detail):
     """The line of a traceback that says what went wrong."""
     lines = [ln.strip() for ln in detail.splitlines() if ln.strip()]
@@ -228,13 +282,25 @@ def main():
         print("skipped: torch's test suite needs expecttest (scripts/torch-venv.sh installs it from "
               "scripts/torch-pin.txt)")
         return 77
+    # The whole suite only: a -k run is short and its own.
+    skips_path = None if a.pattern else gloo_skips_path(a.world)
+    known = load_gloo_skips(skips_path) if skips_path and a.only != "mci" else None
+    if known:
+        print(f"gloo world {a.world}: the {len(known['skipped'])} tests an earlier run with this torch, suite and "
+              f"machine saw gloo skip are not run again; {len(known['ran'])} run (record: {skips_path})")
     with tempfile.TemporaryDirectory(prefix="mci-conformance-") as workdir:
         cols = {}
         for backend in ([a.only] if a.only else ["gloo", "mci"]):
             ran_on_gloo = [n for n, v in cols["gloo"].items() if v[0] != "skip"] if "gloo" in cols else None
+            if backend == "gloo" and known:
+                ran_on_gloo = known["ran"]
             cols[backend] = run_column(a.mcirun, backend, a.world, a.pattern, workdir, ran_on_gloo)
             if cols[backend] is None:
                 return 1
+            if backend == "gloo" and known:
+                cols["gloo"] = {**{n: ["skip", why] for n, why in known["skipped"].items()}, **cols["gloo"]}
+            elif backend == "gloo" and skips_path:
+                save_gloo_skips(skips_path, cols["gloo"])
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(cols, f, indent=1, sort_keys=True)
