@@ -2,6 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for a
 # bounded time on its corpus in fuzz/corpus/<target> (new inputs are kept
 # there). Usage: scripts/fuzz.sh [seconds per target, default 60]
+#        scripts/fuzz.sh --build-only   (CI builds them ahead, .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -12,6 +13,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DMCI_WERROR=ON "${mci_la
   -DMCI_BUILD_EXAMPLES=OFF -DMCI_BUILD_BENCH=OFF -DMCI_WITH_GLOO=OFF -DMCI_WITH_NCCL=OFF -DMCI_WITH_MPI=OFF \
   -DMCI_SANITIZE=address,undefined >/dev/null
 cmake --build build-fuzz --target store_frame_fuzzer store_records_fuzzer data_stream_fuzzer
+[ "$secs" != "--build-only" ] || exit 0
 for t in store_frame store_records data_stream; do
   mkdir -p "fuzz/corpus/$t"
   echo "fuzzing $t for ${secs}s"
