@@ -70,31 +70,12 @@ std::string digest(const std::vector<std::string>& handles) {
   return text;
 }
 
-std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int rank, std::int64_t uuid,
-                                 std::chrono::milliseconds timeout) {
-  const Handle first = parse_handle(handles.front(), "handle 0");
-  mci::TcpStoreOptions o;
-  o.host = first.host;
-  o.port = first.port;
-  o.timeout = timeout;
-  o.connect_timeout = timeout;
-  if (first.token.empty()) {
-    const char* job = std::getenv("MCI_JOB_TOKEN");
-    o.token = job ? job : "";
-  } else {
-    o.token = first.token;
-  }
-  std::shared_ptr<mci::Store> base;
-  try {
-    base = std::make_shared<mci::TcpStore>(o);
-  } catch (const std::exception& e) {
-    throw mci::PeerError("mci_torch: reconfigure (uuid " + std::to_string(uuid) +
-                             "): cannot reach the store of handle 0 (the new group's rank 0, " + first.host + ":" +
-                             std::to_string(first.port) + "): " + e.what() +
-                             ". That process is gone, or its handle is stale: reconfigure without it, with a fresh "
-                             "uuid",
-                         0);
-  }
+namespace {
+
+// The meeting itself, on handle 0's store: the same handles everywhere,
+// then every member arrived.
+void meet_on(const std::shared_ptr<mci::Store>& base, const std::vector<std::string>& handles, int rank,
+             std::int64_t uuid, std::chrono::milliseconds timeout) {
   auto store = std::make_shared<mci::PrefixStore>(prefix_of(uuid) + "/meet", base);
   const std::string mine = digest(handles);
   const auto decided = mci::to_string(store->compare_set("handles", {}, mci::to_bytes(mine)));
@@ -132,6 +113,45 @@ std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int ra
                            "): " + mci::to_string(store->get("disagree", timeout)) +
                            " was given other handles than this rank: every member must pass the same handles, in "
                            "the same order for a list");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<mci::Store> meet(const std::vector<std::string>& handles, int rank, std::int64_t uuid,
+                                 std::chrono::milliseconds timeout) {
+  const Handle first = parse_handle(handles.front(), "handle 0");
+  mci::TcpStoreOptions o;
+  o.host = first.host;
+  o.port = first.port;
+  o.timeout = timeout;
+  o.connect_timeout = timeout;
+  if (first.token.empty()) {
+    const char* job = std::getenv("MCI_JOB_TOKEN");
+    o.token = job ? job : "";
+  } else {
+    o.token = first.token;
+  }
+  // One error whether handle 0's process was gone before the connection
+  // (refused) or went while the meeting ran (the connection lost mid-request).
+  const auto unreachable = [&](const std::exception& e) {
+    return mci::PeerError("mci_torch: reconfigure (uuid " + std::to_string(uuid) +
+                              "): cannot reach the store of handle 0 (the new group's rank 0, " + first.host + ":" +
+                              std::to_string(first.port) + "): " + e.what() +
+                              ". That process is gone, or its handle is stale: reconfigure without it, with a fresh "
+                              "uuid",
+                          0);
+  };
+  std::shared_ptr<mci::Store> base;
+  try {
+    base = std::make_shared<mci::TcpStore>(o);
+  } catch (const std::exception& e) {
+    throw unreachable(e);
+  }
+  try {
+    meet_on(base, handles, rank, uuid, timeout);
+  } catch (const mci::PeerError& e) {
+    throw unreachable(e);
   }
   return base;
 }
