@@ -37,6 +37,19 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+using Strings = std::vector<std::string>;
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// mcirun's flags, then the program and its arguments.
+inline Strings args(Strings flags, const Strings& program) {
+  flags.insert(flags.end(), program.begin(), program.end());
+  return flags;
+}
+
+// The system's interpreter: the programs these tests start need no torch.
+inline constexpr const char* kPython = "/usr/bin/python3";
+
 // Polls cond every 10 ms until it holds or the limit passes.
 inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   const auto end = std::chrono::steady_clock::now() + limit;

@@ -35,16 +35,8 @@ MCI_SCENARIO(init) {
 }
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
 
 Strings sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
-
-Strings args(Strings flags, const Strings& program) {
-  flags.insert(flags.end(), program.begin(), program.end());
-  return flags;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // "K=V K=V ..." lines, one per rank, keyed by RANK.
 std::map<int, std::map<std::string, std::string>> env_lines(const std::string& out) {

@@ -18,11 +18,8 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "elastic-token"}, {"OMP_NUM_THREADS", "1"}};
+const std::map<std::string, std::string> kElasticEnv{{"MCI_JOB_TOKEN", "elastic-token"}, {"OMP_NUM_THREADS", "1"}};
 
 // One node's command line. Nodes beat every second and are lost after two
 // silent ones, so a lost node is seen in about 2 s (torchrun: 5 s x 3).
@@ -70,8 +67,8 @@ const std::string kSleepOnFirstAttempt = "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]
 TEST(Elastic, ALostNodeIsLeftOutAndTheNextAttemptRunsOnTheNodesLeft) {
   const int port = free_port();
   const std::string conf = "join_timeout=30,last_call_timeout=30";
-  Mcirun n0(node(port, 0, "1:2", conf, kSleepOnFirstAttempt), kEnv);
-  Mcirun n1(node(port, 1, "1:2", conf, kSleepOnFirstAttempt), kEnv);
+  Mcirun n0(node(port, 0, "1:2", conf, kSleepOnFirstAttempt), kElasticEnv);
+  Mcirun n1(node(port, 1, "1:2", conf, kSleepOnFirstAttempt), kElasticEnv);
   ASSERT_TRUE(
       eventually([&] { return n1.has_file("pid.0.2") && n1.has_file("pid.0.3") && n0.has_file("pid.0.1"); }, 30s))
       << n0.all() << n1.all();
@@ -107,9 +104,9 @@ TEST(Elastic, ANodeStartedLaterJoinsAtTheNextAttempt) {
       "  if [ $RANK = 0 ]; then while [ ! -e $TEST_DIR/fail ]; do sleep 0.02; done; exit 3; fi;"
       "  exec sleep 60;"
       "fi";
-  Mcirun n0(node(port, 0, "1:2", conf, script), kEnv);
+  Mcirun n0(node(port, 0, "1:2", conf, script), kElasticEnv);
   ASSERT_TRUE(eventually([&] { return n0.has_file("pid.0.0") && n0.has_file("pid.0.1"); }, 30s)) << n0.all();
-  Mcirun n1(node(port, 1, "1:2", conf, script), kEnv);
+  Mcirun n1(node(port, 1, "1:2", conf, script), kElasticEnv);
   ASSERT_TRUE(eventually([&] { return contains(n1.err(), "waiting to join it at attempt 1"); }, 30s))
       << n0.all() << n1.all();
   { std::ofstream(n0.dir() + "/fail") << "now\n"; }
@@ -137,8 +134,8 @@ TEST(Elastic, WithoutNodeRankTheNodeThatBindsTheStoreIsNodeZero) {
     a.erase(a.begin() + 1);  // --node_rank
     return a;
   };
-  Mcirun a(same(), kEnv);
-  Mcirun b(same(), kEnv);
+  Mcirun a(same(), kElasticEnv);
+  Mcirun b(same(), kElasticEnv);
   ASSERT_EQ(a.code(60s), 0) << a.all() << b.all();
   ASSERT_EQ(b.code(60s), 0) << a.all() << b.all();
   const std::string out = a.out() + b.out();
@@ -150,7 +147,7 @@ TEST(Elastic, WithoutNodeRankTheNodeThatBindsTheStoreIsNodeZero) {
 
 TEST(Elastic, FewerThanMinNodesEndTheJobWithAClearError) {
   const int port = free_port();
-  Mcirun alone(node(port, 0, "2:3", "join_timeout=1", "exit 0"), kEnv);
+  Mcirun alone(node(port, 0, "2:3", "join_timeout=1", "exit 0"), kElasticEnv);
   ASSERT_EQ(alone.code(30s), 1) << alone.all();
   EXPECT_TRUE(contains(alone.err(),
                        "cannot start attempt 0: 1 node(s) joined within 1 s (--rdzv_conf join_timeout), "
@@ -162,8 +159,8 @@ TEST(Elastic, FewerThanMinNodesEndTheJobWithAClearError) {
 TEST(Elastic, ALostNodeThatLeavesFewerThanMinEndsTheJob) {
   const int port = free_port();
   const std::string conf = "join_timeout=3,last_call_timeout=0";
-  Mcirun n0(node(port, 0, "2:3", conf, kSleepOnFirstAttempt), kEnv);
-  Mcirun n1(node(port, 1, "2:3", conf, kSleepOnFirstAttempt), kEnv);
+  Mcirun n0(node(port, 0, "2:3", conf, kSleepOnFirstAttempt), kElasticEnv);
+  Mcirun n1(node(port, 1, "2:3", conf, kSleepOnFirstAttempt), kElasticEnv);
   ASSERT_TRUE(
       eventually([&] { return n1.has_file("pid.0.2") && n1.has_file("pid.0.3") && n0.has_file("pid.0.1"); }, 60s))
       << n0.all() << n1.all();

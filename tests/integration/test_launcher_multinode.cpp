@@ -14,9 +14,6 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 Strings node(int node_rank, int port, const Strings& program) {
   Strings a{"--nnodes=2", fmt::format("--node_rank={}", node_rank), "--nproc_per_node=2", "--master_addr=127.0.0.1",
@@ -25,7 +22,7 @@ Strings node(int node_rank, int port, const Strings& program) {
   return a;
 }
 
-const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "two-node-token"}, {"OMP_NUM_THREADS", "1"}};
+const std::map<std::string, std::string> kTwoNodeEnv{{"MCI_JOB_TOKEN", "two-node-token"}, {"OMP_NUM_THREADS", "1"}};
 
 // Every node's ranks get the same MASTER_PORT for the program: a port node
 // 0's mcirun picked, not --master_port (mcirun's store holds that one, and
@@ -35,8 +32,8 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
   const Strings program{"/bin/sh", "-c",
                         "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK "
                         "MCI_STORE_PORT=$MCI_STORE_PORT; echo MASTER_PORT=$MASTER_PORT"};
-  Mcirun n1(node(1, port, program), kEnv);  // the order the nodes start in does not matter
-  Mcirun n0(node(0, port, program), kEnv);
+  Mcirun n1(node(1, port, program), kTwoNodeEnv);  // the order the nodes start in does not matter
+  Mcirun n0(node(0, port, program), kTwoNodeEnv);
   ASSERT_EQ(n0.code(), 0) << n0.all();
   ASSERT_EQ(n1.code(), 0) << n1.all();
   std::set<std::string> lines, master_ports;
@@ -59,7 +56,7 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
 TEST(MultiNode, AGroupSpansBothLaunchersThroughNode0sStore) {
   const int port = free_port();
   const Strings program{self_program(), "--scenario=init"};
-  auto env = kEnv;
+  auto env = kTwoNodeEnv;
   env["MCI_TEST_TIMEOUT_MS"] = "20000";
   Mcirun n0(node(0, port, program), env);
   Mcirun n1(node(1, port, program), env);
@@ -75,8 +72,8 @@ TEST(MultiNode, Node0KeepsTheStoreUpUntilEveryNodeIsDone) {
   // Node 0's ranks finish at once, node 1's a second later: node 0 must not
   // take the store away while node 1 may still need it.
   const int port = free_port();
-  Mcirun n0(node(0, port, {"/bin/true"}), kEnv);
-  Mcirun n1(node(1, port, {"/bin/sh", "-c", "sleep 1; touch $TEST_DIR/done.$RANK"}), kEnv);
+  Mcirun n0(node(0, port, {"/bin/true"}), kTwoNodeEnv);
+  Mcirun n1(node(1, port, {"/bin/sh", "-c", "sleep 1; touch $TEST_DIR/done.$RANK"}), kTwoNodeEnv);
   ASSERT_EQ(n0.code(), 0) << n0.all();
   EXPECT_TRUE(n1.has_file("done.2") && n1.has_file("done.3")) << "node 0 returned before node 1 was done";
   EXPECT_GE(n0.seconds(), 0.9);
@@ -90,12 +87,12 @@ TEST(MultiNode, AFailureOnOneNodeStopsTheOther) {
                         "if [ $RANK = 2 ]; then while [ ! -e $READY ]; do sleep 0.01; done; exit 5; fi;"
                         "if [ $RANK = 0 ]; then touch $READY; fi; exec sleep 30"};
   Mcirun n0(node(0, port, program), [&] {
-    auto e = kEnv;
+    auto e = kTwoNodeEnv;
     e["READY"] = "/tmp/mcirun-multinode-ready-" + std::to_string(port);
     return e;
   }());
   Mcirun n1(node(1, port, program), [&] {
-    auto e = kEnv;
+    auto e = kTwoNodeEnv;
     e["READY"] = "/tmp/mcirun-multinode-ready-" + std::to_string(port);
     return e;
   }());
@@ -125,8 +122,8 @@ TEST_P(MultiNodeStop, CtrlCOnOneNodeIsPassedOnByEveryNode) {
                         "trap 'echo got INT > $TEST_DIR/got.$RANK; exit 0' INT;"
                         "trap 'echo got TERM > $TEST_DIR/got.$RANK; exit 0' TERM;"
                         "touch $TEST_DIR/ready.$RANK; while :; do sleep 0.05; done"};
-  Mcirun n0(node(0, port, program), kEnv);
-  Mcirun n1(node(1, port, program), kEnv);
+  Mcirun n0(node(0, port, program), kTwoNodeEnv);
+  Mcirun n1(node(1, port, program), kTwoNodeEnv);
   Mcirun* nodes[2] = {&n0, &n1};
   ASSERT_TRUE(eventually(
       [&] {

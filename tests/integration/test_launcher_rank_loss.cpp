@@ -22,9 +22,6 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Rank $LOSE leaves a helper in its process group (its pid in D/child),
 // writes its own pid to D/lost and SIGKILLs itself. The others wait, with

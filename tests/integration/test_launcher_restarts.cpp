@@ -22,9 +22,6 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 int attempt_of_this_process() {
   const char* v = std::getenv("TORCHELASTIC_RESTART_COUNT");
@@ -64,11 +61,6 @@ Strings failing_until(int fails) {
                       "  i=0; while [ ! -e $said ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; exit 3;"
                       "fi",
                       fails)};
-}
-
-Strings args(Strings flags, const Strings& program) {
-  flags.insert(flags.end(), program.begin(), program.end());
-  return flags;
 }
 
 std::set<std::string> lines_set(const std::string& text) {

@@ -21,11 +21,6 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
-
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The scripts live outside mcirun's TEST_DIR, which exists only once mcirun
 // is started.

@@ -18,19 +18,9 @@ namespace mci::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Strings = std::vector<std::string>;
 namespace fs = std::filesystem;
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 Strings sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
-
-Strings args(Strings flags, const Strings& program) {
-  flags.insert(flags.end(), program.begin(), program.end());
-  return flags;
-}
 
 Strings sorted(Strings v) {
   std::sort(v.begin(), v.end());

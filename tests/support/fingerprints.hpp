@@ -17,4 +17,12 @@ inline Fingerprint coll_fingerprint(std::uint64_t seq, std::uint64_t count, OpKi
   return f;
 }
 
+// An all_reduce of f32 (the transports' tests' usual collective).
+inline Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return coll_fingerprint(seq, count); }
+
+// A send/recv of i32: the tag is its sequence number.
+inline Fingerprint p2p(std::uint64_t tag, std::uint64_t count = 1) {
+  return coll_fingerprint(tag, count, OpKind::send, DType::i32);
+}
+
 }  // namespace mci::test

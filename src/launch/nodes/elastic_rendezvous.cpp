@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/duration_text.hpp"
 #include "common/env.hpp"
 #include "common/socket.hpp"
 #include "launch/output/stream_relay.hpp"
@@ -40,11 +41,6 @@ DecideOnce::Terms round_terms(int attempt) {
             const auto slots = records::decode_node_slots(records::encode(r), "an arrival");
             return fmt::format("mcirun id {} ({} process(es))", slots.at(0).id, slots.at(0).nproc);
           }};
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
-                                : fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000);
 }
 
 // A stop signal that arrived, or 0.

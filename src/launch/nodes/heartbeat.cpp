@@ -2,21 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "common/duration_text.hpp"
 #include "launch/nodes/node_link.hpp"
 #include "mci/errors.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
 namespace mci::launch {
-
-namespace {
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
-                                : fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000);
-}
-
-}  // namespace
 
 std::string beat_key(int id) { return keys::elastic::beat(id); }
 std::string left_key(int id) { return keys::elastic::left(id); }

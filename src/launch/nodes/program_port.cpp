@@ -19,7 +19,9 @@ namespace mci::launch {
 
 namespace {
 
-constexpr auto kSlice = std::chrono::milliseconds(500);
+// Each store call's own wait, so that the loop looks at its signals and
+// its deadline between tries.
+constexpr auto kStoreTry = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -52,8 +54,8 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
   std::unique_ptr<TcpStore> store;  // kept between slices once connected
   while (true) {
     try {
-      if (!store) store = o.store.connect(kSlice, kSlice);
-      const std::string v = to_string(store->get(kProgramPortKey, kSlice));
+      if (!store) store = o.store.connect(kStoreTry, kStoreTry);
+      const std::string v = to_string(store->get(kProgramPortKey, kStoreTry));
       const auto port = parse_int(v);
       if (!port || *port < 1 || *port > 65535) {
         throw Error(
@@ -61,9 +63,9 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
                         "must run the same mcirun version",
                         v));
       }
-      ProgramEndpoint e{to_string(store->get(kProgramAddrKey, kSlice)), static_cast<int>(*port)};
+      ProgramEndpoint e{to_string(store->get(kProgramAddrKey, kStoreTry)), static_cast<int>(*port)};
       // Set before the port; absent only from an mcirun older than --on-rank-loss, which stops.
-      if (store->check({kOnRankLossKey})) e.on_rank_loss = to_string(store->get(kOnRankLossKey, kSlice));
+      if (store->check({kOnRankLossKey})) e.on_rank_loss = to_string(store->get(kOnRankLossKey, kStoreTry));
       return e;
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/duration_text.hpp"
 #include "common/socket.hpp"
 #include "jobview/job_monitor.hpp"
 #include "launch/config/rank_loss.hpp"
@@ -37,11 +38,6 @@ int poll_timeout(std::optional<Clock::time_point> until) {
   if (!until) return -1;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
-}
-
-std::string seconds(std::chrono::milliseconds ms) {
-  return ms.count() % 1000 == 0 ? fmt::format("{} s", ms.count() / 1000)
-                                : fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000);
 }
 
 }  // namespace
@@ -222,7 +218,7 @@ void Supervisor::kill_lost_groups() {
     say(
         fmt::format("mcirun: sent SIGKILL to what rank {} (pid {}) left running in its process group: still there "
                     "{} after SIGTERM",
-                    p.rank, p.pid, seconds(job_.grace)));
+                    p.rank, p.pid, seconds_text(job_.grace)));
   }
 }
 
@@ -239,7 +235,7 @@ std::optional<Clock::time_point> Supervisor::next_wakeup() const {
 // After the first step of a stop, each line says which signal the rank outlived.
 void Supervisor::signal_groups(int sig) {
   const std::string after =
-      last_sent_ != 0 ? fmt::format(" {} after {}", seconds(job_.grace), signal_name(last_sent_)) : std::string();
+      last_sent_ != 0 ? fmt::format(" {} after {}", seconds_text(job_.grace), signal_name(last_sent_)) : std::string();
   for (auto& p : procs_) {
     if (!p.status) {
       if (::kill(-p.pid, sig) != 0) ::kill(p.pid, sig);

@@ -33,7 +33,7 @@ using Bytes = std::vector<std::uint8_t>;
 // Small, so the larger sizes take several chunks inside a host.
 constexpr std::size_t kShmBufferBytes = 64 * 1024;
 
-struct Case {
+struct HierarchicalCase {
   std::size_t count;
   ReduceOp op;
   bool in_place;
@@ -42,12 +42,12 @@ struct Case {
 // Up to and above the shared-memory buffer (several chunks), across the
 // direct/sliced threshold inside a host, the recursive-doubling/ring
 // threshold between leaders, and (5 MB) the pipelined exchange of two hosts.
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<HierarchicalCase> cases() {
+  std::vector<HierarchicalCase> out;
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{40000}, std::size_t{300007},
                             std::size_t{1300001}}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
-      for (bool in_place : {false, true}) out.push_back(Case{count, op, in_place});
+      for (bool in_place : {false, true}) out.push_back(HierarchicalCase{count, op, in_place});
     }
   }
   return out;
@@ -126,7 +126,7 @@ std::vector<std::string> all_reduces(const Places& places, int r, int n) {
   std::vector<std::string> failures;
   Scratch scratch;
   int round = 0;
-  for (const Case& c : cases()) {
+  for (const HierarchicalCase& c : cases()) {
     ++round;
     const std::string where =
         fmt::format("all_reduce f32 x {} {}{}", c.count, reduce_op_name(c.op), c.in_place ? " in place" : "");

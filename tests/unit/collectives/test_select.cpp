@@ -13,7 +13,7 @@
 namespace mci::coll {
 namespace {
 
-struct Case {
+struct SelectCase {
   OpKind kind;
   std::size_t bytes;
   int world;
@@ -26,7 +26,7 @@ constexpr std::size_t K = 1024, M = 1024 * 1024;
 using enum Layout;
 using K_ = OpKind;
 
-const Case kCases[] = {
+const SelectCase kCases[] = {
     // Flat (TCP): size decides all-reduce; one algorithm per other collective.
     {K_::all_reduce, 8, 4, {}, flat, Algo::recursive_doubling},
     {K_::all_reduce, 64 * K, 4, {}, flat, Algo::recursive_doubling},

@@ -11,16 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "support/shm_names.hpp"
 #include "transport/shm/cpu_spread.hpp"
 #include "transport/shm/shm_segment.hpp"
 
 namespace mci::transport {
 namespace {
-
-std::string unique_name() {
-  static std::atomic<int> counter{0};
-  return fmt::format("/mci-test-cpu-spread-{}-{}", ::getpid(), counter++);
-}
 
 cpu_set_t mask_of_this_thread() {
   cpu_set_t m;
@@ -55,7 +51,9 @@ class TwoCpus {
 };
 
 struct Segment {
-  explicit Segment(int ranks) : seg(ShmSegment::create(unique_name(), ranks, 4096)) { seg.unlink(); }
+  explicit Segment(int ranks) : seg(ShmSegment::create(test::unique_shm_name("cpu-spread"), ranks, 4096)) {
+    seg.unlink();
+  }
   void saw(int rank, int cpu) { seg.control(rank).cpu.store(cpu + 1); }
   int seen(int rank) const { return CpuSpread::seen_cpu(seg.control(rank).cpu); }
   ShmSegment seg;

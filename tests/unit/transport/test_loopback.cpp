@@ -20,16 +20,8 @@ using namespace std::chrono_literals;
 
 using test::with_loopback;
 
-Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return test::coll_fingerprint(seq, count); }
-
-Fingerprint p2p(std::uint64_t tag, std::uint64_t count) {
-  Fingerprint f;
-  f.kind = OpKind::send;
-  f.seq = tag;
-  f.count = count;
-  f.dtype = DType::i32;
-  return f;
-}
+using test::coll;
+using test::p2p;
 
 // A one-shot signal between the rank threads of a test. The rank that owes
 // it holds a Notify, so it is sent however that rank's body ends.

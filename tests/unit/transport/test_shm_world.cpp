@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "mci/errors.hpp"
+#include "support/shm_names.hpp"
 #include "support/thread_ranks.hpp"
 #include "transport/shm/shm_world.hpp"
 
@@ -25,17 +26,12 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kBufferBytes = 64 * 1024;
 
-std::string unique_name() {
-  static std::atomic<int> counter{0};
-  return fmt::format("/mci-test-shm-world-{}-{}", ::getpid(), counter++);
-}
-
 // Runs body(world) on n threads: rank 0's segment is created here, the
 // others open it by name in their own thread, and the name is removed once
 // everyone has mapped it. group_ranks as ShmWorld takes them.
 void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<int> group_ranks = {},
                 const std::function<bool(int)>& single_copy = {}) {
-  const std::string name = unique_name();
+  const std::string name = test::unique_shm_name("shm-world");
   std::optional<ShmSegment> created(ShmSegment::create(name, n, kBufferBytes));
   std::latch mapped(n);
   const std::vector<std::string> errors = test::run_threads(n, [&](int r) {
@@ -55,7 +51,7 @@ void with_world(int n, const std::function<void(ShmWorld&)>& body, std::vector<i
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-Fingerprint coll(std::uint64_t seq, std::uint64_t count) {
+Fingerprint gather_fingerprint(std::uint64_t seq, std::uint64_t count) {
   return test::coll_fingerprint(seq, count, OpKind::all_gather, DType::i32);
 }
 
@@ -66,7 +62,7 @@ TEST(ShmWorld, EveryRankReadsWhatEveryRankStagedAtEachStep) {
     const Deadline dl(10000ms);
     for (int i = 0; i < kSteps; ++i) {
       const std::uint64_t s = w.next_step();
-      const Fingerprint fp = coll(1, kInts);
+      const Fingerprint fp = gather_fingerprint(1, kInts);
       auto* mine = reinterpret_cast<int*>(w.staging(w.rank(), s));
       for (std::size_t k = 0; k < kInts; ++k) mine[k] = w.rank() * 1000000 + i * 1000 + static_cast<int>(k);
       std::memcpy(w.small(w.rank(), s), &i, sizeof i);
@@ -85,14 +81,14 @@ TEST(ShmWorld, EveryRankReadsWhatEveryRankStagedAtEachStep) {
     // The reduced flag: every rank publishes a result for the last step.
     const std::uint64_t s = kSteps;
     w.post_reduced(s);
-    w.wait_reduced(s, coll(1, kInts), dl);
+    w.wait_reduced(s, gather_fingerprint(1, kInts), dl);
   });
 }
 
 TEST(ShmWorld, FingerprintDisagreementIsAMismatch) {
   with_world(2, [](ShmWorld& w) {
     const std::uint64_t s = w.next_step();
-    const Fingerprint fp = coll(4, w.rank() == 0 ? 1 : 2);
+    const Fingerprint fp = gather_fingerprint(4, w.rank() == 0 ? 1 : 2);
     w.post_ready(s, fp);
     try {
       w.wait_ready(s, fp, Deadline(5000ms));
@@ -109,7 +105,7 @@ TEST(ShmWorld, TimeoutNamesTheRankThatNeverPosted) {
   with_world(3, [](ShmWorld& w) {
     if (w.rank() == 2) return;  // never enters the step
     const std::uint64_t s = w.next_step();
-    const Fingerprint fp = coll(7, 1);
+    const Fingerprint fp = gather_fingerprint(7, 1);
     w.post_ready(s, fp);
     const auto start = Clock::now();
     try {
@@ -133,10 +129,10 @@ TEST(ShmWorld, AbortIsSeenByAWaitingPeerUnderItsGroupRank) {
                  return;
                }
                const std::uint64_t s = w.next_step();
-               w.post_ready(s, coll(1, 1));
+               w.post_ready(s, gather_fingerprint(1, 1));
                const auto start = Clock::now();
                try {
-                 w.wait_ready(s, coll(1, 1), Deadline(10000ms));
+                 w.wait_ready(s, gather_fingerprint(1, 1), Deadline(10000ms));
                  ADD_FAILURE() << "no error";
                } catch (const PeerError& e) {
                  EXPECT_EQ(e.peer(), 6);
@@ -161,7 +157,7 @@ TEST(ShmWorld, APeerThatPostedThenExitedBeforeTheLivenessCheckOwesNothing) {
     std::latch waiter_done(1);
     with_world(2, [&](ShmWorld& w) {
       const std::uint64_t s = w.next_step();
-      const Fingerprint fp = coll(3, 1);
+      const Fingerprint fp = gather_fingerprint(3, 1);
       if (w.rank() == 1) {
         peer = &w;
         peer_ready.count_down();
@@ -200,7 +196,7 @@ TEST(ShmWorld, SingleCopyReadsEachPeersBufferWhenEveryRankAllowsIt) {
   with_world(
       3,
       [](ShmWorld& w) {
-        const Fingerprint fp = coll(1, 1000);
+        const Fingerprint fp = gather_fingerprint(1, 1000);
         const Deadline dl(5s);
         ASSERT_TRUE(w.single_copy(fp, dl));
         std::vector<std::int32_t> mine(1000);
@@ -234,12 +230,12 @@ TEST(ShmWorld, SingleCopyIsOffOnEveryRankWhenOneDoesNotAllowIt) {
       3,
       [](ShmWorld& w) {
         const Deadline dl(5s);
-        EXPECT_FALSE(w.single_copy(coll(1, 8), dl)) << "rank " << w.rank();
-        EXPECT_FALSE(w.single_copy(coll(1, 8), dl));
+        EXPECT_FALSE(w.single_copy(gather_fingerprint(1, 8), dl)) << "rank " << w.rank();
+        EXPECT_FALSE(w.single_copy(gather_fingerprint(1, 8), dl));
         // The steps stay in line after the probe.
         const std::uint64_t s = w.next_step();
-        w.post_ready(s, coll(2, 8));
-        w.wait_ready(s, coll(2, 8), dl);
+        w.post_ready(s, gather_fingerprint(2, 8));
+        w.wait_ready(s, gather_fingerprint(2, 8), dl);
       },
       {}, [](int r) { return r != 1; });
 }

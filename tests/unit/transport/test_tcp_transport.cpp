@@ -45,7 +45,8 @@ class TcpTransportModes : public ::testing::TestWithParam<ConnectMode> {
 INSTANTIATE_TEST_SUITE_P(Connect, TcpTransportModes, ::testing::Values(ConnectMode::eager, ConnectMode::lazy),
                          [](const auto& info) { return info.param == ConnectMode::eager ? "eager" : "lazy"; });
 
-Fingerprint coll(std::uint64_t seq, std::uint64_t count) { return test::coll_fingerprint(seq, count); }
+using test::coll;
+using test::p2p;
 
 TEST_P(TcpTransportModes, EveryPairExchangesConcurrently) {
   with_mesh(4, [](TcpTransport& t) {
@@ -210,10 +211,6 @@ TEST_P(TcpTransportModes, StashedPointToPointFramesWaitForTheirRecv) {
 
 // Receives from any source: whichever peer's matching frame comes first, in
 // both modes (lazy: the senders connect to the receiver on their first send).
-
-Fingerprint p2p(std::uint64_t tag, std::uint64_t count = 1) {
-  return test::coll_fingerprint(tag, count, OpKind::send, DType::i32);
-}
 
 TEST_P(TcpTransportModes, AnySourceTakesEachSendersFrameOnceAndNamesItsSource) {
   with_mesh(3, [](TcpTransport& t) {
