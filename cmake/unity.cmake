@@ -2,16 +2,16 @@
 # one generated file that includes its sources, so that the headers they
 # share (ours, the standard library's, fmt's, GoogleTest's) are parsed once
 # a batch instead of once a source. CI's clang, Debug and sanitizer trees
-# use it (scripts/test.sh): a clean g++ Debug build takes half the CPU
-# time (540 s, then 270 s). The plain build/ and the wheel compile each
-# source alone, which keeps every source's own includes checked.
+# (scripts/test.sh) and the wheel (pyproject.toml) use it: a clean g++ Debug build takes half
+# the CPU time (540 s, then 270 s). The plain build/ compiles each source
+# alone, which keeps every source's own includes checked.
 #
 # Not CMake's CMAKE_UNITY_BUILD: CMake 3.25 writes the sources' absolute
 # paths into its batch files, so a clone in another folder never finds
 # ccache's objects; here a batch names its sources relative to itself
 # (ccache rewrites the compiler's own paths relative to the clone: its
 # base_dir, scripts/cache-root.sh).
-option(MCI_UNITY_BUILD "Compile each target's sources in batches (CI's clang, Debug and sanitizer trees)" OFF)
+option(MCI_UNITY_BUILD "Compile each target's sources in batches (CI's clang, Debug and sanitizer trees, the wheel)" OFF)
 set(MCI_UNITY_BATCH_SIZE 8 CACHE STRING "Sources per batch of MCI_UNITY_BUILD")
 # g++ sees a class that a batched source defines, with a member of that
 # source's anonymous-namespace type, as a header's, and warns
@@ -30,6 +30,12 @@ function(mci_unity_target target)
   get_target_property(sources ${target} SOURCES)
   get_target_property(source_dir ${target} SOURCE_DIR)
   get_target_property(binary_dir ${target} BINARY_DIR)
+  # Headers holding the clone's paths (MCI_UNITY_ALONE_INCLUDES): a source
+  # that includes one would make its whole batch a ccache miss in every new
+  # clone.
+  get_property(alone_includes GLOBAL PROPERTY MCI_UNITY_ALONE_INCLUDES)
+  list(TRANSFORM alone_includes REPLACE "\\." "\\\\.")
+  list(JOIN alone_includes "|" alone_pattern)
   set(kept)
   set(batched)
   foreach(s ${sources})
@@ -47,17 +53,12 @@ function(mci_unity_target target)
       if(generated)
         set(alone TRUE)
       endif()
-      # A source that includes a header holding the clone's paths
-      # (MCI_UNITY_ALONE_INCLUDES) would make its whole batch a ccache miss
-      # in every new clone.
-      get_property(alone_includes GLOBAL PROPERTY MCI_UNITY_ALONE_INCLUDES)
-      foreach(h ${alone_includes})
-        string(REPLACE "." "\\." h ${h})
-        file(STRINGS ${path} hit REGEX "^#include \"(.*/)?${h}\"")
+      if(alone_pattern)
+        file(STRINGS ${path} hit REGEX "^#include \"(.*/)?(${alone_pattern})\"")
         if(hit)
           set(alone TRUE)
         endif()
-      endforeach()
+      endif()
       foreach(p COMPILE_OPTIONS COMPILE_DEFINITIONS COMPILE_FLAGS INCLUDE_DIRECTORIES)
         get_source_file_property(v ${path} DIRECTORY ${source_dir} ${p})
         if(v)
@@ -77,26 +78,19 @@ function(mci_unity_target target)
   endif()
   set(folder ${binary_dir}/mci-unity/${target})
   set(batches)
-  set(content "")
-  set(in_batch 0)
-  set(index 0)
-  foreach(path ${batched})
-    file(RELATIVE_PATH rel ${folder} ${path})
-    string(APPEND content "#include \"${rel}\"\n")
-    math(EXPR in_batch "${in_batch} + 1")
-    if(in_batch EQUAL MCI_UNITY_BATCH_SIZE)
-      # file(CONFIGURE) rewrites a batch only when it changed.
-      file(CONFIGURE OUTPUT ${folder}/batch_${index}.cpp CONTENT "// Generated (cmake/unity.cmake).\n${content}" @ONLY)
-      list(APPEND batches ${folder}/batch_${index}.cpp)
-      set(content "")
-      set(in_batch 0)
-      math(EXPR index "${index} + 1")
-    endif()
-  endforeach()
-  if(in_batch GREATER 0)
-    file(CONFIGURE OUTPUT ${folder}/batch_${index}.cpp CONTENT "// Generated (cmake/unity.cmake).\n${content}" @ONLY)
+  math(EXPR last "(${count} - 1) / ${MCI_UNITY_BATCH_SIZE}")
+  foreach(index RANGE ${last})
+    math(EXPR first "${index} * ${MCI_UNITY_BATCH_SIZE}")
+    list(SUBLIST batched ${first} ${MCI_UNITY_BATCH_SIZE} members)
+    set(content "// Generated (cmake/unity.cmake).\n")
+    foreach(path ${members})
+      file(RELATIVE_PATH rel ${folder} ${path})
+      string(APPEND content "#include \"${rel}\"\n")
+    endforeach()
+    # file(CONFIGURE) rewrites a batch only when it changed.
+    file(CONFIGURE OUTPUT ${folder}/batch_${index}.cpp CONTENT "${content}" @ONLY)
     list(APPEND batches ${folder}/batch_${index}.cpp)
-  endif()
+  endforeach()
   set_property(TARGET ${target} PROPERTY SOURCES ${kept} ${batches})
 endfunction()
 
