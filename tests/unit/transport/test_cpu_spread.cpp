@@ -4,12 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "support/shm_names.hpp"
 #include "transport/shm/cpu_spread.hpp"

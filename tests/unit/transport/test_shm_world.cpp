@@ -4,15 +4,11 @@
 
 #include "support/fingerprints.hpp"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstring>
 #include <functional>
 #include <latch>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "mci/errors.hpp"
 #include "support/shm_names.hpp"
