@@ -10,26 +10,21 @@
 
 #include "topo/cpu_sets.hpp"
 #include "topo/link_rates.hpp"
+#include "topo/nvml_abi.hpp"
 
 namespace mci::topo {
 
 namespace {
 
-// NVML's ABI, declared here as NCCL declares it (nvml.h is not needed).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
+using nvml::nvmlDevice_t;
+using nvml::nvmlPciInfo_t;
+using nvml::nvmlReturn_t;
 constexpr nvmlReturn_t kSuccess = 0;
 constexpr nvmlReturn_t kDriverNotLoaded = 9;
 constexpr unsigned kMaxNvLinks = 18;
 constexpr int kNvLinkRemoteGpu = 0;
 constexpr int kNvLinkRemoteSwitch = 2;
 constexpr int kP2pCapsRead = 0;
-
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
 
 struct Api {
   nvmlReturn_t (*init)() = nullptr;

@@ -13,6 +13,7 @@
 
 #include "mci/init.hpp"
 #include "support/ports.hpp"
+#include "support/sanitizers.hpp"
 #include "support/scenario.hpp"
 #include "support/spawn.hpp"
 
@@ -135,14 +136,14 @@ Launched mpi_scenario(int n, const std::string& scenario, std::map<std::string, 
   auto argv = mpirun(n);
   for (const auto& a : scenario_command(scenario)) argv.push_back(a);
   env["MCI_TEST_BACKEND"] = "mpi";
-#if defined(__SANITIZE_ADDRESS__)
-  // Open MPI keeps allocations until exit in components it unloads at exit,
-  // where LeakSanitizer sees them without a stack to suppress by: the MPI
-  // ranks are checked for memory errors, not leaks (mci's code is checked
-  // for leaks by every other test).
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  env["ASAN_OPTIONS"] = std::string(asan ? asan : "") + ":detect_leaks=0";
-#endif
+  if (kAddressSanitizer) {
+    // Open MPI keeps allocations until exit in components it unloads at
+    // exit, where LeakSanitizer sees them without a stack to suppress by:
+    // the MPI ranks are checked for memory errors, not leaks (mci's code is
+    // checked for leaks by every other test).
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    env["ASAN_OPTIONS"] = std::string(asan ? asan : "") + ":detect_leaks=0";
+  }
   // Ranks outnumber cores: MPI's own waits must give the core away.
   env["OMPI_MCA_mpi_yield_when_idle"] = "1";
   return launch(argv, env);

@@ -16,6 +16,7 @@
 
 #include "launcher_run.hpp"
 #include "support/rank.hpp"
+#include "support/sanitizers.hpp"
 #include "support/scenario.hpp"
 
 namespace mci::test {
@@ -25,13 +26,10 @@ using namespace std::chrono_literals;
 
 // Under the sanitizers (CI runs the suite under ASan) 256 instrumented
 // processes would not fit the machine's memory: a quarter of the crowd.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kRanks = 64;
-constexpr rlim_t kLowSoftLimit = 256;  // mcirun needs ~320 for 64 ranks
-#else
-constexpr int kRanks = 256;
-constexpr rlim_t kLowSoftLimit = 1024;  // mcirun needs ~1,100 for 256 ranks
-#endif
+constexpr bool kSanitized = kAddressSanitizer || kThreadSanitizer;
+constexpr int kRanks = kSanitized ? 64 : 256;
+// mcirun needs ~320 descriptors for 64 ranks, ~1,100 for 256.
+constexpr rlim_t kLowSoftLimit = kSanitized ? 256 : 1024;
 constexpr int kLines = 8;
 const std::string kFiller = "the crowd relays whole lines 0123456789 abcdefghijklmnopqrstuvwxyz";
 

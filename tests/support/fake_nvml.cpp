@@ -13,7 +13,12 @@
 #include <cstring>
 #include <string>
 
+#include "topo/nvml_abi.hpp"
+
 namespace {
+
+using mci::topo::nvml::nvmlDevice_t;
+using mci::topo::nvml::nvmlPciInfo_t;
 
 struct FakeGpu {
   const char* busid;
@@ -37,15 +42,9 @@ unsigned gpu_count() {
 }
 
 // Handles are 1-based indices.
-unsigned index_of(void* h) { return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(h)) - 1; }
+unsigned index_of(nvmlDevice_t h) { return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(h)) - 1; }
 
-struct PciInfo {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
-
-void fill(PciInfo* p, const char* busid) {
+void fill(nvmlPciInfo_t* p, const char* busid) {
   std::memset(p, 0, sizeof(*p));
   std::strncpy(p->busId, busid, sizeof(p->busId) - 1);
 }
@@ -68,59 +67,59 @@ int nvmlDeviceGetCount_v2(unsigned* count) {
   return 0;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** h) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t* h) {
   if (i >= gpu_count()) return 2;
-  *h = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i + 1));
+  *h = reinterpret_cast<nvmlDevice_t>(static_cast<std::uintptr_t>(i + 1));
   return 0;
 }
 
-int nvmlDeviceGetPciInfo_v3(void* h, PciInfo* p) {
+int nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t* p) {
   fill(p, kGpus[index_of(h)].busid);
   return 0;
 }
 
-int nvmlDeviceGetName(void*, char* name, unsigned len) {
+int nvmlDeviceGetName(nvmlDevice_t, char* name, unsigned len) {
   std::strncpy(name, "NVIDIA H100 80GB HBM3", len - 1);
   name[len - 1] = 0;
   return 0;
 }
 
-int nvmlDeviceGetCudaComputeCapability(void*, int* major, int* minor) {
+int nvmlDeviceGetCudaComputeCapability(nvmlDevice_t, int* major, int* minor) {
   *major = 9;
   *minor = 0;
   return 0;
 }
 
-int nvmlDeviceGetTopologyCommonAncestor(void* a, void* b, int* level) {
+int nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, int* level) {
   const unsigned x = index_of(a), y = index_of(b);
   *level = (x < 2 && y < 2) ? 10 : 50;
   return 0;
 }
 
-int nvmlDeviceGetNvLinkState(void* h, unsigned link, int* active) {
+int nvmlDeviceGetNvLinkState(nvmlDevice_t h, unsigned link, int* active) {
   if (link >= 18) return 2;
   *active = nvlinked(index_of(h)) ? 1 : 0;
   return 0;
 }
 
-int nvmlDeviceGetNvLinkRemoteDeviceType(void*, unsigned, int* type) {
+int nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t, unsigned, int* type) {
   *type = machine() == "nvswitch" ? 2 : 0;
   return 0;
 }
 
-int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* h, unsigned, PciInfo* p) {
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t h, unsigned, nvmlPciInfo_t* p) {
   fill(p, kGpus[index_of(h) == 0 ? 1 : 0].busid);
   return 0;
 }
 
-int nvmlDeviceGetCpuAffinity(void* h, unsigned size, unsigned long* set) {
+int nvmlDeviceGetCpuAffinity(nvmlDevice_t h, unsigned size, unsigned long* set) {
   std::memset(set, 0, size * sizeof(unsigned long));
   const FakeGpu& g = kGpus[index_of(h)];
   for (int c = g.cpu_first; c <= g.cpu_last; ++c) set[0] |= 1ul << c;
   return 0;
 }
 
-int nvmlDeviceGetP2PStatus(void* a, void* b, int, int* status) {
+int nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int, int* status) {
   *status = (index_of(a) < 2 && index_of(b) < 2) ? 0 : 1;
   return 0;
 }
