@@ -9,8 +9,9 @@
 #   scripts/test.sh --clang --sanitize=...        build-asan-clang/ (or -tsan-), the sanitizers of clang
 #   scripts/test.sh --debug                       build-debug/, g++ Debug (assertions on, no optimizer)
 #   scripts/test.sh --unity                       sources compiled in batches (cmake/unity.cmake):
-#                                                 half the CPU time of a clean build; --clang and
-#                                                 --debug always are, CI's sanitizer run asks for it
+#                                                 half the CPU time of a clean build; --debug and
+#                                                 --clang without --sanitize always are, CI's
+#                                                 sanitizer run asks for it
 #   scripts/test.sh --no-tests                    build only
 #   scripts/test.sh --quick                       the loop after a change: builds everything, runs
 #                                                 every test but the torch jobs (label "torch": about
