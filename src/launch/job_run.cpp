@@ -9,6 +9,7 @@
 #include "launch/nodes/elastic_rendezvous.hpp"
 #include "launch/nodes/heartbeat.hpp"
 #include "launch/nodes/node_link.hpp"
+#include "launch/nodes/node_sizes.hpp"
 #include "launch/output/error_files.hpp"
 #include "launch/output/stream_relay.hpp"
 #include "launch/ranks/child_env.hpp"
@@ -81,6 +82,7 @@ int JobRun::run() {
   if (auto rc = reach_store()) return *rc;
   say_where();
   if (auto rc = agree_program_port()) return *rc;
+  if (auto rc = agree_node_sizes()) return *rc;
   if (auto rc = prepare_node()) return *rc;
   return run_attempts();
 }
@@ -132,8 +134,8 @@ void JobRun::say_where() const {
               job_.elastic->min_nodes, job_.elastic->max_nodes, job_.nproc_per_node,
               s.hosted_here ? "hosting" : "using", s.host, s.port, placed);
   } else {
-    log::info("mcirun: node {} of {}, {} process(es) per node, world size {}, store {}:{}{}", job_.node_rank,
-              job_.nnodes, job_.nproc_per_node, job_.world_size(), s.host, s.port, placed);
+    log::info("mcirun: node {} of {}, {} process(es) on this node, store {}:{}{}", job_.node_rank, job_.nnodes,
+              job_.nproc_per_node, s.host, s.port, placed);
   }
   if (s.token.empty()) {
     say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
@@ -167,6 +169,34 @@ std::optional<int> JobRun::agree_program_port() {
     }
   } catch (const Error& e) {
     say(fmt::format("mcirun: cannot agree on the program's MASTER_PORT with node 0: {}", e.what()));
+    return 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> JobRun::agree_node_sizes() {
+  if (job_.nnodes < 2 || job_.elastic) return std::nullopt;
+  NodeSizesOptions o;
+  o.store = base_.store;
+  o.nnodes = job_.nnodes;
+  o.node_rank = job_.node_rank;
+  o.nproc = job_.nproc_per_node;
+  o.wait_limit = job_.join_timeout;
+  try {
+    int stop_signal = 0;
+    const auto sizes = launch::agree_node_sizes(o, signals_, &stop_signal);
+    if (!sizes) {
+      say(fmt::format("mcirun: received {} while the nodes were meeting", signal_name(stop_signal)));
+      return 128 + stop_signal;
+    }
+    base_.first_rank = sizes->first_rank(job_.node_rank);
+    base_.world = sizes->world();
+    std::string counts;
+    for (int n : sizes->nproc) counts += (counts.empty() ? "" : " + ") + std::to_string(n);
+    log::info("mcirun: world size {} ({} process(es) on the {} nodes); this node runs ranks {} to {}", base_.world,
+              counts, job_.nnodes, base_.first_rank, base_.first_rank + job_.nproc_per_node - 1);
+  } catch (const Error& e) {
+    say(fmt::format("mcirun: cannot agree with the other nodes on how many processes each runs: {}", e.what()));
     return 1;
   }
   return std::nullopt;

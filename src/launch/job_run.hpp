@@ -3,6 +3,9 @@
 //   reach_store         node 0 hosts the job's store, the others find it;
 //   agree_program_port  node 0 reserves the program's MASTER_PORT, the
 //                       others read it (and --on-rank-loss must agree);
+//   agree_node_sizes    the nodes of a static multi-node job share how many
+//                       processes each runs (node_sizes.hpp): the ranks'
+//                       numbering and the world size;
 //   prepare_node        what every attempt reuses: log folders, the
 //                       program's torch, torch's store under a loss policy,
 //                       CPU placement, --monitor, the elastic rendezvous;
@@ -56,6 +59,7 @@ class JobRun {
   std::optional<int> reach_store();
   void say_where() const;
   std::optional<int> agree_program_port();
+  std::optional<int> agree_node_sizes();
   std::optional<int> prepare_node();
   std::optional<int> probe_torch_and_store();
   std::optional<int> start_monitor();

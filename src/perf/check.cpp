@@ -9,6 +9,14 @@ namespace mci::perf {
 
 namespace {
 
+// splitmix64's finaliser: every bit of the input moves every bit of the output.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 double tolerance(DType t) {
   switch (t) {
     case DType::f64: return 1e-12;
@@ -33,8 +41,9 @@ void put_value(DType t, void* base, std::size_t i, double v) { store_element(t, 
 double get_value(DType t, const void* base, std::size_t i) { return load_element(t, base, i); }
 
 double input_value(DType t, int key, int round, std::size_t i, bool narrow) {
-  const auto k = static_cast<long long>(i % kPeriod);
-  const long long mixed = narrow ? (key * 13LL + k * 5 + round) % 5 - 2 : (key * 31LL + k * 7 + round * 17) % 11 - 5;
+  const std::uint64_t h = mix(mix(mix(static_cast<std::uint64_t>(key)) ^ static_cast<std::uint64_t>(round)) ^
+                              static_cast<std::uint64_t>(i % kPeriod));
+  const auto mixed = narrow ? static_cast<long long>(h % 5) - 2 : static_cast<long long>(h % 11) - 5;
   std::uint8_t cell[8];
   put_value(t, cell, 0, static_cast<double>(mixed));
   return get_value(t, cell, 0);

@@ -4,10 +4,14 @@
 // correct collective reproduces the reference bit for bit; floating types
 // still get a tolerance of a couple of ulps for avg's division.
 //
-// Every value depends on the element index modulo kPeriod (a prime, so the
-// per-rank blocks of any world size start at different phases): one period
-// is computed, the rest is copied or compared with memcmp, which keeps
-// checking a 1 GB buffer at memory speed.
+// Every value is a hash of the element index modulo kPeriod (a prime, so
+// the per-rank blocks of any world size start at different phases): one
+// period is computed, the rest is copied or compared with memcmp, which
+// keeps checking a 1 GB buffer at memory speed. The hash, not a linear
+// formula, so that no shorter pattern repeats inside a period: a block of
+// data moved by anything but a multiple of 131071 elements (half a MiB of
+// floats) reads as wrong. (A linear formula of the index modulo 11 made
+// every block that moved by a multiple of 11 elements look right.)
 #pragma once
 
 #include <cstddef>
@@ -18,7 +22,7 @@
 
 namespace mci::perf {
 
-inline constexpr std::size_t kPeriod = 9973;
+inline constexpr std::size_t kPeriod = 131071;  // 2^17 - 1, a prime
 
 // Element i (taken modulo kPeriod) of the data identified by `key` in check
 // round `round`, already rounded to dtype t. `narrow` keeps values in -2..2

@@ -139,16 +139,16 @@ void Runner::issue(const Views& v, Exec e, std::vector<Work>& pending) {
   }
 }
 
-Runner::Timing Runner::time_batch(const Views& v) {
+Runner::Timing Runner::time_batch(const Views& v, int warmup) {
   const Exec e = o_.blocking ? Exec::blocking : Exec::async;
   const std::size_t ops = static_cast<std::size_t>(o_.iters) * static_cast<std::size_t>(o_.agg_iters);
   std::vector<Work> pending;
-  pending.reserve(std::max(ops, static_cast<std::size_t>(o_.warmup)) * 2);
+  pending.reserve(std::max(ops, static_cast<std::size_t>(warmup)) * 2);
   auto drain = [&] {
     for (const Work& w : pending) w.wait();
     pending.clear();
   };
-  for (int i = 0; i < o_.warmup; ++i) issue(v, e, pending);
+  for (int i = 0; i < warmup; ++i) issue(v, e, pending);
   drain();
   // Start together, so no rank's clock includes waiting for a late peer.
   pg_.barrier();
@@ -269,27 +269,30 @@ std::uint64_t Runner::verify(const Layout& l, const Views& v, int round) const {
   return wrong;
 }
 
-std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
+std::uint64_t Runner::checked_call(const Layout& l, bool in_place, int round) {
   const Views v = views(l, in_place);
   const Views h = host_views(l, in_place);
-  const Exec e = o_.blocking ? Exec::blocking : Exec::async;
-  std::uint64_t wrong = 0;
-  std::vector<Work> pending;
-  for (int k = 0; k < o_.check; ++k) {
-    // Each round has its own data, so a stale output from an earlier
-    // iteration cannot pass.
-    const int round = round_base + k;
-    prepare(l, h, round);
-    if (da_) {  // device runs: the host mirrors go over and come back
-      da_->copy_from_host(a_.get(), a_.bytes);
-      db_->copy_from_host(b_.get(), b_.bytes);
-    }
-    issue(v, e, pending);
-    for (const Work& w : pending) w.wait();
-    pending.clear();
-    if (da_) db_->copy_to_host(b_.get(), b_.bytes);
-    wrong += verify(l, h, round);
+  prepare(l, h, round);
+  if (da_) {  // device runs: the host mirrors go over and come back
+    da_->copy_from_host(a_.get(), a_.bytes);
+    db_->copy_from_host(b_.get(), b_.bytes);
   }
+  std::vector<Work> pending;
+  issue(v, o_.blocking ? Exec::blocking : Exec::async, pending);
+  for (const Work& w : pending) w.wait();
+  return verify_result(l, in_place, round);
+}
+
+std::uint64_t Runner::verify_result(const Layout& l, bool in_place, int round) {
+  if (da_) db_->copy_to_host(b_.get(), b_.bytes);
+  return verify(l, host_views(l, in_place), round);
+}
+
+std::uint64_t Runner::check(const Layout& l, bool in_place, int round_base) {
+  std::uint64_t wrong = 0;
+  // Each round has its own data, so a stale output from an earlier
+  // iteration cannot pass.
+  for (int k = 0; k < o_.check; ++k) wrong += checked_call(l, in_place, round_base + k);
   return wrong;
 }
 
@@ -319,15 +322,29 @@ Row Runner::run(std::size_t index) {
   std::vector<std::int64_t> wrong(2, 0);
   const int round_base = static_cast<int>(index) * 4 * std::max(o_.check, 1);
   auto timed = [&](int k, bool in_place) {
-    const Timing t = time_batch(views(l, in_place));
+    // Checking: the size's first call is a warm-up whose result is checked
+    // (the sweep's first is the job's first call, where buffers, sockets
+    // and segments are used for the first time), and so is what the timed
+    // calls wrote out of place: they run on that call's data, and each
+    // writes the whole output, so the last one's is there to read.
+    const int first_round = kWarmupRounds + static_cast<int>(index) * 2 + k;
+    int warmup = o_.warmup;
+    if (o_.check > 0) {
+      wrong[static_cast<std::size_t>(k)] += static_cast<std::int64_t>(checked_call(l, in_place, first_round));
+      warmup = std::max(0, warmup - 1);
+    }
+    const Timing t = time_batch(views(l, in_place), warmup);
     times[static_cast<std::size_t>(k)] = t.seconds;
     times[static_cast<std::size_t>(k) + 3] = t.issue_seconds;
+    if (o_.check > 0 && !in_place) {
+      wrong[static_cast<std::size_t>(k)] += static_cast<std::int64_t>(verify_result(l, in_place, first_round));
+    }
   };
   timed(0, false);
-  if (o_.check > 0) wrong[0] = static_cast<std::int64_t>(check(l, false, round_base));
+  if (o_.check > 0) wrong[0] += static_cast<std::int64_t>(check(l, false, round_base));
   if (with_in_place) {
     timed(1, true);
-    if (o_.check > 0) wrong[1] = static_cast<std::int64_t>(check(l, true, round_base + 2 * o_.check));
+    if (o_.check > 0) wrong[1] += static_cast<std::int64_t>(check(l, true, round_base + 2 * o_.check));
   }
   if (o_.barrier_ref) times[2] = time_barriers();
 

@@ -1,7 +1,9 @@
 // Runs the sweep on one rank: for each size, warm up, time a batch of
 // iterations (nccl-tests' method: one clock around the batch, divided by
 // the iterations, then combined across ranks with -a; the slowest rank's by
-// default), then run the checked iterations. Every rank calls the same
+// default), then run the checked iterations. With -c, the first warm-up
+// call of each size and the timed calls' output (out of place) are
+// checked too. Every rank calls the same
 // sequence of collectives, including the few that share the results.
 #pragma once
 
@@ -20,6 +22,9 @@ namespace mci::perf {
 
 // Barriers timed per row for --barrier-ref.
 inline constexpr int kBarrierRefIters = 10;
+// The rounds (check.hpp) of the checked warm-up calls start here, apart
+// from the checked iterations' rounds.
+inline constexpr int kWarmupRounds = 1 << 24;
 
 class Runner {
  public:
@@ -61,11 +66,15 @@ class Runner {
     double seconds = 0;        // per operation, to completion
     double issue_seconds = 0;  // per operation, until the last was issued (-C)
   };
-  // Per operation on this rank.
-  Timing time_batch(const Views& v);
+  // Per operation on this rank, after `warmup` untimed calls.
+  Timing time_batch(const Views& v, int warmup);
   double time_barriers();
   // Wrong elements on this rank over the checked iterations.
   std::uint64_t check(const Layout& l, bool in_place, int round_base);
+  // One call on round `round`'s data, its result checked; and the check
+  // alone of what the last call left in the output.
+  std::uint64_t checked_call(const Layout& l, bool in_place, int round);
+  std::uint64_t verify_result(const Layout& l, bool in_place, int round);
   void prepare(const Layout& l, const Views& v, int round);
   std::uint64_t verify(const Layout& l, const Views& v, int round) const;
   // Combines a per-rank value across ranks as -a says.

@@ -15,9 +15,11 @@
 namespace mci::test {
 
 // Runs body(transport) on n threads sharing one hub; returns each rank's
-// exception text ("" if none).
-inline std::vector<std::string> run_loopback(int n, const std::function<void(transport::LoopbackTransport&)>& body) {
-  auto hub = std::make_shared<transport::LoopbackHub>(n);
+// exception text ("" if none). window_bytes: the hub's bytes in flight per
+// direction (0: unbounded, a send completes at once).
+inline std::vector<std::string> run_loopback(int n, const std::function<void(transport::LoopbackTransport&)>& body,
+                                             std::size_t window_bytes = 0) {
+  auto hub = std::make_shared<transport::LoopbackHub>(n, window_bytes);
   return run_threads(n, [&](int r) {
     transport::LoopbackTransport t(hub, r);
     body(t);

@@ -15,6 +15,15 @@ namespace {
 // their hosts' sums whole (the same bytes each way as a ring of two) and
 // add them in either order: x + y == y + x bit for bit, so every rank ends
 // with the same bits.
+//
+// A leader sends piece k from its output and later adds the other host's
+// piece k into that same output. The receive being complete says nothing
+// of the send: we can hold all of the peer's bytes while part of ours still
+// waits for room in the socket. So the piece's send is waited for
+// before the piece is overwritten; otherwise the rest of it leaves already
+// summed, and the other host counts our sum twice (issue 49: 13 instead of
+// 10 in the tail of the first piece, on the first call of a job, while TCP's
+// buffers are still small).
 using hier::kPieceBytes;
 
 bool pipelined_between_two(const HierCtx& c) { return c.hosts.hosts() == 2 && hier::pipelined(c.d.bytes()); }
@@ -28,7 +37,7 @@ void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
   const int other = c.hosts.leaders()[1 - h];
   const Fingerprint fp = d.fingerprint();
   std::uint8_t* theirs = leader ? c.packed.get(d.bytes()) : nullptr;
-  std::vector<transport::OpHandle> arriving;
+  std::vector<transport::OpHandle> arriving, leaving;
 
   auto reduce_piece = [&](std::size_t k) {
     const std::size_t off = pieces.begin(k) * es, len = pieces.size(k) * es;
@@ -37,13 +46,14 @@ void all_reduce_two_hosts_pipelined(const HierCtx& c, ReduceOp op) {
     r.op = op;
     hier::host_reduce(c, r);
     if (leader) {
-      c.t.post_send(other, fp, at(d.out, pieces.begin(k), es), len);
+      leaving.push_back(c.t.post_send(other, fp, at(d.out, pieces.begin(k), es), len));
       arriving.push_back(c.t.post_recv(other, fp, theirs + off, len));
     }
   };
   auto finish_piece = [&](std::size_t k) {
     if (leader) {
       c.t.wait(arriving[k], c.dl);
+      c.t.wait(leaving[k], c.dl);  // our piece k has left: now it may change
       reduce_into(at(d.out, pieces.begin(k), es), theirs + pieces.begin(k) * es, pieces.size(k), d.dtype, op);
     }
     std::uint8_t* piece = at(d.out, pieces.begin(k), es);

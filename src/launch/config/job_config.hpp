@@ -93,8 +93,9 @@ struct JobConfig {
   // --node_rank said); each attempt's nodes and ranks are in its Attempt.
   std::optional<ElasticNodes> elastic;
 
-  // As the command line places this node (an elastic job's attempts may
-  // renumber it: attempt.hpp).
+  // As the command line places this node when every node runs as many
+  // processes: a guess until the nodes agree on their counts (a static
+  // multi-node job: node_sizes.hpp; an elastic one's attempts: attempt.hpp).
   int world_size() const { return nnodes * nproc_per_node; }
   int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
   // Whether the configuration says this node hosts the store; under

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -37,9 +38,11 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, std::size_t
 
 }  // namespace
 
-LoopbackHub::LoopbackHub(int size)
+LoopbackHub::LoopbackHub(int size, std::size_t window_bytes)
     : size_(size),
+      window_(window_bytes),
       channels_(static_cast<std::size_t>(size) * static_cast<std::size_t>(size)),
+      in_flight_(channels_.size(), 0),
       ranks_(static_cast<std::size_t>(size)) {}
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank)
@@ -72,60 +75,138 @@ OpHandle LoopbackTransport::post_recv(int peer, const Fingerprint& fp, void* dat
   return OpHandle{peer, true, p.recv_base + p.recvs.size() - 1};
 }
 
-std::uint64_t LoopbackTransport::step() {
-  const int n = size();
-  // Copy the payloads before taking the hub's lock: the copy is the slow part.
-  std::vector<std::vector<LoopbackHub::Frame>> outgoing(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    for (const SendOp& s : peers_[i].sends) {
-      outgoing[i].push_back(LoopbackHub::Frame{s.fp, std::vector<std::uint8_t>(s.data, s.data + s.bytes)});
+std::uint64_t LoopbackTransport::step(const std::function<bool()>& enough) {
+  // Whole frames are copied before taking the hub's lock: the copy is the
+  // slow part.
+  std::vector<std::vector<LoopbackHub::Frame>> outgoing(static_cast<std::size_t>(size()));
+  if (!hub_->window_) {
+    for (int i = 0; i < size(); ++i) {
+      for (const SendOp& s : peers_[i].sends) {
+        outgoing[i].push_back(
+            LoopbackHub::Frame{s.fp, std::vector<std::uint8_t>(s.data, s.data + s.bytes), s.bytes, false});
+      }
     }
   }
-  std::uint64_t seen;
-  {
-    std::lock_guard lock(hub_->mu_);
-    bool sent = false;
-    for (int i = 0; i < n; ++i) {
-      Peer& p = peers_[i];
-      const LoopbackHub::RankState& theirs = hub_->ranks_[i];
-      if (i != rank_) {
-        p.left = theirs.left;
-        if (theirs.abort_reason && !p.abort_reason) p.abort_reason = theirs.abort_reason;
-      }
-      auto& in = hub_->channel(i, rank_);
-      std::move(in.begin(), in.end(), std::back_inserter(p.inbox));
-      in.clear();
-      // Nobody would read frames to a rank that is gone: those sends stay
-      // pending and fail below.
-      if (outgoing[i].empty() || p.left || p.abort_reason) continue;
-      auto& out = hub_->channel(rank_, i);
-      std::move(outgoing[i].begin(), outgoing[i].end(), std::back_inserter(out));
-      p.sends_done += p.sends.size();
-      p.sends.clear();
-      sent = true;
-    }
-    if (sent) {
+  auto announce = [&](bool moved) {
+    if (moved) {
       ++hub_->generation_;
       hub_->changed_.notify_all();
     }
-    seen = hub_->generation_;
+    return hub_->generation_;
+  };
+  std::uint64_t seen;
+  {
+    std::lock_guard lock(hub_->mu_);
+    for (int i = 0; i < size(); ++i) {
+      if (i == rank_) continue;
+      Peer& p = peers_[i];
+      const LoopbackHub::RankState& theirs = hub_->ranks_[i];
+      p.left = theirs.left;
+      if (theirs.abort_reason && !p.abort_reason) p.abort_reason = theirs.abort_reason;
+    }
+    seen = announce(hub_->window_ ? drain_windowed() : exchange_whole(outgoing));
   }
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < size(); ++i) {
     if (peers_[i].recvs_left > 0) match(i);
+  }
+  // With a window, what was asked for may be done before our own sends
+  // move on, as a socket's receive completes whatever its sends still hold:
+  // nothing more is pushed then.
+  if (hub_->window_ && !(enough && enough())) {
+    std::lock_guard lock(hub_->mu_);
+    // What another rank did since we drained is news we have not seen: our
+    // own push may count as seen only when nothing else happened between.
+    const bool others = hub_->generation_ != seen;
+    const std::uint64_t now = announce(push_windowed());
+    if (!others) seen = now;
   }
   if (pending()) check_peers();
   return seen;
 }
 
+bool LoopbackTransport::exchange_whole(std::vector<std::vector<LoopbackHub::Frame>>& outgoing) {
+  bool sent = false;
+  for (int i = 0; i < size(); ++i) {
+    Peer& p = peers_[i];
+    auto& in = hub_->channel(i, rank_);
+    std::move(in.begin(), in.end(), std::back_inserter(p.inbox));
+    in.clear();
+    // Nobody would read frames to a rank that is gone: those sends stay
+    // pending and fail in check_peers().
+    if (outgoing[i].empty() || p.left || p.abort_reason) continue;
+    auto& out = hub_->channel(rank_, i);
+    std::move(outgoing[i].begin(), outgoing[i].end(), std::back_inserter(out));
+    p.sends_done += p.sends.size();
+    p.sends.clear();
+    sent = true;
+  }
+  return sent;
+}
+
+bool LoopbackTransport::drain_windowed() {
+  bool moved = false;
+  for (int i = 0; i < size(); ++i) {
+    Peer& p = peers_[i];
+    // Parts join the frame they continue (always the newest of this
+    // peer's, since a direction is in order).
+    for (LoopbackHub::Frame& part : hub_->channel(i, rank_)) {
+      if (part.continues) {
+        auto& whole = p.inbox.back().bytes;
+        whole.insert(whole.end(), part.bytes.begin(), part.bytes.end());
+      } else {
+        p.inbox.push_back(std::move(part));
+      }
+      moved = true;
+    }
+    hub_->channel(i, rank_).clear();
+    hub_->in_flight_[static_cast<std::size_t>(i * size() + rank_)] = 0;
+  }
+  return moved;
+}
+
+bool LoopbackTransport::push_windowed() {
+  bool moved = false;
+  const std::size_t window = hub_->window_;
+  for (int i = 0; i < size(); ++i) {
+    Peer& p = peers_[i];
+    if (p.left || p.abort_reason) continue;
+    // From the caller's buffers, as far as the window lets.
+    std::size_t& used = hub_->in_flight_[static_cast<std::size_t>(rank_ * size() + i)];
+    while (!p.sends.empty() && (used < window || p.sends.front().bytes == 0)) {
+      const SendOp& s = p.sends.front();
+      const std::size_t take = std::min(window - std::min(window, used), s.bytes - p.front_sent);
+      const std::uint8_t* at = s.data + p.front_sent;
+      hub_->channel(rank_, i).push_back(
+          LoopbackHub::Frame{s.fp, std::vector<std::uint8_t>(at, at + take), s.bytes, p.front_sent > 0});
+      used += take;
+      p.front_sent += take;
+      moved = true;
+      if (p.front_sent < s.bytes) break;
+      p.sends.pop_front();
+      ++p.sends_done;
+      p.front_sent = 0;
+    }
+  }
+  return moved;
+}
+
 void LoopbackTransport::match(int peer) {
   Peer& p = peers_[peer];
   // Takes the oldest frame of op's slot; a collective frame of another
-  // sequence number ahead of it means the ranks disagree.
+  // sequence number ahead of it means the ranks disagree. A frame still
+  // arriving (window mode) is the one an earlier receive waits for: the
+  // receives after it skip it, as they would skip a frame taken.
+  std::vector<const LoopbackHub::Frame*> claimed;
   auto take = [&](RecvOp& op) {
     for (auto it = p.inbox.begin(); it != p.inbox.end(); ++it) {
+      if (std::find(claimed.begin(), claimed.end(), &*it) != claimed.end()) continue;
       if (same_slot(op.fp, it->fp)) {
-        if (!op.fp.matches(it->fp) || it->bytes.size() != op.bytes) {
-          fail(MismatchError(mismatch_text(rank_, peer, op.fp, op.bytes, it->fp, it->bytes.size())));
+        if (!op.fp.matches(it->fp) || it->total != op.bytes) {
+          fail(MismatchError(mismatch_text(rank_, peer, op.fp, op.bytes, it->fp, it->total)));
+        }
+        if (it->bytes.size() < it->total) {  // still arriving
+          claimed.push_back(&*it);
+          return;
         }
         if (op.bytes) std::memcpy(op.data, it->bytes.data(), op.bytes);
         op.done = true;
@@ -134,7 +215,7 @@ void LoopbackTransport::match(int peer) {
         return;
       }
       if (!is_p2p(op.fp.kind) && !is_p2p(it->fp.kind)) {
-        fail(MismatchError(mismatch_text(rank_, peer, op.fp, op.bytes, it->fp, it->bytes.size())));
+        fail(MismatchError(mismatch_text(rank_, peer, op.fp, op.bytes, it->fp, it->total)));
       }
     }
   };
@@ -207,7 +288,7 @@ template <class Done>
 void LoopbackTransport::progress_until(Done done, const Deadline& dl) {
   check_usable();
   while (true) {
-    const std::uint64_t seen = step();
+    const std::uint64_t seen = step(done);
     if (done()) return;
     if (dl.expired()) timeout(dl);
     sleep(seen, dl.at());

@@ -6,11 +6,20 @@
 // checked on receipt; deadlines, aborts and departures fail a wait the same
 // way. A send completes once its bytes are copied into the hub, before the
 // receive is posted, as a socket buffer would let it.
+//
+// A hub made with a window instead holds at most that many bytes in flight
+// per direction, as a small socket buffer does: a send's bytes leave the
+// caller's buffer a window at a time, as the receiver drains them, so a
+// send can still be incomplete when the receive beside it is done. That is
+// what TCP does while its buffers are small (a job's first large calls over
+// a real link), and what an algorithm that reuses a buffer it sent from
+// must wait for (issue 49).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,14 +34,19 @@ namespace mci::transport {
 // and which ranks left or aborted. One per in-process job.
 class LoopbackHub {
  public:
-  explicit LoopbackHub(int size);
+  // window_bytes: 0 for unbounded (a send completes in one round).
+  explicit LoopbackHub(int size, std::size_t window_bytes = 0);
   int size() const { return size_; }
 
  private:
   friend class LoopbackTransport;
+  // A whole frame, or (with a window) a part of one: `total` is the
+  // frame's size, and a part that `continues` extends the frame before it.
   struct Frame {
     Fingerprint fp;
     std::vector<std::uint8_t> bytes;
+    std::size_t total = 0;
+    bool continues = false;
   };
   struct RankState {
     bool left = false;
@@ -41,6 +55,7 @@ class LoopbackHub {
   std::deque<Frame>& channel(int from, int to) { return channels_[static_cast<std::size_t>(from * size_ + to)]; }
 
   const int size_;
+  const std::size_t window_;
   std::mutex mu_;
   std::condition_variable changed_;
   // Bumped (under mu_) by every send, abort and close: a waiter that saw
@@ -48,6 +63,7 @@ class LoopbackHub {
   // looking at the hub and going to sleep.
   std::uint64_t generation_ = 0;
   std::vector<std::deque<Frame>> channels_;  // [from * size + to]
+  std::vector<std::size_t> in_flight_;       // bytes in each channel (window mode)
   std::vector<RankState> ranks_;
 };
 
@@ -88,6 +104,7 @@ class LoopbackTransport final : public Transport {
   };
   struct Peer {
     std::deque<SendOp> sends;
+    std::size_t front_sent = 0;  // bytes of sends.front() already in the hub (window mode)
     std::uint64_t sends_posted = 0;
     std::uint64_t sends_done = 0;
     std::deque<RecvOp> recvs;
@@ -104,7 +121,13 @@ class LoopbackTransport final : public Transport {
   // One round: hands posted sends to the hub, takes what has arrived and
   // matches it; throws if work is pending on a peer that is gone. Returns
   // the hub generation this round saw.
-  std::uint64_t step();
+  // `enough`: what the caller waits for; once it holds, a windowed step
+  // pushes no more of our sends.
+  std::uint64_t step(const std::function<bool()>& enough = {});
+  // step()'s exchanges with the hub, under its lock; true if anything moved.
+  bool exchange_whole(std::vector<std::vector<LoopbackHub::Frame>>& outgoing);
+  bool drain_windowed();
+  bool push_windowed();
   void match(int peer);
   void check_peers();
   bool pending() const;

@@ -15,7 +15,7 @@ namespace {
 
 TEST(PerfCheck, InputsAreSmallIntegersExactInEveryType) {
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i32, DType::i64}) {
-    for (std::size_t i : {0u, 1u, 77u, 9972u}) {
+    for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{77}, kPeriod - 1}) {
       const double v = input_value(t, 3, 5, i, false);
       EXPECT_EQ(v, std::trunc(v));
       const double n = input_value(t, 3, 5, i, true);
@@ -67,6 +67,24 @@ TEST(PerfCheck, CountsEveryWrongElementInEveryPeriod) {
   buf[kPeriod + 3] += 1;
   buf[n - 1] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(count_wrong(t, buf.data(), n, f), 3u);
+}
+
+// A block of the output that landed at the wrong place reads as wrong,
+// whatever the distance it moved by (but whole periods): the data has no
+// shorter pattern. The old linear formula repeated every 11 elements, so a
+// block moved by a multiple of 11 passed.
+TEST(PerfCheck, ABlockMovedByAnyDistanceIsCaught) {
+  const DType t = DType::f32;
+  const std::size_t n = kPeriod + 4096;
+  std::vector<float> want(n);
+  auto f = [&](std::size_t i) { return input_value(t, 3, 4, i, false); };
+  fill_values(t, want.data(), n, f);
+  for (std::size_t shift : {std::size_t{1}, std::size_t{11}, std::size_t{64}, std::size_t{1024}, std::size_t{2048}}) {
+    std::vector<float> got = want;
+    // 1024 elements taken from `shift` further on: a misplaced block.
+    std::memcpy(got.data() + 100, want.data() + 100 + shift, 1024 * sizeof(float));
+    EXPECT_GT(count_wrong(t, got.data(), n, f), 1024u / 2) << "a block moved by " << shift << " elements";
+  }
 }
 
 TEST(PerfCheck, SentinelIsWrongForEveryType) {

@@ -1,0 +1,40 @@
+// How many processes each node of a static multi-node job runs, agreed
+// through the job's store before any rank starts, as torchrun's agents
+// share their local world sizes: nodes may run different --nproc_per_node
+// (2 + 1 + 2), and ranks are numbered node after node by a running sum.
+// Every node arrives with its (node_rank, nproc) at mcirun/nodes
+// (DecideOnce); the first node to see all of them fixes the list, and
+// every node numbers its ranks from that one list.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "launch/ranks/signals.hpp"
+#include "mci/store.hpp"
+
+namespace mci::launch {
+
+struct NodeSizes {
+  std::vector<int> nproc;  // by node rank
+  int first_rank(int node_rank) const;
+  int world() const;
+};
+
+struct NodeSizesOptions {
+  StoreAddress store;  // node 0's
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc = 1;
+  std::chrono::milliseconds wait_limit{std::chrono::minutes(10)};  // --rdzv_conf join_timeout
+};
+
+// nullopt when a stop signal came meanwhile (*stop_signal says which).
+// Throws mci::Error when two launchers claim one --node_rank, and
+// TimeoutError naming the nodes missing after wait_limit.
+std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& signals, int* stop_signal);
+
+inline constexpr const char* kNodeSizesBase = "mcirun/nodes";
+
+}  // namespace mci::launch

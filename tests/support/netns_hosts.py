@@ -1,0 +1,190 @@
+"""Hosts for tests: network namespaces joined by a bridge, each with its own
+address, hostname, /tmp and /dev/shm, so that mci sees separate machines
+(its host identity is the hostname and boot id; shared memory lives in
+/dev/shm) joined by real veth links of the MTU asked for.
+
+    with NetnsHosts(2, mtu=1500) as hosts:
+        p = hosts.popen(0, ["mcirun", ...], env=...)
+        hosts.address(0)   # '10.77.0.1'
+
+Everything lives in namespaces named from this process's pid (two tests
+never share names), nothing is added to the root namespace, and down()
+(also on exit) ends whatever still runs inside them, by pid, and removes
+them with their folders. Needs root, iproute2, nsenter and unshare
+(util-linux): NetnsHosts.unavailable() says what is missing.
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+# Inside each host: its hosts file over /etc/hosts, its hostname, its own
+# /tmp and /dev/shm, and a sysfs of its network namespace (so /sys/class/net
+# shows its interfaces only). unshare and exec keep the pid: the Popen's
+# pid is the program's.
+_ENTER = """set -e
+mount --bind "$1" /etc/hosts
+hostname "$2"
+mount --bind "$3" /tmp
+mount --bind "$4" /dev/shm
+umount -l /sys && mount -t sysfs sysfs /sys
+shift 4
+exec "$@"
+"""
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class NetnsHosts:
+    @staticmethod
+    def unavailable():
+        """Why namespace hosts cannot be made here, or None."""
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        for tool in ("ip", "nsenter", "unshare", "mount"):
+            if shutil.which(tool) is None:
+                return f"{tool} is not installed"
+        return None
+
+    def __init__(self, count, mtu=1500, subnet="10.77.0", tag=None):
+        if not 1 <= count <= 250:
+            raise ValueError("between 1 and 250 hosts")
+        self.count = count
+        self.mtu = mtu
+        self.subnet = subnet
+        self.prefix = f"mci{tag or ''}{os.getpid()}h"
+        self.hub = self.prefix + "hub"
+        self.root = f"/var/tmp/mci-netns/{self.prefix}"
+        self.shm_root = f"/dev/shm/mci-netns-{self.prefix}"
+        self._up = False
+
+    # --- life -------------------------------------------------------------
+    def __enter__(self):
+        self.up()
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+
+    def name(self, i):
+        return f"{self.prefix}{i}"
+
+    def address(self, i):
+        return f"{self.subnet}.{i + 1}"
+
+    def up(self):
+        atexit.register(self.down)
+        self._up = True
+        try:
+            _ip("netns", "add", self.hub)
+            _ip("-n", self.hub, "link", "set", "lo", "up")
+            _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+            _ip("-n", self.hub, "link", "set", "br0", "mtu", str(self.mtu), "up")
+            os.makedirs(self.root, exist_ok=True)
+            hosts = "127.0.0.1\tlocalhost\n" + "".join(
+                f"{self.address(i)}\t{self.name(i)}\n" for i in range(self.count))
+            with open(f"{self.root}/hosts", "w") as f:
+                f.write(hosts)
+            for i in range(self.count):
+                ns = self.name(i)
+                _ip("netns", "add", ns)
+                _ip("-n", self.hub, "link", "add", f"v{i}", "mtu", str(self.mtu), "type", "veth", "peer", "name",
+                    "eth0", "mtu", str(self.mtu), "netns", ns)
+                _ip("-n", self.hub, "link", "set", f"v{i}", "master", "br0", "up")
+                _ip("-n", ns, "link", "set", "lo", "up")
+                _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
+                _ip("-n", ns, "link", "set", "eth0", "up")
+                for d in (self.tmp_dir(i), self.shm_dir(i)):
+                    os.makedirs(d, exist_ok=True)
+                    os.chmod(d, 0o1777)
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self):
+        if not self._up:
+            return
+        self._up = False
+        names = [self.name(i) for i in range(self.count)] + [self.hub]
+        for ns in names:
+            self._end_processes(ns)
+        for ns in names:
+            _ip("netns", "del", ns, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.shm_root, ignore_errors=True)
+
+    def _end_processes(self, ns):
+        pids = self.pids_in(ns)
+        if not pids:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            end = time.monotonic() + 3
+            while time.monotonic() < end and self.pids_in(ns):
+                time.sleep(0.05)
+            pids = self.pids_in(ns)
+            if not pids:
+                return
+
+    # --- what runs there --------------------------------------------------
+    def tmp_dir(self, i):
+        return f"{self.root}/{self.name(i)}/tmp"
+
+    def shm_dir(self, i):
+        return f"{self.shm_root}/{self.name(i)}"
+
+    def command(self, i, argv):
+        """argv run on host i (for Popen)."""
+        ns = self.name(i)
+        return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--uts", "--propagation", "private",
+                "sh", "-c", _ENTER, "sh", f"{self.root}/hosts", ns, self.tmp_dir(i), self.shm_dir(i), *argv]
+
+    def popen(self, i, argv, **kwargs):
+        return subprocess.Popen(self.command(i, argv), **kwargs)
+
+    def run(self, i, argv, **kwargs):
+        return subprocess.run(self.command(i, argv), **kwargs)
+
+    def pids_in(self, ns_or_index):
+        ns = self.name(ns_or_index) if isinstance(ns_or_index, int) else ns_or_index
+        r = _ip("netns", "pids", ns, check=False)
+        return [int(p) for p in r.stdout.split()] if r.returncode == 0 else []
+
+    def leftovers(self):
+        """What a finished job left: processes still in a host, files in a
+        host's /dev/shm. A list of lines, empty when clean."""
+        out = []
+        for i in range(self.count):
+            pids = self.pids_in(i)
+            if pids:
+                out.append(f"{self.name(i)}: processes left running: {pids}")
+            files = sorted(os.listdir(self.shm_dir(i))) if os.path.isdir(self.shm_dir(i)) else []
+            if files:
+                out.append(f"{self.name(i)}: left in /dev/shm: {files}")
+        return out
+
+    def clear_shm(self):
+        for i in range(self.count):
+            for f in os.listdir(self.shm_dir(i)):
+                os.unlink(os.path.join(self.shm_dir(i), f))
+
+    def free_port(self, i):
+        """A port free on host i, as its OS picks one."""
+        r = self.run(i, ["python3", "-c",
+                         "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"],
+                     stdout=subprocess.PIPE, text=True, check=True)
+        return int(r.stdout.strip())
+
+    # --- faults (the fault matrix) -----------------------------------------
+    def link(self, i, up):
+        """Cuts (up=False) or restores host i's link."""
+        _ip("-n", self.name(i), "link", "set", "eth0", "up" if up else "down")
