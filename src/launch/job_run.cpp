@@ -181,6 +181,7 @@ std::optional<int> JobRun::agree_node_sizes() {
   o.nnodes = job_.nnodes;
   o.node_rank = job_.node_rank;
   o.nproc = job_.nproc_per_node;
+  o.hosts_store = base_.store.hosted_here;
   o.wait_limit = job_.join_timeout;
   try {
     int stop_signal = 0;

@@ -4,7 +4,7 @@ hosts joined by real links, every rank's result checked element by element
 (xcheck_rank.cpp says how) and bitwise against the other ranks'.
 
 A cell is one layout of hosts and ranks (2x2: two hosts of two ranks;
-2+1+2: three hosts, uneven), one MTU, one way of choosing algorithms
+2+1+2: three hosts, uneven; 1x4: one host, shared memory), one MTU, one way of choosing algorithms
 (mci's own, or MCI_ALGO / MCI_TRANSPORT forcing one), and one moment:
 "steady" runs every case of the cell twice in one job (each case's first
 call, then again on other data); "first" starts fresh jobs whose calls are
@@ -151,7 +151,7 @@ class Cell:
         return sum(self.layout)
 
 
-LAYOUTS = {"2x2": [2, 2], "2+1+2": [2, 1, 2], "1+3": [1, 3], "4x1": [1, 1, 1, 1]}
+LAYOUTS = {"2x2": [2, 2], "2+1+2": [2, 1, 2], "1+3": [1, 3], "4x1": [1, 1, 1, 1], "1x4": [4]}
 # What MCI_ALGO can force across hosts, and the kinds each serves there.
 FORCED = {
     "direct": {"all_reduce", "broadcast", "all_gather", "gather", "scatter", "reduce_scatter"},
@@ -166,7 +166,8 @@ FORCED = {
 def all_cells():
     cells = []
     for lname, layout in LAYOUTS.items():
-        for mtu in (1500, 9000):
+        # One host has no link: its cells once, shared memory and loopback.
+        for mtu in (1500, 9000) if len(layout) > 1 else (1500,):
             base = f"{lname}/mtu{mtu}"
             cells.append(Cell(f"{base}/auto/steady", layout, mtu, {}, "steady"))
             cells.append(Cell(f"{base}/auto/first", layout, mtu, {}, "first", jobs=20))
@@ -179,9 +180,11 @@ def all_cells():
 
 # The fixed subset every CI run takes: the layout of issue 49 at its MTU,
 # its first calls in 20 fresh jobs; the uneven three hosts at the other
-# MTU; and one forced algorithm of each shape (flat ring, tree) across
-# hosts.
+# MTU; one forced algorithm of each shape (flat ring, tree) across hosts;
+# everything over TCP; and one host's shared memory, first calls too.
 SUBSET = [
+    "1x4/mtu1500/auto/steady",
+    "1x4/mtu1500/auto/first",
     "2x2/mtu1500/auto/first",
     "2x2/mtu1500/auto/steady",
     "2+1+2/mtu9000/auto/steady",
@@ -190,7 +193,7 @@ SUBSET = [
     "2+1+2/mtu1500/tree/steady",
     "2x2/mtu1500/tcp-only/steady",
 ]
-SUBSET_FIRST_JOBS = {"2+1+2/mtu9000/auto/first": 5}
+SUBSET_FIRST_JOBS = {"2+1+2/mtu9000/auto/first": 5, "1x4/mtu1500/auto/first": 10}
 
 
 class JobResult:

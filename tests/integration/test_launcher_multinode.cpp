@@ -53,6 +53,56 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
   EXPECT_TRUE(contains(n1.out(), "RANK=3 ")) << "node 1 runs ranks 2 and 3";
 }
 
+// Nodes that run different numbers of processes (2 + 1 + 2), as torchrun's
+// agents allow: ranks are numbered node after node by a running sum, and
+// every process learns the whole world's size.
+TEST(MultiNode, NodesMayRunDifferentNumbersOfProcesses) {
+  const int port = free_port();
+  const Strings program{"/bin/sh", "-c",
+                        "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
+                        "GROUP_RANK=$GROUP_RANK"};
+  auto at = [&](int node_rank, int nproc) {
+    return args({"--nnodes=3", fmt::format("--node_rank={}", node_rank), fmt::format("--nproc_per_node={}", nproc),
+                 "--master_addr=127.0.0.1", fmt::format("--master_port={}", port)},
+                program);
+  };
+  Mcirun n2(at(2, 2), kTwoNodeEnv);
+  Mcirun n1(at(1, 1), kTwoNodeEnv);
+  Mcirun n0(at(0, 2), kTwoNodeEnv);
+  ASSERT_EQ(n0.code(), 0) << n0.all();
+  ASSERT_EQ(n1.code(), 0) << n1.all();
+  ASSERT_EQ(n2.code(), 0) << n2.all();
+  std::set<std::string> lines;
+  for (auto* m : {&n0, &n1, &n2}) {
+    for (const auto& l : lines_of(m->out())) lines.insert(l);
+  }
+  const std::set<std::string> expect{"RANK=0 LOCAL_RANK=0 WORLD_SIZE=5 LOCAL_WORLD_SIZE=2 GROUP_RANK=0",
+                                     "RANK=1 LOCAL_RANK=1 WORLD_SIZE=5 LOCAL_WORLD_SIZE=2 GROUP_RANK=0",
+                                     "RANK=2 LOCAL_RANK=0 WORLD_SIZE=5 LOCAL_WORLD_SIZE=1 GROUP_RANK=1",
+                                     "RANK=3 LOCAL_RANK=0 WORLD_SIZE=5 LOCAL_WORLD_SIZE=2 GROUP_RANK=2",
+                                     "RANK=4 LOCAL_RANK=1 WORLD_SIZE=5 LOCAL_WORLD_SIZE=2 GROUP_RANK=2"};
+  EXPECT_EQ(lines, expect) << n0.all() << n1.all() << n2.all();
+}
+
+// Two launchers that say the same --node_rank are one node too many: both
+// are told so, by name, and nothing starts.
+TEST(MultiNode, TwoLaunchersWithOneNodeRankAreRefused) {
+  const int port = free_port();
+  auto at = [&](int node_rank) {
+    return args({"--nnodes=3", fmt::format("--node_rank={}", node_rank), "--nproc_per_node=1",
+                 "--master_addr=127.0.0.1", fmt::format("--master_port={}", port)},
+                {"/bin/sh", "-c", "touch $TEST_DIR/ran.$RANK"});
+  };
+  Mcirun n0(at(0), kTwoNodeEnv);
+  Mcirun a(at(1), kTwoNodeEnv);
+  Mcirun b(at(1), kTwoNodeEnv);
+  for (auto* m : {&n0, &a, &b}) {
+    EXPECT_EQ(m->code(), 1) << m->all();
+    EXPECT_TRUE(contains(m->err(), "2 launchers of this job said --node_rank=1 (of --nnodes=3)")) << m->all();
+    EXPECT_FALSE(m->has_file("ran.0") || m->has_file("ran.1") || m->has_file("ran.2")) << "a rank started";
+  }
+}
+
 TEST(MultiNode, AGroupSpansBothLaunchersThroughNode0sStore) {
   const int port = free_port();
   const Strings program{self_program(), "--scenario=init"};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@ namespace {
 // Each store call's own wait, so that the loop looks at its signals and
 // its deadline between tries.
 constexpr auto kStoreTry = std::chrono::milliseconds(200);
+constexpr const char* kReadKey = "mcirun/nodes/read";
 
 std::vector<records::NodeSlot> slots_of(const std::string& arrivals) {
   std::vector<records::NodeSlot> out;
@@ -80,10 +82,18 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
       }
       if (fixed) {
         const auto slots = records::decode_node_slots(*fixed, "store key 'mcirun/nodes/decision'");
+        store->add(kReadKey, 1);
         NodeSizes sizes;
         for (int id = 0; id < o.nnodes; ++id) {
           const auto n = std::count_if(slots.begin(), slots.end(), [&](const auto& s) { return s.id == id; });
           if (n != 1) {
+            // The store's host keeps it up until every launcher has read
+            // the list (a few seconds at most): each must say why it stops.
+            const Deadline grace(std::chrono::seconds(5));
+            while (o.hosts_store && store->add(kReadKey, 0) < static_cast<std::int64_t>(slots.size()) &&
+                   !grace.expired()) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
             throw Error(fmt::format(
                 "{} launchers of this job said --node_rank={} (of --nnodes={}): give each node its own "
                 "--node_rank, 0 to {}",

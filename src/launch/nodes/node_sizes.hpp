@@ -27,6 +27,7 @@ struct NodeSizesOptions {
   int nnodes = 1;
   int node_rank = 0;
   int nproc = 1;
+  bool hosts_store = false;  // this launcher hosts the store (node 0)
   std::chrono::milliseconds wait_limit{std::chrono::minutes(10)};  // --rdzv_conf join_timeout
 };
 
