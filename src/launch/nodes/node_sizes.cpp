@@ -21,7 +21,7 @@ namespace {
 
 // Each store call's own wait, so that the loop looks at its signals and
 // its deadline between tries.
-constexpr auto kStoreTry = std::chrono::milliseconds(200);
+constexpr auto kSizesTry = std::chrono::milliseconds(200);
 constexpr const char* kReadKey = "mcirun/nodes/read";
 
 std::vector<records::NodeSlot> slots_of(const std::string& arrivals) {
@@ -65,7 +65,7 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
   while (true) {
     try {
       if (!store) {
-        store = o.store.connect(kStoreTry, kStoreTry);
+        store = o.store.connect(kSizesTry, kSizesTry);
         meeting.emplace(*store, DecideOnce::Terms{kNodeSizesBase,
                                                   fmt::format("the process counts of the job's {} nodes", o.nnodes),
                                                   "start mcirun on every node", who});
@@ -74,7 +74,7 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
         meeting->arrive(records::encode_node_slots({{o.node_rank, o.nproc}}));
         arrived = true;
       }
-      std::optional<std::string> fixed = meeting->decision(kStoreTry);
+      std::optional<std::string> fixed = meeting->decision(kSizesTry);
       if (!fixed && meeting->count() >= o.nnodes) {
         std::vector<records::NodeSlot> slots = slots_of(meeting->arrivals());
         std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
