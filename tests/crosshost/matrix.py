@@ -321,7 +321,11 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the cells and exit")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--table", help="write the results as a Markdown table here")
-    ap.add_argument("--job-timeout", type=float, default=180)
+    # A backstop only: every call of a job is bounded by mci's own timeout
+    # (XCHECK_TIMEOUT_MS, 60 s), which turns a hang into a rank's error; a
+    # whole steady job of --full makes thousands of calls (minutes under a
+    # sanitizer or a loaded machine).
+    ap.add_argument("--job-timeout", type=float, default=1200)
     ap.add_argument("--seed", type=int, help="the random seed of the run (default: drawn, and printed)")
     ap.add_argument("--jobs", type=int, help="fresh jobs per first-call cell (default: the cell's)")
     ap.add_argument("--first", help="the one case every fresh job of a first-call cell runs (default: they rotate)")
