@@ -182,10 +182,17 @@ std::optional<int> JobRun::agree_node_sizes() {
   o.node_rank = job_.node_rank;
   o.nproc = job_.nproc_per_node;
   o.hosts_store = base_.store.hosted_here;
+  o.news_key = attempt_key(base_.index, "failed");  // NodeLink's failed_key()
   o.wait_limit = job_.join_timeout;
   try {
     int stop_signal = 0;
-    const auto sizes = launch::agree_node_sizes(o, signals_, &stop_signal);
+    std::string news;
+    const auto sizes = launch::agree_node_sizes(o, signals_, &stop_signal, &news);
+    if (!sizes && !news.empty()) {
+      const auto e = NodeLink::parse_news(news, job_.node_rank);
+      say(fmt::format("mcirun: another node failed, {}", e ? e->text : news));
+      return 1;
+    }
     if (!sizes) {
       say(fmt::format("mcirun: received {} while the nodes were meeting", signal_name(stop_signal)));
       return 128 + stop_signal;

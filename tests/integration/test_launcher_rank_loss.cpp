@@ -283,6 +283,38 @@ TEST(RankLoss, ContinueAcrossNodes) {
   EXPECT_TRUE(!process_alive(helper.pid())) << n1.all();
 }
 
+// A whole node lost under continue (its mcirun and its rank SIGKILLed, as
+// when its host dies): the other two finish, and node 0, which keeps the
+// store up until every node is done, does not wait for the one that is gone
+// (it used to wait 300 s, counting it among the nodes still running).
+TEST(RankLoss, Node0DoesNotWaitForANodeThatIsGone) {
+  mci::test::TempDir shared;
+  const int port = free_port();
+  const std::map<std::string, std::string> env{
+      {"MCI_JOB_TOKEN", "rank-loss-token"}, {"OMP_NUM_THREADS", "1"}, {"SHARED", shared.path()}};
+  const std::string script =
+      "if [ $RANK = 2 ]; then echo $$ > $SHARED/rank2.tmp; mv $SHARED/rank2.tmp $SHARED/rank2; exec sleep 60; fi;"
+      "while [ ! -e $SHARED/gone ]; do sleep 0.01; done; echo rank $RANK: end";
+  auto at = [&](int n) {
+    return with_program({"--nnodes=3", fmt::format("--node_rank={}", n), "--nproc_per_node=1",
+                         "--master_addr=127.0.0.1", fmt::format("--master_port={}", port), "--on-rank-loss=continue"},
+                        script);
+  };
+  Mcirun n0(at(0), env);
+  Mcirun n1(at(1), env);
+  Mcirun n2(at(2), env);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(shared.path() + "/rank2"); }, 30s)) << n2.all();
+  const pid_t rank2 = static_cast<pid_t>(std::stol(slurp(shared.path() + "/rank2")));
+  ::kill(n2.pid(), SIGKILL);
+  ::kill(rank2, SIGKILL);
+  EXPECT_EQ(n2.code(), 1000 + SIGKILL);
+  std::ofstream(shared.path() + "/gone") << "1";
+  ASSERT_EQ(n1.code(60s), 0) << n0.all() << n1.all();
+  ASSERT_EQ(n0.code(60s), 0) << n0.all() << n1.all();
+  EXPECT_TRUE(contains(n0.out(), "rank 0: end\n")) << n0.all();
+  EXPECT_TRUE(contains(n0.err(), "node 2's mcirun is gone before its processes finished")) << n0.all();
+}
+
 // Under replace, each node replaces its own: rank 3 (node 1) is lost and
 // replaced there, while node 0's ranks wait for the replacement's end.
 TEST(RankLoss, ReplaceAcrossNodes) {

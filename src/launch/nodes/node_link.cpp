@@ -154,12 +154,19 @@ void NodeLink::post(Event e) {
 // left to say, or kFlushLimit after being asked.
 void NodeLink::run() {
   Loop s;
-  for (int n = 0; n < opts_.nnodes; ++n) s.done_keys.push_back(done_key(n));
+  s.finished.assign(static_cast<std::size_t>(opts_.nnodes), false);
+  s.finished[0] = true;  // node 0 waits for the others only once it is done
   while (take_reports(s)) {
     try {
       if (!s.store) {
         // Connecting is retried by this loop until stopped.
         s.store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
+        if (opts_.node_rank != 0) {
+          // Counted before the close is armed, so a connection replaced
+          // by another one never reads as the node gone.
+          s.store->add(conns_key(opts_.node_rank), 1);
+          s.store->append_on_close(gone_key(opts_.node_rank), to_bytes("x"));
+        }
       }
       publish(s);
       if (linger_for_others(s)) continue;
@@ -230,7 +237,23 @@ void NodeLink::watch(Loop& s) {
     cv_.wait_for(lk, opts_.slice, [this] { return stop_ || failure_to_publish_ || done_to_publish_; });
     return;
   }
-  const std::vector<std::string> watched = awaiting_nodes ? s.done_keys : std::vector<std::string>{failed_key()};
+  if (awaiting_nodes) {
+    const int running = look_at_nodes(s);
+    nodes_running_ = running;
+    if (running == 0) {
+      s.all_done_posted = true;
+      post({EventKind::all_done, {}});
+    }
+  }
+  // Node 0 waits a slice on the first node still running; the others, and
+  // node 0 once all are finished, on the news.
+  std::vector<std::string> watched{failed_key()};
+  for (int n = 1; awaiting_nodes && n < opts_.nnodes; ++n) {
+    if (!s.finished[static_cast<std::size_t>(n)]) {
+      watched = {done_key(n)};
+      break;
+    }
+  }
   bool arrived = false;
   try {
     s.store->wait(watched, opts_.slice);
@@ -238,17 +261,36 @@ void NodeLink::watch(Loop& s) {
   } catch (const TimeoutError&) {
     // nothing new during this slice
   }
-  if (awaiting_nodes && arrived) {
-    s.all_done_posted = true;
-    post({EventKind::all_done, {}});
-  }
-  if (!s.failure_seen && (awaiting_nodes ? s.store->check({failed_key()}) : arrived)) {
+  const bool news = watched.front() == failed_key() ? arrived : s.store->check({failed_key()});
+  if (!s.failure_seen && news) {
     s.failure_seen = true;
     s.news_in_store = true;
     const std::string v = to_string(s.store->get(failed_key(), opts_.slice));
     if (auto news = parse_news(v, opts_.node_rank)) post(std::move(*news));
     if (opts_.node_rank != 0) s.store->set(seen_key(opts_.node_rank), to_bytes("1"));
   }
+}
+
+int NodeLink::look_at_nodes(Loop& s) {
+  int running = 0;
+  for (int n = 1; n < opts_.nnodes; ++n) {
+    auto&& finished = s.finished[static_cast<std::size_t>(n)];
+    if (finished) continue;
+    if (s.store->check({done_key(n)})) {
+      finished = true;
+      continue;
+    }
+    // An append of nothing reads the value without waiting for it.
+    const auto closed = static_cast<std::int64_t>(s.store->append(gone_key(n), {}).size());
+    const std::int64_t opened = s.store->add(conns_key(n), 0);
+    if (opened > 0 && closed >= opened) {
+      finished = true;
+      post({EventKind::peer_gone, fmt::format("node {}", n)});
+      continue;
+    }
+    ++running;
+  }
+  return running;
 }
 
 // What was taken but could not be published goes back for the next round.

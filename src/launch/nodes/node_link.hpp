@@ -13,7 +13,14 @@
 //                      node 0 itself reports is not lost when it exits.
 //   mcirun/done/NODE   set when all of a node's processes exited 0; node 0
 //                      keeps the store up until every node has said so (or
-//                      failed), like torchrun's exit barrier.
+//                      failed, or is gone), like torchrun's exit barrier.
+//   mcirun/conns/NODE  counts a node's connections to the store, and
+//   mcirun/gone/NODE   gets a byte from the store itself when one of them
+//                      closes (append_on_close): a node whose every
+//                      connection closed before it said "done" is gone (its
+//                      mcirun killed, its host lost), and node 0 does not
+//                      wait for it (--on-rank-loss=continue lets the others
+//                      finish without it).
 // Under --max-restarts, attempt N > 0 has keys of its own (mcirun/attempt/N/
 // failed, ...), so an attempt's news never reads as the next one's, and
 // join_attempt holds every node until all have stopped attempt N-1.
@@ -21,6 +28,7 @@
 // loop learns of news through fd(), a pipe it polls with everything else.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -65,7 +73,8 @@ class NodeLink {
   enum class EventKind {
     peer_failed,   // another node's process failed (text: what it reported)
     peer_stopped,  // another node's mcirun got a stop signal (signal; text: "node N (host H)")
-    all_done,      // node 0: every node's processes exited 0
+    all_done,      // node 0: every node's processes exited 0, or is gone
+    peer_gone,     // node 0, waiting for the others: a node's mcirun is gone before it was done (text: "node N")
     store_lost,    // the store went away after we reached it: node 0's launcher is gone
     unreachable,   // the store could not be used at all (bad address or token)
   };
@@ -92,6 +101,12 @@ class NodeLink {
   std::string failed_key() const { return key("failed"); }
   std::string done_key(int node) const { return key("done/" + std::to_string(node)); }
   std::string seen_key(int node) const { return key("seen/" + std::to_string(node)); }
+  std::string conns_key(int node) const { return key("conns/" + std::to_string(node)); }
+  std::string gone_key(int node) const { return key("gone/" + std::to_string(node)); }
+
+  // Node 0, waiting for the others: how many have neither said "done" nor
+  // gone (-1 until it has looked).
+  int nodes_running() const { return nodes_running_.load(); }
 
   // What a value of failed_key() means to node `self` (nullopt: its own news).
   static std::optional<Event> parse_news(const std::string& value, int self);
@@ -108,7 +123,7 @@ class NodeLink {
     // must read before it closes.
     bool news_in_store = false;
     bool others_heard_news = false;
-    std::vector<std::string> done_keys;
+    std::vector<bool> finished;  // node 0: by node, done or gone
     // Taken from the reporters this round, not yet in the store.
     std::optional<std::string> failure;
     bool done = false;
@@ -131,6 +146,9 @@ class NodeLink {
   void post(Event e);
   // Node 0, stopping: every other node read the news or is done already.
   bool others_heard(TcpStore& store);
+  // Node 0, waiting for the others: looks at each that is not finished
+  // yet; posts peer_gone for each newly gone. The number still running.
+  int look_at_nodes(Loop& s);
 
   NodeLinkOptions opts_;
   Fd wake_read_, wake_write_;
@@ -140,6 +158,7 @@ class NodeLink {
   std::optional<std::string> failure_to_publish_;
   bool done_to_publish_ = false;
   std::vector<Event> events_;
+  std::atomic<int> nodes_running_{-1};
   std::thread thread_;
 };
 

@@ -53,7 +53,8 @@ int NodeSizes::first_rank(int node_rank) const {
 
 int NodeSizes::world() const { return std::accumulate(nproc.begin(), nproc.end(), 0); }
 
-std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& signals, int* stop_signal) {
+std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& signals, int* stop_signal,
+                                          std::string* news) {
   const Deadline dl(o.wait_limit);
   std::unique_ptr<TcpStore> store;
   std::optional<DecideOnce> meeting;
@@ -102,6 +103,10 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
           sizes.nproc.push_back(std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.id == id; })->nproc);
         }
         return sizes;
+      }
+      if (!o.news_key.empty() && store->check({o.news_key})) {
+        *news = to_string(store->get(o.news_key, kSizesTry));
+        return std::nullopt;
       }
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or the store is slow: try again

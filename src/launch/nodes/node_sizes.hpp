@@ -28,13 +28,18 @@ struct NodeSizesOptions {
   int node_rank = 0;
   int nproc = 1;
   bool hosts_store = false;  // this launcher hosts the store (node 0)
+  // Where another node's failure is published (NodeLink's failed key): a
+  // node that refused to start (another --on-rank-loss) never arrives.
+  std::string news_key;
   std::chrono::milliseconds wait_limit{std::chrono::minutes(10)};  // --rdzv_conf join_timeout
 };
 
-// nullopt when a stop signal came meanwhile (*stop_signal says which).
+// nullopt when a stop signal came meanwhile (*stop_signal says which) or
+// another node published a failure (*news holds it, as the store has it).
 // Throws mci::Error when two launchers claim one --node_rank, and
 // TimeoutError naming the nodes missing after wait_limit.
-std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& signals, int* stop_signal);
+std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& signals, int* stop_signal,
+                                          std::string* news);
 
 inline constexpr const char* kNodeSizesBase = "mcirun/nodes";
 

@@ -330,7 +330,8 @@ void Supervisor::on_link_events() {
                         "({}); a failure there will not stop this node",
                         attempt_.store.host, attempt_.store.port, e.text));
         break;
-      case NodeLink::EventKind::all_done: break;  // only node 0 waits for it, after its own processes
+      case NodeLink::EventKind::all_done:
+      case NodeLink::EventKind::peer_gone: break;  // only node 0 waits for these, after its own processes
     }
   }
 }
@@ -439,10 +440,11 @@ int Supervisor::wait_for_other_nodes() {
     }
     if (!noticed && Clock::now() >= start + kOtherNodesNotice) {
       noticed = true;
+      const int running = link_->nodes_running();
       say(
           fmt::format("mcirun: this node's processes are done; keeping the job's store up until the "
                       "other {} node(s) finish",
-                      attempt_.nnodes - 1));
+                      running >= 0 ? running : attempt_.nnodes - 1));
     }
     if (fds[0].revents != 0) {
       for (int sig : signals_.take()) {
@@ -460,6 +462,11 @@ int Supervisor::wait_for_other_nodes() {
     if (fds[1].revents != 0) {
       for (auto& e : link_->take_events()) {
         if (e.kind == NodeLink::EventKind::all_done) return 0;
+        if (e.kind == NodeLink::EventKind::peer_gone) {
+          say(fmt::format("mcirun: {}'s mcirun is gone before its processes finished (it was killed, or its host "
+                          "was lost): not waiting for it",
+                          e.text));
+        }
         if (e.kind == NodeLink::EventKind::peer_stopped) {
           stop_signal_ = e.signal;
           stop_origin_ = e.text;
