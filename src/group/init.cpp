@@ -279,6 +279,28 @@ std::shared_ptr<ProcessGroup> join_running_group(const InitOptions& opts) {
 
 bool is_replacement() { return process_env()("MCI_REPLACEMENT").has_value(); }
 
+namespace {
+
+// A completed init is completed on every rank: rank 0 returns only once
+// every rank is done with what init asks of the store. Without a launcher,
+// rank 0's process hosts the store, and a program may exit as soon as init
+// returns (torch's test harness does): the others, still reading their
+// peers' addresses, then lost the store (10 jobs of 10 at world 2).
+void finish_together(Store& store, const Place& place, std::chrono::milliseconds timeout) {
+  if (store.add("init/done", 1) == place.world) store.set("init/all", to_bytes("1"));
+  if (place.rank != 0) return;
+  try {
+    store.wait({"init/all"}, timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(fmt::format(
+        "Timed out waiting {}ms on rank 0 for the other ranks to finish init_process_group: {} of the {} ranks "
+        "did. The others crashed or hang in init; see their output",
+        timeout.count(), store.add("init/done", 0), place.world));
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place) {
   const InitOptions& opts = origin.opts;
   const BackendEntry& entry = require_backend(opts.backend);
@@ -341,6 +363,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   // Where the group of this job is now (init, then each shrink and grow):
   // what a replacement process reads to find it (join_running_group).
   if (place.rank == 0) origin.base->set(keys::current_session(origin.lineage), to_bytes(session));
+  finish_together(*store, place, opts.timeout);
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
 

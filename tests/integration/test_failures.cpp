@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../support/job.hpp"
+#include "../support/ports.hpp"
 #include "../support/rank.hpp"
 
 namespace mci::test {
@@ -54,6 +55,41 @@ MCI_SCENARIO(stopped) {
   }
   pg->all_reduce(mci::view(v));
   return 1;
+}
+
+// Init and leave: rank 0 (which hosts the store here) exits the moment
+// init returns.
+MCI_SCENARIO(init_and_exit) {
+  auto pg = join();
+  say(fmt::format("rank {} joined", pg->rank()));
+  return 0;
+}
+
+// Outside a launcher rank 0 hosts the store, and a program may exit as
+// soon as init returns: every other rank's init must have completed too
+// (it used to fail with "lost the connection to the store", 10 jobs of 10).
+TEST(Init, CompletesOnEveryRankWhenRank0ExitsAtOnce) {
+  for (int round = 0; round < 10; ++round) {
+    const int port = free_port();
+    Spawner ranks;
+    for (int r = 0; r < 3; ++r) {
+      ranks.spawn(scenario_command("init_and_exit"),
+                  {{"RANK", std::to_string(r)},
+                   {"WORLD_SIZE", "3"},
+                   {"LOCAL_RANK", std::to_string(r)},
+                   {"LOCAL_WORLD_SIZE", "3"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(port)},
+                   {"MCI_STORE_HOSTED", "\x01"},
+                   {"MCI_JOB_TOKEN", "init-and-exit"},
+                   {"MCI_TEST_TIMEOUT_MS", "20000"}});
+    }
+    ranks.wait_all(std::chrono::seconds(60));
+    for (int r = 0; r < 3; ++r) {
+      const ExitStatus st = ranks.child(r).status.value();
+      ASSERT_TRUE(st.exited && st.code == 0) << "round " << round << ", rank " << r << ":\n" << ranks.child(r).output();
+    }
+  }
 }
 
 // The last rank dies in the middle of a large all-reduce.
