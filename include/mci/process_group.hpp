@@ -53,6 +53,9 @@ class ProcessGroup {
   int local_size() const;
   const std::string& backend() const;
   std::chrono::milliseconds timeout() const;
+  // The timeout of the operations issued from now on (those already issued
+  // keep theirs), as torch's Backend::setTimeout; positive, else ConfigError.
+  void set_timeout(std::chrono::milliseconds timeout);
 
   // data <- reduction of every rank's data.
   Work all_reduce(BufferView data, ReduceOp op = ReduceOp::sum, Exec e = Exec::blocking);

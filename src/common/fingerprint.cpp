@@ -25,6 +25,11 @@ std::string Fingerprint::describe() const {
   return s;
 }
 
+std::string Fingerprint::describe_receive() const {
+  if (!is_p2p(kind)) return describe();
+  return fmt::format("recv tag {} ({} x {})", seq, dtype_name(dtype), count);
+}
+
 std::string collective_mismatch_text(int me, int peer, const Fingerprint& mine, const Fingerprint& theirs) {
   Fingerprint same_but_algo = theirs;
   same_but_algo.algo = mine.algo;

@@ -24,6 +24,9 @@ struct Fingerprint {
   bool matches(const Fingerprint& o) const noexcept;
   // "all_reduce #3 (f32 x 1000, sum)" / "send tag 7 (f32 x 8)"
   std::string describe() const;
+  // The same, as the receiving side says it: a point-to-point fingerprint
+  // is a send's (its recv carries the same), so its receive reads "recv".
+  std::string describe_receive() const;
 };
 
 // The MismatchError text for two ranks that disagree on a collective.

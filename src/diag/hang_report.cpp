@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -46,20 +47,39 @@ std::string str(const Fields& f, const char* key) {
 
 std::string seconds(long long ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0); }
 
-// Whether a process on this host is gone, stopped or running.
-std::string local_process_fate(long long pid) {
+// What is known of a process on this host: gone, stopped (neither can
+// answer, so nobody need wait for it), or running (it may answer late).
+struct Fate {
+  std::string text;
+  bool cannot_answer = false;
+};
+
+Fate local_process_fate(long long pid) {
   if (pid <= 0) return {};
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-    return fmt::format("process {} has exited", pid);
+    return {fmt::format("process {} has exited", pid), true};
   }
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(stat, line);
   const auto rp = line.rfind(')');
   const char state = rp != std::string::npos && rp + 2 < line.size() ? line[rp + 2] : '?';
-  if (state == 'Z') return fmt::format("process {} has exited (zombie)", pid);
-  if (state == 'T' || state == 't') return fmt::format("process {} is stopped (SIGSTOP or a debugger)", pid);
-  return fmt::format("process {} is alive but its mci threads do not answer (frozen)", pid);
+  if (state == 'Z') return {fmt::format("process {} has exited (zombie)", pid), true};
+  if (state == 'T' || state == 't') return {fmt::format("process {} is stopped (SIGSTOP or a debugger)", pid), true};
+  return {fmt::format("process {} is alive but its mci threads do not answer (frozen)", pid), false};
+}
+
+// Rank r's fate as its claim at init tells it (the process and its host).
+Fate rank_fate(Store& store, int r, const std::string& me_host) {
+  try {
+    const std::string key = keys::rank_claim(r);
+    const records::RankClaim who =
+        records::decode_rank_claim(to_string(store.get(key, std::chrono::milliseconds(200))), "store key '" + key + "'");
+    return who.host == me_host ? local_process_fate(who.pid)
+                               : Fate{fmt::format("process {} on {}: gone or frozen", who.pid, who.host), false};
+  } catch (const std::exception&) {
+    return {"gone or frozen", false};
+  }
 }
 
 }  // namespace
@@ -138,38 +158,39 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}};
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
   std::vector<int> never, silent, mismatched;
   const bool collective = !is_p2p(stuck.kind);
   for (int r = 0; r < size; ++r) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
     Fields f;
     bool answered = false;
+    std::optional<Fate> fate;
     try {
-      f = parse(
-          to_string(store.get(fmt::format("diag/ans/{}/{}", id, r), std::max(left, std::chrono::milliseconds(1)))));
-      answered = true;
+      // A process on this host that is stopped or gone cannot answer: its
+      // fate is the answer, and nobody waits for it.
+      if (r != rank && !store.check({answer})) {
+        if (Fate known = rank_fate(store, r, me_host); known.cannot_answer) fate = std::move(known);
+      }
+      if (!fate) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        f = parse(to_string(store.get(answer, std::max(left, std::chrono::milliseconds(1)))));
+        answered = true;
+      }
     } catch (const std::exception&) {
     }
     std::string line = fmt::format("  rank {}: ", r);
     if (!answered) {
       silent.push_back(r);
-      std::string fate;
-      try {
-        // The process that claimed rank r at init.
-        const std::string key = keys::rank_claim(r);
-        const records::RankClaim who =
-            records::decode_rank_claim(to_string(store.get(key, std::chrono::milliseconds(200))),
-                                       "store key '" + key + "'");
-        fate = who.host == me_host ? local_process_fate(who.pid)
-                                   : fmt::format("process {} on {}: gone or frozen", who.pid, who.host);
-      } catch (const std::exception&) {
-        fate = "gone or frozen";
+      if (fate) {
+        line += fmt::format("cannot answer: {}", fate->text);
+      } else {
+        line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()),
+                            rank_fate(store, r, me_host).text);
       }
-      line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), fate);
       out += line + "\n";
       continue;
     }
@@ -230,7 +251,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return {out, mismatched};
+  return {out, mismatched, silent};
 }
 
 }  // namespace mci::diag

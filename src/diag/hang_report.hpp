@@ -47,6 +47,9 @@ struct HangReport {
   // a mismatch, which a backend without fingerprints on the wire (gloo) can
   // only see this way.
   std::vector<int> mismatched;
+  // Ranks that did not answer (stopped, gone, frozen): what a shrink after
+  // this timeout leaves out without waiting for them again.
+  std::vector<int> silent;
 };
 
 // Asks every rank and formats the report about `stuck`, which this rank has

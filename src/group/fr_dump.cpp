@@ -15,7 +15,7 @@ void ProcessGroup::Impl::register_for_dumps(const FrDumpPlace& place, const std:
   g.rank = rank;
   g.size = size;
   g.backend = backend_name;
-  g.timeout = timeout;
+  g.timeout = timeout();
   dump_ = std::make_unique<diag::DumpRegistration>(std::move(g), *recorder_, place.prefix);
   if (place.signal != 0) diag::dump_on_signal(place.signal);
 }

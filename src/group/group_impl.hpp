@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -58,7 +59,10 @@ struct ProcessGroup::Impl {
   const int local_rank;
   const int local_size;
   const std::string backend_name;
-  const std::chrono::milliseconds timeout;
+  // Every operation's timeout: the init's, until set_timeout changes it
+  // (for the operations issued after; torch's Backend::setTimeout).
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
+  void set_timeout(std::chrono::milliseconds t);
 
   Work submit(const Call& call, Exec e);
   void abort(const std::string& reason);
@@ -125,6 +129,7 @@ struct ProcessGroup::Impl {
   void fail_group(const std::string& reason);
 
   std::uint64_t seq_ = 0;
+  std::atomic<std::chrono::milliseconds::rep> timeout_ms_;
   std::shared_ptr<Work::State> spare_state_;  // reused by blocking calls
   // Set once the progress thread exists; until then blocking calls skip the
   // queue entirely (no lock on the fast path).
@@ -144,6 +149,10 @@ struct ProcessGroup::Impl {
   // abort()'s drain would otherwise wait on until the timeout (a recv whose
   // send never comes), fails its operations at its next round.
   std::atomic<bool> abort_requested_{false};
+  // Ranks a hang report found unable to answer (stopped, gone, frozen):
+  // shrink() leaves them out without waiting a whole timeout for them
+  // again. Under mu_.
+  std::set<int> suspects_;
   std::string abort_reason_;  // guarded by mu_
 };
 

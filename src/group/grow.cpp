@@ -62,7 +62,7 @@ ProcessGroup::Grown ProcessGroup::Impl::grow() {
   // Rank 0 takes the joiners waiting now; the others read what it took.
   DecideOnce agreement = grow_agreement(*store_, "");
   const std::string decision = rank == 0 ? agreement.decide(records::encode_grow_decision(size, agreement.arrivals()))
-                                         : agreement.await(Deadline(timeout));
+                                         : agreement.await(Deadline(timeout()));
   const records::GrowDecision d = records::decode_grow_decision(decision, kDecisionName);
   const std::string me = host_name();
   Place place{rank, d.members + static_cast<int>(d.joiners.size()), local_rank, local_size};

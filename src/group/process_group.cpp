@@ -107,10 +107,10 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
     if (!broken_.empty()) throw_broken(d);
     try {
       if (shared) {
-        backend_->run_async(d, Deadline(t0 + timeout, timeout),
+        backend_->run_async(d, Deadline(t0 + timeout(), timeout()),
                             [&st](std::shared_ptr<const DeviceFence> f) { st.publish_fence(std::move(f)); });
       } else {
-        backend_->run(d, Deadline(t0 + timeout, timeout));
+        backend_->run(d, Deadline(t0 + timeout(), timeout()));
       }
     } catch (const TimeoutError& err) {
       // Before anything else moves: ask every rank what it is doing.
@@ -126,7 +126,7 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
             "position (found when the {}ms timeout expired: the {} backend cannot compare the ranks' calls "
             "sooner). Every rank must call the same collectives in the same order with the same count, dtype, "
             "op and root.\n{}\n{}",
-            rank, d.fingerprint().describe(), who, timeout.count(), backend_->name(), err.what(), report.text));
+            rank, d.fingerprint().describe(), who, timeout().count(), backend_->name(), err.what(), report.text));
       }
       throw TimeoutError(std::string(err.what()) + "\n" + report.text);
     }
@@ -243,7 +243,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     recorder_->start(t.rec, ns_of(t0));
     try {
       if (!broken_.empty()) throw_broken(t.d);
-      live.push_back(Live{t, backend_->post_p2p(t.d, Deadline(timeout)), t0});
+      live.push_back(Live{t, backend_->post_p2p(t.d, Deadline(timeout())), t0});
     } catch (const std::exception& err) {
       recorder_->finish(t.rec, false, diag::now_ns());
       record_failure(t.d, err);
@@ -286,7 +286,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     std::exception_ptr e;
     try {
       // Short rounds, so a send or recv queued meanwhile joins the batch.
-      backend_->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout, timeout));
+      backend_->progress_p2p(std::chrono::milliseconds(1), Deadline(live.front().t0 + timeout(), timeout()));
     } catch (const std::exception& err) {
       e = std::current_exception();
       if (dynamic_cast<const TimeoutError*>(&err)) {
@@ -313,10 +313,14 @@ diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std:
   diag::HangReport report;
   if (store_ && report_wait_.count() > 0) {
     try {
-      report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout));
+      report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout()));
     } catch (const std::exception& e) {
-      report = {fmt::format("(no hang report: {})", e.what()), {}};
+      report = {fmt::format("(no hang report: {})", e.what()), {}, {}};
     }
+  }
+  {
+    std::lock_guard lk(mu_);
+    suspects_.insert(report.silent.begin(), report.silent.end());
   }
   // With the operation still shown as running, as the other ranks' dumps
   // (written when the report asked them) show it.
@@ -376,6 +380,13 @@ void ProcessGroup::Impl::abort(const std::string& reason) {
   fail_group(why);
 }
 
+void ProcessGroup::Impl::set_timeout(std::chrono::milliseconds t) {
+  if (t.count() <= 0) {
+    throw ConfigError(fmt::format("set_timeout({} ms) on rank {}: give a positive timeout", t.count(), rank));
+  }
+  timeout_ms_.store(t.count());
+}
+
 void ProcessGroup::Impl::shutdown() {
   {
     std::lock_guard lk(mu_);
@@ -398,7 +409,6 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const Settings& settings, Grou
       local_rank(id.local_rank),
       local_size(id.local_size),
       backend_name(id.backend_name),
-      timeout(id.timeout),
       origin_(std::move(origin)),
       session_(std::move(session)),
       store_(std::move(store)),
@@ -409,6 +419,7 @@ ProcessGroup::Impl::Impl(const GroupIdentity& id, const Settings& settings, Grou
       report_wait_(settings.integer("MCI_HANG_REPORT_WAIT_MS")),
       debug_timing_(settings.text("MCI_DEBUG").find("timing") != std::string::npos),
       clock_(std::move(clock)) {
+  timeout_ms_.store(id.timeout.count());
   clock_->settle();
   if (auto own = store_->clone()) responder_ = std::make_unique<diag::HangResponder>(std::move(own), rank, *recorder_);
 }
@@ -425,7 +436,8 @@ int ProcessGroup::size() const { return impl_->size; }
 int ProcessGroup::local_rank() const { return impl_->local_rank; }
 int ProcessGroup::local_size() const { return impl_->local_size; }
 const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
-std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout(); }
+void ProcessGroup::set_timeout(std::chrono::milliseconds t) { impl_->set_timeout(t); }
 std::uint64_t ProcessGroup::last_seq() const { return impl_->last_seq(); }
 void ProcessGroup::abort(const std::string& reason) { impl_->abort(reason); }
 ProcessGroup::Shrunk ProcessGroup::shrink(const std::vector<int>& exclude) { return impl_->shrink(exclude); }

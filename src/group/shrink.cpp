@@ -111,6 +111,18 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
                     "shrink()",
                     rank));
   }
+  // A rank this group's hang report found stopped, gone or silent is left
+  // out too: waiting a whole timeout again for one that could not answer
+  // the report is what doubled a stopped rank's cost.
+  {
+    std::lock_guard lk(mu_);
+    for (int r : suspects_) {
+      if (r != rank && !excluded.count(r)) {
+        log::info("rank {}: shrink leaves out rank {}, which could not answer this group's hang report", rank, r);
+        excluded.insert(r);
+      }
+    }
+  }
   // Peers still inside an operation of this group fail now and come here,
   // instead of waiting for a rank that will never answer.
   {
@@ -120,7 +132,7 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   abort_requested_.store(true, std::memory_order_release);
   fail_group(fmt::format("rank {} left the group to shrink it", rank));
 
-  const Deadline dl(timeout);
+  const Deadline dl(timeout());
   // Every survivor honours every survivor's exclusions: a rank excluded by
   // one is never kept by a decision another writes (the excluding rank's
   // arrival, with its exclusions, comes before any decision that counts it).

@@ -14,6 +14,7 @@
 #include "launch/output/stream_relay.hpp"
 #include "launch/ranks/child_env.hpp"
 #include "launch/ranks/fd_budget.hpp"
+#include "launch/ranks/guardian.hpp"
 #include "launch/ranks/placement.hpp"
 #include "launch/ranks/supervisor.hpp"
 #include "mci/errors.hpp"
@@ -72,8 +73,8 @@ JobRun::Outcome JobRun::ended(int rc) {
   return o;
 }
 
-JobRun::JobRun(const JobConfig& job, const EnvLookup& env, SignalFd& signals)
-    : job_(job), env_(env), signals_(signals) {}
+JobRun::JobRun(const JobConfig& job, const EnvLookup& env, SignalFd& signals, Guardian* guardian)
+    : job_(job), env_(env), signals_(signals), guardian_(guardian) {}
 
 JobRun::~JobRun() = default;
 
@@ -283,6 +284,7 @@ std::optional<int> JobRun::start_monitor() {
   if (!job_.monitor) return std::nullopt;
   try {
     dumps_.emplace(env_);
+    if (guardian_ && !dumps_->made().empty()) guardian_->watch_empty_dir(dumps_->made());
     jobview::MonitorOptions o;
     o.host = job_.monitor->host;
     o.port = job_.monitor->port;
@@ -375,12 +377,14 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
   // attempt (an old attempt's exception must not read as the new one's),
   // removed with it.
   std::optional<ErrorFiles> error_files;
+  std::optional<Guardian::WatchedDir> guarded;  // destroyed before error_files: declared after it
   try {
     if (folders_) {
       a.log_dir = a.index == 0 ? folders_->attempt_dir() : folders_->make_attempt(a.index);
     } else {
       error_files.emplace(a.rank_of(0), a.nproc_per_node);
       a.error_dir = error_files->dir();
+      guarded.emplace(guardian_, a.error_dir);
     }
   } catch (const Error& e) {
     say(fmt::format("mcirun: {}", e.what()));
@@ -413,7 +417,7 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
                      cpus_[static_cast<std::size_t>(local)],
                      plan_streams(job_.logs, a.log_dir, RankLabel{job_.role, rank, local, host_}, job_.prefix)});
   }
-  Supervisor sup(job_, a, signals_, link.get(), monitor_.get());
+  Supervisor sup(job_, a, signals_, link.get(), monitor_.get(), guardian_);
   sup.start(ranks);
   Outcome out;
   out.rc = sup.run();

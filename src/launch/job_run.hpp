@@ -41,11 +41,14 @@ class JobMonitor;
 
 namespace mci::launch {
 
+class Guardian;
+
 class JobRun {
  public:
   // signals: made before the store's thread starts (which must inherit
   // their mask).
-  JobRun(const JobConfig& job, const EnvLookup& env, SignalFd& signals);
+  // guardian: may be null (none could be started).
+  JobRun(const JobConfig& job, const EnvLookup& env, SignalFd& signals, Guardian* guardian);
   ~JobRun();
   JobRun(const JobRun&) = delete;
   JobRun& operator=(const JobRun&) = delete;
@@ -84,6 +87,7 @@ class JobRun {
   const JobConfig& job_;
   const EnvLookup& env_;
   SignalFd& signals_;
+  Guardian* guardian_;
   Attempt base_;  // what every attempt is made from
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;

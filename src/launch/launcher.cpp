@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "launch/job_run.hpp"
 #include "launch/output/stream_relay.hpp"
+#include "launch/ranks/guardian.hpp"
 #include "launch/ranks/signals.hpp"
 #include "mci/errors.hpp"
 
@@ -35,10 +36,13 @@ void ensure_standard_fds() {
 int run_job(const JobConfig& job, const EnvLookup& env) {
   ensure_standard_fds();
   SignalFd signals(job.stop_signals);  // before the store's thread, which must inherit the mask
+  // Before any thread (it forks) and before we become a subreaper (it must
+  // not be our child): what cleans up if mcirun is killed.
+  const std::unique_ptr<Guardian> guardian = Guardian::start();
   // Orphans of the ranks (a helper whose rank died) become our children, so
   // mcirun sees them exit and can wait for a rank's process group to empty.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  return JobRun(job, env, signals).run();
+  return JobRun(job, env, signals, guardian.get()).run();
 }
 
 namespace {

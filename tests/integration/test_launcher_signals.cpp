@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -144,6 +145,40 @@ TEST_F(LauncherSignals, SigtermIsPassedOnAsSigtermThenSigkill) {
   EXPECT_FALSE(contains(err, "sent SIGINT")) << err;
   EXPECT_FALSE(m.has_file("checkpoint.0")) << "SIGTERM is not a KeyboardInterrupt";
   for (const auto& p : {p0, p1}) EXPECT_FALSE(process_alive(std::stoi(p))) << "pid " << p;
+}
+
+// mcirun itself killed by SIGKILL (the OOM killer, a scheduler): its ranks
+// die with it, and so does what they started in their process groups (the
+// guardian ends them, guardian.hpp), and its own temporary folder goes. They
+// used to be left: a rank's child kept running, mcirun-errors-* stayed.
+TEST(LauncherKilled, NothingOfTheJobOutlivesMcirun) {
+  mci::test::TempDir tmp;  // mcirun's TMPDIR: where its error folder lands
+  Mcirun m({"--standalone", "--nproc_per_node=2", "/bin/sh", "-c",
+            "sleep 60 & echo $! > $TEST_DIR/child.tmp.$RANK; mv $TEST_DIR/child.tmp.$RANK $TEST_DIR/child.$RANK;"
+            " echo $$ > $TEST_DIR/rank.tmp.$RANK; mv $TEST_DIR/rank.tmp.$RANK $TEST_DIR/rank.$RANK; wait"},
+           {{"TMPDIR", tmp.path()}});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return m.has_file("child.0") && m.has_file("child.1") && m.has_file("rank.0") && m.has_file("rank.1");
+      },
+      30s))
+      << m.all();
+  auto folders = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+      n += e.path().filename().string().rfind("mcirun-errors-", 0) == 0;
+    }
+    return n;
+  };
+  ASSERT_EQ(folders(), 1) << "mcirun keeps its error files in a folder of TMPDIR";
+  std::vector<pid_t> pids;
+  for (const char* f : {"child.0", "child.1", "rank.0", "rank.1"}) pids.push_back(std::stoi(m.file(f)));
+  ::kill(m.pid(), SIGKILL);
+  EXPECT_EQ(m.code(), 1000 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return std::none_of(pids.begin(), pids.end(), process_alive); }, 10s))
+      << "a rank or its child outlived mcirun";
+  EXPECT_TRUE(eventually([&] { return folders() == 0; }, 10s)) << "mcirun's error folder stayed in " << tmp.path();
+  for (pid_t p : pids) ::kill(p, SIGKILL);  // whatever the outcome, nothing of the test stays
 }
 
 TEST(LauncherPython, AMissingModuleNamesTheInterpreterAndHowToChooseAnother) {

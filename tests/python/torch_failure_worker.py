@@ -65,6 +65,16 @@ def skip_wait():
     expect_failure([0], work.wait, t)
 
 
+def set_timeout():
+    """torch.distributed.set_timeout lowers the group's timeout (3 s) to
+    200 ms: rank 0's all_reduce, which rank 1 skips, fails after 200 ms."""
+    dist.set_timeout(timedelta(milliseconds=200), group=GROUP)
+    if dist.get_rank() == 1:
+        absent()
+    t = torch.ones(4)
+    expect_failure([0], lambda: dist.all_reduce(t, group=GROUP), t)
+
+
 def skip_future():
     """The same, waited through the Work's Future."""
     if dist.get_rank() == 1:

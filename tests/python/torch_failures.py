@@ -35,6 +35,7 @@ CASES = {
     "new_group_alone": {1: ("mci_torch.TimeoutError", ["group rank 0 never came", "within 3s", "new_group"])},
     "monitored_barrier_missing": {0: ("mci_torch.TimeoutError", ["monitored_barrier #1", "rank 1 did not reach it",
                                                                  "within 1s"])},
+    "set_timeout": {0: ("mci_torch.TimeoutError", ["Timed out waiting 200ms", "rank 1", "all_reduce"])},
 }
 
 

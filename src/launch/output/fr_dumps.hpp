@@ -23,6 +23,8 @@ class FrDumps {
   const std::string& where() const { return where_; }
   // NAME=VALUE entries the ranks' environment gets.
   const std::vector<std::string>& env() const { return env_; }
+  // The folder mcirun made for them, or "" when the environment named one.
+  const std::string& made() const { return made_; }
 
  private:
   std::string made_;  // the folder mcirun made, or ""

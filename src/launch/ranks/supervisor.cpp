@@ -43,11 +43,12 @@ int poll_timeout(std::optional<Clock::time_point> until) {
 }  // namespace
 
 Supervisor::Supervisor(const JobConfig& job, const Attempt& attempt, SignalFd& signals, NodeLink* link,
-                       jobview::JobMonitor* monitor)
+                       jobview::JobMonitor* monitor, Guardian* guardian)
     : job_(job),
       attempt_(attempt),
       signals_(signals),
       link_(link),
+      guardian_(guardian),
       monitor_(monitor),
       host_(host_name()),
       buf_(kReadChunk) {}
@@ -56,6 +57,7 @@ Supervisor::~Supervisor() {
   for (auto& p : procs_) {
     // After run() finished, the groups of exited ranks are known empty: a
     // group id could now belong to someone else.
+    if (guardian_) guardian_->forget_group(p.pid);
     if (p.status && groups_settled_) continue;
     ::kill(-p.pid, SIGKILL);
     if (p.status) continue;
@@ -106,6 +108,7 @@ void Supervisor::launch(const RankSpec& spec, int replacement) {
   if (block >= 0) env.push_back(fmt::format("MCI_MONITOR_FD={}", block));
   if (monitor_ && !monitor_->url().empty()) env.push_back("MCI_MONITOR_URL=" + monitor_->url());
   StartedChild c = start_child(job_.program, env, signals_, spec.cpus, block);
+  if (guardian_) guardian_->watch_group(c.pid);
   if (monitor_) monitor_->started(spec.rank, c.pid);
   procs_.emplace_back(spec, c.pid, StreamRelay(std::move(c.out), std::move(out), kTailLines),
                       StreamRelay(std::move(c.err), std::move(err), kTailLines), replacement);
@@ -239,15 +242,26 @@ void Supervisor::signal_groups(int sig) {
   for (auto& p : procs_) {
     if (!p.status) {
       if (::kill(-p.pid, sig) != 0) ::kill(p.pid, sig);
+      wake_to_receive(p, sig);
       p.signal_sent = sig;
       say(fmt::format("mcirun: sent {} to rank {} (pid {}){}", signal_name(sig), p.rank, p.pid,
                       after.empty() ? "" : ": still running" + after));
     } else if (group_alive(p)) {
       ::kill(-p.pid, sig);
+      wake_to_receive(p, sig);
       say(fmt::format("mcirun: sent {} to what rank {} (pid {}) left running in its process group{}", signal_name(sig),
                       p.rank, p.pid, after.empty() ? "" : ": still there" + after));
     }
   }
+}
+
+// A stopped process (SIGSTOP, a debugger's stop, Ctrl-Z passed on) keeps a
+// catchable signal pending until it runs again: SIGCONT after it, so that a
+// stop reaches it within the grace period instead of waiting for SIGKILL
+// (systemd does the same). SIGKILL needs none.
+void Supervisor::wake_to_receive(const Proc& p, int sig) {
+  if (sig == SIGKILL || sig == SIGCONT || sig == SIGSTOP || sig == SIGTSTP) return;
+  if (::kill(-p.pid, SIGCONT) != 0) ::kill(p.pid, SIGCONT);
 }
 
 // What follows the first signal of a stop: after a SIGINT (Ctrl-C), a

@@ -40,6 +40,7 @@
 #include "launch/output/stream_relay.hpp"
 #include "launch/output/summary.hpp"
 #include "launch/output/worker_logs.hpp"
+#include "launch/ranks/guardian.hpp"
 #include "launch/ranks/signals.hpp"
 
 namespace mci::jobview {
@@ -59,9 +60,10 @@ struct RankSpec {
 class Supervisor {
  public:
   // The ranks of `attempt` (placed from it: launch/attempt.hpp); link: null
-  // for a one-node job; monitor: null without --monitor.
+  // for a one-node job; monitor: null without --monitor; guardian: null
+  // when none runs (guardian.hpp: told each rank's process group).
   Supervisor(const JobConfig& job, const Attempt& attempt, SignalFd& signals, NodeLink* link,
-             jobview::JobMonitor* monitor = nullptr);
+             jobview::JobMonitor* monitor = nullptr, Guardian* guardian = nullptr);
   // Kills (SIGKILL) and reaps whatever is still running: only an exception
   // leaves run() with processes alive, and they must not outlive us.
   ~Supervisor();
@@ -151,6 +153,7 @@ class Supervisor {
   // exited itself with a failure; nullptr when there is none.
   Proc* exiting_before(const Proc& failed);
   void signal_groups(int sig);
+  static void wake_to_receive(const Proc& p, int sig);
   // first now, then each of `then` one grace period after the one before.
   void begin_stop(int first = SIGTERM);
   void send_step(int sig);
@@ -169,6 +172,7 @@ class Supervisor {
   const Attempt& attempt_;
   SignalFd& signals_;
   NodeLink* link_;
+  Guardian* guardian_;
   jobview::JobMonitor* monitor_;
   std::string host_;
   std::vector<Proc> procs_;

@@ -99,6 +99,7 @@ void Supervisor::start_replacements() {
 void Supervisor::end_lost_group(Proc& p) {
   if (!group_alive(p)) return;
   ::kill(-p.pid, SIGTERM);
+  wake_to_receive(p, SIGTERM);
   say(fmt::format("mcirun: sent SIGTERM to what rank {} (pid {}) left running in its process group", p.rank, p.pid));
   p.group_kill_at = std::chrono::steady_clock::now() + job_.grace;
   if (job_.grace.count() == 0) kill_lost_groups();

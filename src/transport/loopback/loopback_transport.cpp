@@ -25,7 +25,7 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, std::size_t
     return fmt::format(
         "point-to-point mismatch between rank {} and rank {}: rank {} posted {} ({} bytes) but "
         "rank {} sent {} ({} bytes). A recv must use the count and dtype of the matching send.",
-        me, peer, me, mine.describe(), my_bytes, peer, theirs.describe(), their_bytes);
+        me, peer, me, mine.describe_receive(), my_bytes, peer, theirs.describe(), their_bytes);
   }
   if (mine.matches(theirs)) {
     return fmt::format(
@@ -236,7 +236,7 @@ void LoopbackTransport::check_peers() {
     std::string what;
     for (const RecvOp& op : p.recvs) {
       if (!op.done) {
-        what = fmt::format("waited for {} bytes of {} from it", op.bytes, op.fp.describe());
+        what = fmt::format("waited for {} bytes of {} from it", op.bytes, op.fp.describe_receive());
         break;
       }
     }
@@ -262,6 +262,7 @@ void LoopbackTransport::sleep(std::uint64_t seen, Clock::time_point until) {
 
 void LoopbackTransport::timeout(const Deadline& dl) {
   Fingerprint fp;
+  bool receiving = false;  // fp is a receive's (a p2p one then says "recv")
   std::string ranks, desc;
   for (int i = 0; i < size(); ++i) {
     const Peer& p = peers_[i];
@@ -270,10 +271,12 @@ void LoopbackTransport::timeout(const Deadline& dl) {
     ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", i);
     if (op != p.recvs.end()) {
       fp = op->fp;
+      receiving = true;
       desc += fmt::format("{}waiting for {} bytes from rank {}", desc.empty() ? "" : "; ", op->bytes, i);
     }
     if (!p.sends.empty()) {
       fp = p.sends.front().fp;
+      receiving = false;
       desc += fmt::format("{}sending {} bytes to rank {}", desc.empty() ? "" : "; ", p.sends.front().bytes, i);
     }
   }
@@ -281,7 +284,7 @@ void LoopbackTransport::timeout(const Deadline& dl) {
       fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
                   "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
                   "it is a slow step, not a hang.",
-                  dl.budget().count(), fp.describe(), rank_, ranks, desc)));
+                  dl.budget().count(), receiving ? fp.describe_receive() : fp.describe(), rank_, ranks, desc)));
 }
 
 template <class Done>

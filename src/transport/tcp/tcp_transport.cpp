@@ -31,7 +31,7 @@ std::string mismatch_text(int me, int peer, const Fingerprint& mine, const Frame
     return fmt::format(
         "point-to-point mismatch between rank {} and rank {}: rank {} posted {} ({} bytes) but "
         "rank {} sent {} ({} bytes). A recv must use the count and dtype of the matching send.",
-        me, peer, me, mine.describe(), my_bytes, peer, theirs.fp.describe(), theirs.payload);
+        me, peer, me, mine.describe_receive(), my_bytes, peer, theirs.fp.describe(), theirs.payload);
   }
   return collective_mismatch_text(me, peer, mine, theirs.fp);
 }
@@ -446,7 +446,7 @@ void TcpTransport::peer_gone(int peer, const char* how) {
   std::string what;
   for (const auto& op : p.recvs) {
     if (!op.done) {
-      what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes, op.fp.describe());
+      what = fmt::format(" while rank {} waited for {} bytes of {} from it", rank_, op.bytes, op.fp.describe_receive());
       break;
     }
   }
@@ -496,6 +496,7 @@ std::string TcpTransport::pending_desc() const {
 void TcpTransport::timeout(const Deadline& dl) {
   broken_ = true;
   Fingerprint fp;
+  bool receiving = false;  // fp is a receive's (a p2p one then says "recv")
   std::string peers;
   for (const int i : active_) {
     const Peer& p = *peers_[static_cast<std::size_t>(i)];
@@ -503,9 +504,15 @@ void TcpTransport::timeout(const Deadline& dl) {
     if (!owed) continue;
     peers += fmt::format("{}{}", peers.empty() ? "" : ", ", i);
     for (const auto& op : p.recvs) {
-      if (!op.done) fp = op.fp;
+      if (!op.done) {
+        fp = op.fp;
+        receiving = true;
+      }
     }
-    if (!p.sends.empty()) fp = p.sends.front().fp;
+    if (!p.sends.empty()) {
+      fp = p.sends.front().fp;
+      receiving = false;
+    }
   }
   if (peers.empty()) {
     if (const AnyRecv* a = first_pending_any()) {
@@ -519,7 +526,8 @@ void TcpTransport::timeout(const Deadline& dl) {
       fmt::format("Timed out waiting {}ms for {} on rank {}: no answer from rank {} ({}). The peer never "
                   "entered this operation, is stuck elsewhere, or is much slower: raise the timeout only if "
                   "it is a slow step, not a hang.",
-                  dl.budget().count(), fp.describe(), rank_, peers, pending_desc()));
+                  dl.budget().count(), receiving ? fp.describe_receive() : fp.describe(), rank_, peers,
+                  pending_desc()));
 }
 
 bool TcpTransport::pending() const {

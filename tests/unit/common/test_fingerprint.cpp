@@ -33,6 +33,8 @@ TEST(Fingerprint, DescribeNamesOpSequenceShapeAndRoot) {
   EXPECT_EQ(fp(OpKind::all_reduce, 1, 2).describe(), "all_reduce #1 (f32 x 2, sum)");
   EXPECT_EQ(fp(OpKind::broadcast, 4, 8, DType::i64, 1).describe(), "broadcast #4 (i64 x 8, root 1)");
   EXPECT_EQ(fp(OpKind::send, 7, 3).describe(), "send tag 7 (f32 x 3)");
+  // A recv carries its send's fingerprint, and says it is a recv.
+  EXPECT_EQ(fp(OpKind::send, 7, 3).describe_receive(), "recv tag 7 (f32 x 3)");
   EXPECT_EQ(fp(OpKind::barrier, 2, 0).describe(), "barrier #2");
 }
 

@@ -40,6 +40,13 @@ BackendMCI::BackendMCI(BackendConfig config) : c10d::Backend(config.rank, config
   pg_ = mci::init_process_group(o);
 }
 
+#if MCI_TORCH_HAS_SET_TIMEOUT
+void BackendMCI::setTimeout(std::chrono::milliseconds timeout) {
+  group().set_timeout(timeout);  // a ConfigError for a timeout of 0 or less
+  config_.timeout = timeout;
+}
+#endif
+
 namespace {
 
 std::string ranks_text(const std::vector<int>& ranks) {

@@ -34,6 +34,9 @@
 #else
 #define MCI_TORCH_HAS_RECONFIGURE 0
 #endif
+// Backend::setTimeout (torch.distributed.set_timeout): overridden from the
+// torch the extension is tested against (2.15) on.
+#define MCI_TORCH_HAS_SET_TIMEOUT MCI_TORCH_HAS_RECONFIGURE
 
 namespace mci_torch {
 
@@ -114,6 +117,11 @@ class BackendMCI final : public c10d::Backend {
   // running fail with its reason, peers notice at once) runs on a thread
   // of its own. Later calls raise ConfigError, until reconfigure().
   void abort() override;
+#if MCI_TORCH_HAS_SET_TIMEOUT
+  // torch.distributed.set_timeout: the operations issued after take it,
+  // and so do the groups this one splits or reconfigures into.
+  void setTimeout(std::chrono::milliseconds timeout) override;
+#endif
   // At the interpreter's exit (mci_torch._ext registers it with atexit):
   // operations still running are aborted, since nobody will wait on them
   // (a recv whose send never comes would hold the exit for the group's
