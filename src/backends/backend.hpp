@@ -73,6 +73,12 @@ class Backend {
 
   // Tells the peers why we stop, without blocking, then closes.
   virtual void abort(const std::string& reason) noexcept = 0;
+  // From any thread while another runs an operation of this backend
+  // (ProcessGroup::abort): that operation fails within milliseconds with
+  // `reason`, and so does every later one; the failing thread then calls
+  // abort(). Where a backend cannot (the default), the running operation
+  // ends at its own deadline (BackendCaps::aborts_running says which can).
+  virtual void interrupt(const std::string& /*reason*/) noexcept {}
   // Orderly close.
   virtual void close() noexcept = 0;
 };

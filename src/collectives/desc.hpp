@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/algo.hpp"
@@ -34,6 +35,8 @@ struct CollectiveDesc {
   // A recv that takes its data from whichever rank sends first.
   bool from_any_source() const { return kind == OpKind::recv && peer == any_source; }
   Fingerprint fingerprint() const;
+  // For messages: the fingerprint's words, a recv saying recv.
+  std::string describe() const { return kind == OpKind::recv ? fingerprint().describe_receive() : fingerprint().describe(); }
 };
 
 // Scratch memory reused across calls of one group.

@@ -168,13 +168,13 @@ void ProcessGroup::Impl::throw_broken(const coll::CollectiveDesc& d) const {
   throw Error(
       fmt::format("mci: {} cannot run on rank {}: the group was aborted after an earlier error ({}). "
                   "Destroy the group and create a new one.",
-                  d.fingerprint().describe(), rank, broken_));
+                  d.describe(), rank, broken_));
 }
 
 void ProcessGroup::Impl::record_failure(const coll::CollectiveDesc& d, const std::exception& err) {
   if (!broken_.empty()) return;
   broken_ = err.what();
-  backend_->abort(fmt::format("{} failed on rank {}: {}", d.fingerprint().describe(), rank, err.what()));
+  backend_->abort(fmt::format("{} failed on rank {}: {}", d.describe(), rank, err.what()));
 }
 
 void ProcessGroup::Impl::note_timing(const coll::CollectiveDesc& d, std::chrono::nanoseconds took,
@@ -377,7 +377,20 @@ void ProcessGroup::Impl::abort(const std::string& reason) {
     if (abort_reason_.empty()) abort_reason_ = why;
   }
   abort_requested_.store(true, std::memory_order_release);
-  fail_group(why);
+  // An operation running on another thread (a blocking call, the progress
+  // thread) fails within milliseconds with this text, and its failure
+  // closes the connections with it (record_failure): abort() does not wait
+  // for it, nor for its timeout. Queued operations then fail as the group
+  // is broken.
+  backend_->interrupt(fmt::format("the group was aborted on rank {}: {}", rank, why));
+  cv_.notify_all();
+  // Nothing running: the connections close now, so that the peers hear it
+  // at once rather than at their next operation.
+  std::unique_lock ex(exec_mu_, std::try_to_lock);
+  if (ex.owns_lock() && broken_.empty()) {
+    broken_ = why;
+    backend_->abort(fmt::format("rank {}: {}", rank, why));
+  }
 }
 
 void ProcessGroup::Impl::set_timeout(std::chrono::milliseconds t) {

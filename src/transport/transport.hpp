@@ -79,6 +79,11 @@ class Transport {
   // Tell every peer why we stop (best effort: it waits a moment at most, e.g.
   // to finish a frame half sent so that the reason can follow it), then close.
   virtual void abort(const std::string& reason) noexcept = 0;
+  // From any thread, while another may be inside a wait: that wait, and
+  // every later one, fails within milliseconds with an Error that says
+  // `reason` (the waiting thread then calls abort(), which tells the peers).
+  // Closes nothing itself: a transport is used by one thread at a time.
+  virtual void interrupt(const std::string& /*reason*/) noexcept {}
   // Orderly goodbye: peers learn we left on purpose.
   virtual void close() noexcept = 0;
 };

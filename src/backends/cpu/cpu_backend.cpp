@@ -162,6 +162,10 @@ class CpuBackend final : public Backend {
     if (shm_) shm_->abort(reason);
     mesh_->abort(reason);
   }
+  void interrupt(const std::string& reason) noexcept override {
+    if (shm_) shm_->interrupt(reason);
+    mesh_->interrupt(reason);
+  }
   void close() noexcept override { mesh_->close(); }
 
  private:

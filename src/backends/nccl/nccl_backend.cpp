@@ -6,10 +6,13 @@
 // that died, a broken link) surface as PeerError.
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -188,6 +191,16 @@ class NcclBackend final : public Backend {
     }
   }
 
+  // The waits (settle, wait_event) poll; they see the flag within tens of
+  // microseconds and throw, and the failing thread's abort() aborts the
+  // communicator (NCCL's own abort from a thread other than the one
+  // inside it would race with that thread's use of comm_).
+  void interrupt(const std::string& reason) noexcept override {
+    std::lock_guard lk(interrupt_mu_);
+    if (!interrupted_.load()) interrupt_reason_ = reason;
+    interrupted_.store(true, std::memory_order_release);
+  }
+
   void close() noexcept override {
     if (!comm_ || aborted_) return;
     // Finalize flushes outstanding work; bounded, then abort if peers are gone.
@@ -214,8 +227,15 @@ class NcclBackend final : public Backend {
   }
 
   // Waits until the communicator has no operation in progress.
+  void throw_if_interrupted() {
+    if (!interrupted_.load(std::memory_order_acquire)) return;
+    std::lock_guard lk(interrupt_mu_);
+    throw Error(interrupt_reason_);
+  }
+
   void settle(const Deadline& dl, const char* doing, const coll::CollectiveDesc* d) {
     while (true) {
+      throw_if_interrupted();
       ncclResult_t st = ncclSuccess;
       check(ncclCommGetAsyncError(comm_, &st), "ncclCommGetAsyncError");
       if (st == ncclSuccess) return;
@@ -234,6 +254,7 @@ class NcclBackend final : public Backend {
       check(ncclCommGetAsyncError(comm_, &st), "ncclCommGetAsyncError");
       if (st != ncclSuccess && st != ncclInProgress) check(st, op_name(d.kind).data());
       if (dl.expired()) timeout(dl, "waiting for the GPU", &d);
+      throw_if_interrupted();
       if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -336,6 +357,9 @@ class NcclBackend final : public Backend {
   cudaStream_t stream_{};
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mu_;
+  std::string interrupt_reason_;
   std::optional<cuda::Event> started_, done_;
   std::optional<std::int64_t> last_device_ns_;
   cuda::DeviceBuffer scratch_;

@@ -90,6 +90,11 @@ class ShmWorld {
 
   // Tells every rank on this host why we stop.
   void abort(const std::string& reason) noexcept;
+  // From any thread, while another may be inside a wait (transport.hpp's
+  // contract): posts the abort for the host's ranks and wakes every sleeper,
+  // so this rank's wait fails within milliseconds with `reason`, and the
+  // others' with "rank R aborted the group: reason".
+  void interrupt(const std::string& reason) noexcept;
 
   // Tests: answers "is this process still running?" in place of the kernel,
   // so a test can make a peer post and exit exactly between the two reads of

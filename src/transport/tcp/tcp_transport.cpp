@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -50,7 +51,8 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, TcpWait wa
       size_(size),
       peers_(static_cast<std::size_t>(size)),
       spin_ns_(wait.spin.count()),
-      yield_ns_(wait.yield.count()) {
+      yield_ns_(wait.yield.count()),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   for (int i = 0; i < size; ++i) {
     if (peers[i].valid()) attach(i, std::move(peers[i]));
   }
@@ -63,7 +65,8 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::pair<int, Fd>> p
       peers_(static_cast<std::size_t>(size)),
       links_(std::move(links)),
       spin_ns_(wait.spin.count()),
-      yield_ns_(wait.yield.count()) {
+      yield_ns_(wait.yield.count()),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   for (auto& [p, fd] : peers) attach(p, std::move(fd));
 }
 
@@ -118,6 +121,24 @@ TcpTransport::~TcpTransport() { close(); }
 
 void TcpTransport::check_usable() const {
   if (broken_) throw Error(kTransportBroken);
+}
+
+void TcpTransport::interrupt(const std::string& reason) noexcept {
+  {
+    std::lock_guard lk(interrupt_mu_);
+    if (interrupted_.load()) return;
+    interrupt_reason_ = reason;
+  }
+  interrupted_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void TcpTransport::throw_if_interrupted() {
+  if (!interrupted_.load(std::memory_order_acquire)) return;
+  broken_ = true;
+  std::lock_guard lk(interrupt_mu_);
+  throw Error(interrupt_reason_);
 }
 
 OpHandle TcpTransport::post_send(int peer, const Fingerprint& fp, const void* data, std::size_t bytes) {
@@ -562,6 +583,8 @@ void TcpTransport::step(int poll_ms) {
     who.push_back(i);
   }
   const std::size_t data_fds = fds.size();
+  // interrupt() from another thread ends the sleep.
+  if (wake_.valid()) fds.push_back({wake_.get(), POLLIN, 0});
   // While it waits, a rank answers the peers that connect to it.
   if (links_) {
     links_->add_poll_fds(fds);
@@ -599,6 +622,7 @@ bool TcpTransport::spin(Done done, const Deadline& dl) {
     if (yielding) sched_yield();
     step(0);
     if (done()) return true;
+    if (interrupted_.load(std::memory_order_relaxed)) return false;
   } while (std::chrono::steady_clock::now() < until);
   return false;
 }
@@ -607,9 +631,11 @@ template <class Done>
 void TcpTransport::progress_until(Done done, const Deadline& dl) {
   check_usable();
   while (true) {
+    throw_if_interrupted();
     step(0);
     if (done()) return;
     if (spin(done, dl)) return;
+    throw_if_interrupted();
     if (dl.expired()) timeout(dl);
     step(dl.poll_ms());
     if (done()) return;
@@ -625,10 +651,12 @@ bool TcpTransport::done(const OpHandle& op) const {
 
 void TcpTransport::progress(std::chrono::milliseconds max_wait, const Deadline& dl) {
   check_usable();
+  throw_if_interrupted();
   step(0);
   if (!pending()) return;
   if (dl.expired()) timeout(dl);
   step(std::max(0, std::min(dl.poll_ms(), static_cast<int>(max_wait.count()))));
+  throw_if_interrupted();
 }
 
 void TcpTransport::reap() {

@@ -8,10 +8,12 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +72,7 @@ class TcpTransport final : public Transport, public ArrivalLog {
   void begin_op(std::int64_t arrival_ns) override { latest_ = Arrival{rank_, arrival_ns}; }
   Arrival latest() const override { return latest_; }
   void abort(const std::string& reason) noexcept override;
+  void interrupt(const std::string& reason) noexcept override;
   void close() noexcept override;
 
   // The peers this rank has a connection to (or is connecting to).
@@ -187,6 +190,13 @@ class TcpTransport final : public Transport, public ArrivalLog {
   std::vector<pollfd> poll_fds_;  // reused by step()
   std::vector<int> poll_who_;
   bool broken_ = false;
+  // interrupt(): set from another thread; the waits poll wake_ with their
+  // sockets, and throw interrupt_reason_ once they see the flag.
+  Fd wake_;  // an eventfd
+  std::atomic<bool> interrupted_{false};
+  mutable std::mutex interrupt_mu_;
+  std::string interrupt_reason_;
+  void throw_if_interrupted();
   Arrival latest_;
 };
 
