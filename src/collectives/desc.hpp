@@ -35,8 +35,12 @@ struct CollectiveDesc {
   // A recv that takes its data from whichever rank sends first.
   bool from_any_source() const { return kind == OpKind::recv && peer == any_source; }
   Fingerprint fingerprint() const;
-  // For messages: the fingerprint's words, a recv saying recv.
-  std::string describe() const { return kind == OpKind::recv ? fingerprint().describe_receive() : fingerprint().describe(); }
+  // For messages: the fingerprint's words, a recv saying recv (and from
+  // any source, when it is).
+  std::string describe() const {
+    if (kind != OpKind::recv) return fingerprint().describe();
+    return fingerprint().describe_receive() + (from_any_source() ? " from any source" : "");
+  }
 };
 
 // Scratch memory reused across calls of one group.

@@ -243,7 +243,27 @@ inline constexpr std::array kRows{
         .section = SettingSection::tuning,
         .shown_default = "the address used to reach the store",
         .doc =
-        "address this rank listens on for its peers"},
+        "address this rank listens on for its peers. Unset: the interface `MCI_SOCKET_IFNAME` names; else the "
+        "address this rank reaches the store from, unless that is a loopback address while the job has ranks on "
+        "other hosts (node 0's name resolving to 127.0.1.1, Debian's default): then the address toward the other "
+        "nodes (`mcirun` finds it), else that of the first interface that is up and not loopback. A loopback "
+        "address is never given to peers on other hosts"},
+    SettingRow{
+        .name = "MCI_SOCKET_IFNAME",
+        .kind = SettingKind::text,
+        .fallback = "",
+        .scope = SettingScope::rank,
+        .ranks_agree = false,
+        .use = SettingUse::group,
+        .section = SettingSection::tuning,
+        .shown_default = "`NCCL_SOCKET_IFNAME`, then `GLOO_SOCKET_IFNAME`, when set",
+        .doc =
+        "the interface this rank is reached at, in NCCL's syntax: name prefixes, comma-separated (`eth`, `eth,ib`); "
+        "`^` first excludes them (`^docker,lo`); `=` makes them exact names (`=eth1`, `^=eth0`). Its first address "
+        "of the store's family is used (IPv4 or IPv6); a name matching no interface is a `ConfigError` listing "
+        "the interfaces that are up. Unset, `NCCL_SOCKET_IFNAME` (the same syntax) and then "
+        "`GLOO_SOCKET_IFNAME` (exact names) are honoured when set, as users of those libraries export them. "
+        "`MCI_HOST_ADDR` wins over all three"},
     SettingRow{
         .name = "MCI_LOG_LEVEL",
         .kind = SettingKind::choice,

@@ -57,9 +57,41 @@ std::string sockaddr_ip(const sockaddr_storage& ss) {
 
 }  // namespace
 
+namespace {
+
+// Every address of this host: IPv6's wildcard taking IPv4 too (dual stack),
+// else IPv4's (a host without IPv6).
+Fd listen_any(int port, int backlog) {
+  Fd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.valid()) {
+    int one = 1, zero = 0;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    any.sin6_addr = in6addr_any;
+    any.sin6_port = htons(static_cast<std::uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) == 0 && ::listen(fd.get(), backlog) == 0) {
+      return fd;
+    }
+    if (errno == EADDRINUSE) {
+      throw ConfigError(fmt::format(
+          "port {} is already in use: pick a free port (e.g. --master_port / MASTER_PORT) or stop the process that "
+          "holds it",
+          port));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Fd listen_tcp(const std::string& host, int port, int backlog) {
   if (port < 0 || port > 65535) {
     throw ConfigError(fmt::format("port {} is out of range: use 0 (any free port) or 1-65535", port));
+  }
+  if (host.empty()) {
+    if (Fd fd = listen_any(port, backlog); fd.valid()) return fd;
   }
   AddrInfo ai;
   if (int rc = resolve(host, port, true, ai); rc != 0) {

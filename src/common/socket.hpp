@@ -34,8 +34,9 @@ class Fd {
   int fd_ = -1;
 };
 
-// Binds and listens; port 0 lets the OS choose. A port in use throws
-// ConfigError naming the address and what to do.
+// Binds and listens; port 0 lets the OS choose; host "" is every address of
+// this host (IPv4 and IPv6). A port in use throws ConfigError naming the
+// address and what to do.
 Fd listen_tcp(const std::string& host, int port, int backlog = 128);
 // Connects, retrying refused/unreachable attempts until the deadline (the
 // server may not be up yet). Throws TimeoutError naming `what`.

@@ -8,6 +8,7 @@
 #include "common/auth.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/net_interfaces.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "group/job_coordinates.hpp"
@@ -201,6 +202,62 @@ struct JobStart {
   Coordinates c;
 };
 
+// Where peers reach this rank: MCI_HOST_ADDR; else the interface the user
+// names (MCI_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME); else the
+// address toward the store, unless that is a loopback address while ranks
+// run on other hosts (a loopback address is useless to them): then the
+// first interface that is up and not loopback.
+std::string reached_at(const Settings& settings, const std::string& toward_store, const Coordinates& c) {
+  if (std::string addr = settings.text("MCI_HOST_ADDR"); !addr.empty()) return addr;
+  const bool store_v6 = toward_store.find(':') != std::string::npos;
+  const EnvLookup env = process_env();
+  std::string variable, spec;
+  if (const std::string mine = settings.text("MCI_SOCKET_IFNAME"); !mine.empty()) {
+    variable = "MCI_SOCKET_IFNAME";
+    spec = mine;
+  } else if (const auto nccl = env("NCCL_SOCKET_IFNAME"); nccl && !nccl->empty()) {
+    variable = "NCCL_SOCKET_IFNAME";
+    spec = *nccl;
+  } else if (const auto gloo = env("GLOO_SOCKET_IFNAME"); gloo && !gloo->empty()) {
+    variable = "GLOO_SOCKET_IFNAME";
+    spec = "=" + *gloo;  // gloo takes exact names
+  }
+  const std::vector<NetInterface> up = list_interfaces();
+  if (!spec.empty()) {
+    const InterfaceFilter f = parse_interface_filter(spec);
+    const NetInterface* pick = nullptr;
+    for (const auto& i : up) {
+      // An exclusion list never picks loopback unless it names lo itself.
+      if (!f.matches(i.name) || (f.exclude && i.loopback)) continue;
+      if (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6)) pick = &i;
+    }
+    if (!pick) {
+      throw ConfigError(fmt::format("{}={} matches no interface of this host that is up (rank {}; up: {}): name one of "
+                                    "them, or unset {}",
+                                    variable, spec, c.rank, interfaces_text(up), variable));
+    }
+    log::info("rank {}: peers reach it at {} (interface {}, {}={})", c.rank, pick->address, pick->name, variable, spec);
+    return pick->address;
+  }
+  const bool other_hosts = c.local_world < c.world;
+  if (!toward_store.empty() && !(other_hosts && is_loopback_address(toward_store))) return toward_store;
+  if (!other_hosts) return toward_store.empty() ? "127.0.0.1" : toward_store;
+  const NetInterface* pick = nullptr;
+  for (const auto& i : up) {
+    if (!i.loopback && (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6))) pick = &i;
+  }
+  if (!pick) {
+    log::warn("rank {}: it reaches the store over loopback ({}) and this host has no other interface up: ranks on "
+              "other hosts cannot reach it; set MCI_HOST_ADDR or MCI_SOCKET_IFNAME",
+              c.rank, toward_store);
+    return toward_store.empty() ? "127.0.0.1" : toward_store;
+  }
+  log::info("rank {}: it reaches the store over loopback ({}) but the job has ranks on other hosts: peers reach it at "
+            "{} (interface {}); set MCI_SOCKET_IFNAME to choose another",
+            c.rank, toward_store, pick->address, pick->name);
+  return pick->address;
+}
+
 JobStart start_job(const InitOptions& opts, bool replacement) {
   // Before anything connects: an unknown or unbuilt backend fails here.
   require_backend(opts.backend);
@@ -247,15 +304,19 @@ JobStart start_job(const InitOptions& opts, bool replacement) {
   if (!origin.base) {
     // mcirun hosts the store for its job; otherwise rank 0 does, like torch.
     if (c.rank == 0 && !launcher_hosts_store && !replacement) {
-      origin.hosted = std::make_shared<StoreServer>(StoreServerOptions{c.host, c.port, token});
+      // On every address when the job spans hosts, as torch's TCPStore
+      // listens: MASTER_ADDR may resolve to 127.0.1.1 here (Debian's
+      // /etc/hosts) and to the real address elsewhere.
+      origin.hosted = std::make_shared<StoreServer>(
+          StoreServerOptions{c.local_world < c.world ? std::string() : c.host, c.port, token});
     }
     origin.base = StoreAddress{c.host, c.port, token}.connect(opts.timeout, opts.timeout);
   }
   // Peers reach this rank on the address it reaches the store from (its
-  // own or the user's, when that is a TcpStore).
-  if (auto* tcp = dynamic_cast<TcpStore*>(origin.base.get())) origin.listen_host = tcp->local_address();
-  if (const std::string addr = settings.text("MCI_HOST_ADDR"); !addr.empty()) origin.listen_host = addr;
-  if (origin.listen_host.empty()) origin.listen_host = "127.0.0.1";
+  // own or the user's, when that is a TcpStore), or the one the user names.
+  std::string toward_store;
+  if (auto* tcp = dynamic_cast<TcpStore*>(origin.base.get())) toward_store = tcp->local_address();
+  origin.listen_host = reached_at(settings, toward_store, c);
   origin.base->set_timeout(opts.timeout);
 
   // Each start of a restarted job (mcirun --max-restarts, torchrun) counts

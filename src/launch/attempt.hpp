@@ -47,8 +47,13 @@ struct Attempt {
   std::optional<TorchVersion> torch;
   bool agent_store = false;
   // GLOO_SOCKET_IFNAME for a multi-node job's processes that have none: the
-  // interface toward node 0.
+  // interface toward node 0 (on node 0: toward node 1).
   std::string gloo_ifname;
+  // MCI_HOST_ADDR for node 0's processes, whose route to the store (on this
+  // node) is loopback: the address toward node 1, which the other nodes
+  // reach. Empty elsewhere, and where the user named an address or an
+  // interface.
+  std::string host_addr;
   // The ranks' TORCHELASTIC_ERROR_FILEs: in mcirun's own folder for this
   // attempt (error_dir), or, with --log-dir, in the attempt's log folder.
   std::string error_dir;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "common/net_interfaces.hpp"
 #include "common/socket.hpp"
 #include "jobview/job_monitor.hpp"
 #include "launch/config/python_path.hpp"
@@ -116,7 +117,14 @@ std::optional<int> JobRun::reach_store() {
   }
   if (s.hosted_here && !store_) {
     try {
-      store_ = std::make_unique<StoreServer>(StoreServerOptions{s.host, s.port, s.token});
+      // Several nodes: on every address of this host, as torchrun's store
+      // listens (node 0's name may resolve to 127.0.1.1 here and to its
+      // real address on the other nodes, who then could not reach a store
+      // bound to the former); --master_addr must still be an address of
+      // this host, which binding it first checks.
+      const bool every_address = job_.nnodes > 1 && !job_.elastic;
+      if (every_address) (void)listen_tcp(s.host, 0, 1);
+      store_ = std::make_unique<StoreServer>(StoreServerOptions{every_address ? std::string() : s.host, s.port, s.token});
     } catch (const Error& e) {
       say(cannot_host(job_, e.what()));
       return 1;
@@ -200,6 +208,7 @@ std::optional<int> JobRun::agree_node_sizes() {
     }
     base_.first_rank = sizes->first_rank(job_.node_rank);
     base_.world = sizes->world();
+    other_node_addr_ = sizes->other_node_addr;
     std::string counts;
     for (int n : sizes->nproc) counts += (counts.empty() ? "" : " + ") + std::to_string(n);
     log::info("mcirun: world size {} ({} process(es) on the {} nodes); this node runs ranks {} to {}", base_.world,
@@ -212,15 +221,7 @@ std::optional<int> JobRun::agree_node_sizes() {
 }
 
 std::optional<int> JobRun::prepare_node() {
-  if (job_.nnodes > 1 && !env_("GLOO_SOCKET_IFNAME")) {
-    base_.gloo_ifname = interface_toward(job_.master_addr);
-    if (!base_.gloo_ifname.empty()) {
-      log::info(
-          "mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward node 0 at {}); export it "
-          "to choose another",
-          base_.gloo_ifname, job_.master_addr);
-    }
-  }
+  choose_interfaces();
   // With --log-dir (or -r/-t) the logs and error files stay, one attempt_N
   // folder per start of the job (torchrun's layout).
   if (job_.logs.wants_folder()) {
@@ -250,6 +251,40 @@ std::optional<int> JobRun::prepare_node() {
     }
   }
   return std::nullopt;
+}
+
+// The interface this node's processes are reached at, across nodes: the
+// route toward node 0; on node 0, the route toward node 1 (node 0's own
+// name may resolve to 127.0.1.1 here, and a loopback address is useless to
+// the other nodes). What the user exported wins.
+void JobRun::choose_interfaces() {
+  if (job_.nnodes < 2) return;
+  const bool toward_node1 = base_.store.hosted_here && !other_node_addr_.empty();
+  const std::string target = toward_node1 ? other_node_addr_ : job_.master_addr;
+  const auto route = route_toward(target);
+  if (!route || is_loopback_address(route->address)) {
+    if (route) {
+      say(fmt::format("mcirun: warning: this node reaches {} over loopback ({}): the other nodes cannot reach its "
+                      "processes there; give --master_addr an address the other nodes reach, or export "
+                      "MCI_SOCKET_IFNAME",
+                      target, route->address));
+    }
+    return;
+  }
+  const char* who = toward_node1 ? "node 1" : "node 0";
+  if (!env_("GLOO_SOCKET_IFNAME") && !route->interface.empty()) {
+    base_.gloo_ifname = route->interface;
+    log::info("mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward {} at {}); export it to choose "
+              "another",
+              base_.gloo_ifname, who, target);
+  }
+  const bool named = env_("MCI_HOST_ADDR") || env_("MCI_SOCKET_IFNAME") || env_("NCCL_SOCKET_IFNAME") ||
+                     env_("GLOO_SOCKET_IFNAME");
+  if (toward_node1 && !named) {
+    base_.host_addr = route->address;
+    log::info("mcirun: this node's processes are reached at {} (interface {}, toward node 1 at {})", route->address,
+              route->interface, target);
+  }
 }
 
 std::optional<int> JobRun::probe_torch_and_store() {

@@ -64,6 +64,7 @@ class JobRun {
   std::optional<int> agree_program_port();
   std::optional<int> agree_node_sizes();
   std::optional<int> prepare_node();
+  void choose_interfaces();
   std::optional<int> probe_torch_and_store();
   std::optional<int> start_monitor();
 
@@ -91,6 +92,8 @@ class JobRun {
   Attempt base_;  // what every attempt is made from
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;
+  // Node 0: where node 1 reached the store from (node_sizes.hpp).
+  std::string other_node_addr_;
   // Node 0 holds the program's port until the job ends, so that no other
   // job can be handed it before rank 0 binds it (program_port.hpp).
   std::optional<PortReservation> program_port_;

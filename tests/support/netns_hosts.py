@@ -15,6 +15,7 @@ them with their folders. Needs root, iproute2, nsenter and unshare
 """
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -51,12 +52,23 @@ class NetnsHosts:
                 return f"{tool} is not installed"
         return None
 
-    def __init__(self, count, mtu=1500, subnet="10.77.0", tag=None):
+    def __init__(self, count, mtu=1500, subnet="10.77.0", tag=None, networks=1, ipv4=True, ipv6=False,
+                 hosts_file=None):
+        """count hosts, each with one interface per network (eth0, eth1, ...)
+        on that network's bridge. Network k's IPv4 addresses are
+        SUBNET.(i+1) with the third number raised by k (10.77.0.x, 10.77.1.x),
+        its IPv6 ones fd00:0:0:k::(i+1) (with ipv6). hosts_file(i), if given,
+        returns host i's /etc/hosts (default: every host's first address
+        under its name, and localhost)."""
         if not 1 <= count <= 250:
             raise ValueError("between 1 and 250 hosts")
         self.count = count
         self.mtu = mtu
         self.subnet = subnet
+        self.networks = networks
+        self.ipv4 = ipv4
+        self.ipv6 = ipv6
+        self.hosts_file = hosts_file
         self.prefix = f"mci{tag or ''}{os.getpid()}h"
         self.hub = self.prefix + "hub"
         self.root = f"/var/tmp/mci-netns/{self.prefix}"
@@ -74,8 +86,17 @@ class NetnsHosts:
     def name(self, i):
         return f"{self.prefix}{i}"
 
-    def address(self, i):
-        return f"{self.subnet}.{i + 1}"
+    def address(self, i, network=0, v6=None):
+        """Host i's address on a network: IPv4 unless v6 (or an IPv6-only job)."""
+        if v6 or (v6 is None and not self.ipv4):
+            return f"fd00:0:0:{network}::{i + 1}"
+        a, b, c = self.subnet.split(".")
+        return f"{a}.{b}.{int(c) + network}.{i + 1}"
+
+    def default_hosts(self, i):
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost"]
+        lines += [f"{self.address(j)}\t{self.name(j)}" for j in range(self.count)]
+        return "\n".join(lines) + "\n"
 
     def up(self):
         atexit.register(self.down)
@@ -83,22 +104,27 @@ class NetnsHosts:
         try:
             _ip("netns", "add", self.hub)
             _ip("-n", self.hub, "link", "set", "lo", "up")
-            _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
-            _ip("-n", self.hub, "link", "set", "br0", "mtu", str(self.mtu), "up")
+            for k in range(self.networks):
+                _ip("-n", self.hub, "link", "add", f"br{k}", "type", "bridge")
+                _ip("-n", self.hub, "link", "set", f"br{k}", "mtu", str(self.mtu), "up")
             os.makedirs(self.root, exist_ok=True)
-            hosts = "127.0.0.1\tlocalhost\n" + "".join(
-                f"{self.address(i)}\t{self.name(i)}\n" for i in range(self.count))
-            with open(f"{self.root}/hosts", "w") as f:
-                f.write(hosts)
             for i in range(self.count):
                 ns = self.name(i)
                 _ip("netns", "add", ns)
-                _ip("-n", self.hub, "link", "add", f"v{i}", "mtu", str(self.mtu), "type", "veth", "peer", "name",
-                    "eth0", "mtu", str(self.mtu), "netns", ns)
-                _ip("-n", self.hub, "link", "set", f"v{i}", "master", "br0", "up")
                 _ip("-n", ns, "link", "set", "lo", "up")
-                _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
-                _ip("-n", ns, "link", "set", "eth0", "up")
+                for k in range(self.networks):
+                    eth = f"eth{k}"
+                    _ip("-n", self.hub, "link", "add", f"v{i}n{k}", "mtu", str(self.mtu), "type", "veth", "peer",
+                        "name", eth, "mtu", str(self.mtu), "netns", ns)
+                    _ip("-n", self.hub, "link", "set", f"v{i}n{k}", "master", f"br{k}", "up")
+                    if self.ipv4:
+                        _ip("-n", ns, "addr", "add", f"{self.address(i, k, v6=False)}/24", "dev", eth)
+                    if self.ipv6:
+                        # nodad: usable at once, not after duplicate address detection
+                        _ip("-n", ns, "-6", "addr", "add", f"{self.address(i, k, v6=True)}/64", "dev", eth, "nodad")
+                    _ip("-n", ns, "link", "set", eth, "up")
+                with open(self.hosts_path(i), "w") as f:
+                    f.write(self.hosts_file(i) if self.hosts_file else self.default_hosts(i))
                 for d in (self.tmp_dir(i), self.shm_dir(i)):
                     os.makedirs(d, exist_ok=True)
                     os.chmod(d, 0o1777)
@@ -136,6 +162,9 @@ class NetnsHosts:
                 return
 
     # --- what runs there --------------------------------------------------
+    def hosts_path(self, i):
+        return f"{self.root}/hosts.{i}"
+
     def tmp_dir(self, i):
         return f"{self.root}/{self.name(i)}/tmp"
 
@@ -146,7 +175,7 @@ class NetnsHosts:
         """argv run on host i (for Popen)."""
         ns = self.name(i)
         return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--uts", "--propagation", "private",
-                "sh", "-c", _ENTER, "sh", f"{self.root}/hosts", ns, self.tmp_dir(i), self.shm_dir(i), *argv]
+                "sh", "-c", _ENTER, "sh", self.hosts_path(i), ns, self.tmp_dir(i), self.shm_dir(i), *argv]
 
     def popen(self, i, argv, **kwargs):
         return subprocess.Popen(self.command(i, argv), **kwargs)
@@ -185,6 +214,18 @@ class NetnsHosts:
         return int(r.stdout.strip())
 
     # --- faults (the fault matrix) -----------------------------------------
-    def link(self, i, up):
-        """Cuts (up=False) or restores host i's link."""
-        _ip("-n", self.name(i), "link", "set", "eth0", "up" if up else "down")
+    def link(self, i, up, network=0):
+        """Cuts (up=False) or restores host i's link on a network."""
+        _ip("-n", self.name(i), "link", "set", f"eth{network}", "up" if up else "down")
+
+    def blackhole(self, network):
+        """Network `network` takes packets and delivers none: its bridge is
+        down, while every host's interface on it stays up with its address
+        (a link that is configured but leads nowhere)."""
+        _ip("-n", self.hub, "link", "set", f"br{network}", "down")
+
+    def tx_bytes(self, i, network=0):
+        """Bytes host i has sent on its interface on a network."""
+        r = subprocess.run(["ip", "-n", self.name(i), "-s", "-j", "link", "show", f"eth{network}"],
+                           stdout=subprocess.PIPE, text=True, check=True)
+        return json.loads(r.stdout)[0]["stats64"]["tx"]["bytes"]

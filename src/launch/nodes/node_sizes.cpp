@@ -72,6 +72,7 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
                                                   "start mcirun on every node", who});
       }
       if (!arrived) {
+        if (o.node_rank != 0) store->set(fmt::format("{}/addr/{}", kNodeSizesBase, o.node_rank), to_bytes(store->local_address()));
         meeting->arrive(records::encode_node_slots({{o.node_rank, o.nproc}}));
         arrived = true;
       }
@@ -102,6 +103,9 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
           }
           sizes.nproc.push_back(std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.id == id; })->nproc);
         }
+        // Set before node 1 arrived, so before any decision.
+        const std::string addr_key = fmt::format("{}/addr/1", kNodeSizesBase);
+        if (o.node_rank == 0 && store->check({addr_key})) sizes.other_node_addr = to_string(store->get(addr_key, kSizesTry));
         return sizes;
       }
       if (!o.news_key.empty() && store->check({o.news_key})) {

@@ -18,6 +18,11 @@ namespace mci::launch {
 
 struct NodeSizes {
   std::vector<int> nproc;  // by node rank
+  // Where node 0 sees node 1 from (the address node 1 reached the store
+  // from; node 0 only, and only with a node 1): the route toward it is the
+  // interface node 0's processes are reached at, whatever node 0's own name
+  // resolves to here (127.0.1.1 under Debian's /etc/hosts).
+  std::string other_node_addr;
   int first_rank(int node_rank) const;
   int world() const;
 };

@@ -124,6 +124,7 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
   }
   if (set_omp) set.emplace("OMP_NUM_THREADS", std::string("1"));
   if (!a.gloo_ifname.empty() && !inherited("GLOO_SOCKET_IFNAME")) set.emplace("GLOO_SOCKET_IFNAME", a.gloo_ifname);
+  if (!a.host_addr.empty() && !inherited("MCI_HOST_ADDR")) set.emplace("MCI_HOST_ADDR", a.host_addr);
   if (!python_path.empty()) {
     const auto old = inherited("PYTHONPATH");
     set.emplace("PYTHONPATH", old && !old->empty() ? python_path + ":" + *old : python_path);
