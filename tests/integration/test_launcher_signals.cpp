@@ -147,6 +147,26 @@ TEST_F(LauncherSignals, SigtermIsPassedOnAsSigtermThenSigkill) {
   for (const auto& p : {p0, p1}) EXPECT_FALSE(process_alive(std::stoi(p))) << "pid " << p;
 }
 
+// A stopped rank (SIGSTOP, a debugger's stop) keeps SIGTERM pending until
+// it runs again: mcirun sends SIGCONT after it, so the rank takes its
+// SIGTERM (its handler runs) within the grace period, instead of being
+// killed at its end (or staying stopped).
+TEST(LauncherStopped, AStoppedRankReceivesTheSigtermOfAStop) {
+  Mcirun m({"--standalone", "--nproc_per_node=2", "--grace=20", "/bin/sh", "-c",
+            "trap 'touch $TEST_DIR/term.$RANK; exit 7' TERM; echo $$ > $TEST_DIR/pid.tmp.$RANK;"
+            " mv $TEST_DIR/pid.tmp.$RANK $TEST_DIR/pid.$RANK; if [ $RANK = 1 ]; then kill -STOP $$; fi;"
+            " while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 20s)) << m.all();
+  const pid_t stopped = std::stoi(m.file("pid.1"));
+  ASSERT_TRUE(eventually([&] { return slurp("/proc/" + std::to_string(stopped) + "/stat").find(") T ") !=
+                                      std::string::npos; }, 20s))
+      << "rank 1 did not stop";
+  ASSERT_EQ(::kill(m.pid(), SIGTERM), 0);
+  ASSERT_EQ(m.code(), 128 + SIGTERM) << m.all();
+  EXPECT_TRUE(m.has_file("term.1")) << "the stopped rank never ran its SIGTERM handler: " << m.all();
+  EXPECT_FALSE(contains(m.err(), "sent SIGKILL to rank 1")) << m.all();
+}
+
 // mcirun itself killed by SIGKILL (the OOM killer, a scheduler): its ranks
 // die with it, and so does what they started in their process groups (the
 // guardian ends them, guardian.hpp), and its own temporary folder goes. They

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "common/net_interfaces.hpp"
+
 namespace mci::transport {
 
 namespace {
@@ -49,6 +51,18 @@ LinkIdentity link_identity(int rank, int size, const std::string& session, const
   SHA256(reinterpret_cast<const unsigned char*>(session.data()), session.size(), id.session.data());
   return id;
 }
+
+namespace {
+
+// " (from interface eth0, 10.0.0.5)": where this host sends to `host`.
+std::string route_text(const std::string& host) {
+  const auto r = route_toward(host);
+  if (!r) return " (no route from this host)";
+  return r->interface.empty() ? fmt::format(" (from {})", r->address)
+                              : fmt::format(" (from interface {}, {})", r->interface, r->address);
+}
+
+}  // namespace
 
 Handshake Handshake::dial(const LinkIdentity& me, int peer, const std::string& addr) {
   Handshake h;
@@ -139,10 +153,14 @@ Handshake::Result Handshake::advance(const std::function<bool(int)>& dial_wins) 
     socklen_t len = sizeof err;
     ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
-      return fail(
-          fmt::format("rank {} could not reach rank {} at {}: {}: the process exited, crashed or left the "
-                      "group. Check that rank's output for the cause.",
-                      me_.rank, peer_, addr_, std::strerror(err)));
+      const bool unreachable = err == EHOSTUNREACH || err == ENETUNREACH || err == ETIMEDOUT;
+      const std::string host = addr_.substr(0, addr_.rfind(':'));
+      return fail(fmt::format(
+          "rank {} could not reach rank {} at {}{}: {}: {}", me_.rank, peer_, addr_, route_text(host),
+          std::strerror(err),
+          unreachable ? "this host has no working path to that address: where hosts have several networks, name the "
+                        "one the ranks share with MCI_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME), on every rank"
+                      : "the process exited, crashed or left the group. Check that rank's output for the cause."));
     }
     set_nodelay(fd_.get());
     stage_ = Stage::recv;
