@@ -83,7 +83,9 @@ Round one_round(const std::string& transport, bool collective) {
 
 void print(const char* what, std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  };
   std::printf("  %-28s min %8.1f  median %8.1f  p90 %8.1f  p99 %8.1f  max %8.1f us\n", what, v.front(), at(0.5),
               at(0.9), at(0.99), v.back());
 }

@@ -70,7 +70,8 @@ InterfaceFilter parse_interface_filter(const std::string& spec) {
   std::size_t at = 0;
   while (at <= rest.size()) {
     const std::size_t comma = rest.find(',', at);
-    const std::string_view name = rest.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    const std::string_view name =
+        rest.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
     if (!name.empty()) f.names.emplace_back(name);
     if (comma == std::string_view::npos) break;
     at = comma + 1;

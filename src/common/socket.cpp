@@ -71,7 +71,8 @@ Fd listen_any(int port, int backlog) {
     any.sin6_family = AF_INET6;
     any.sin6_addr = in6addr_any;
     any.sin6_port = htons(static_cast<std::uint16_t>(port));
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) == 0 && ::listen(fd.get(), backlog) == 0) {
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) == 0 &&
+        ::listen(fd.get(), backlog) == 0) {
       return fd;
     }
     if (errno == EADDRINUSE) {

@@ -232,9 +232,10 @@ std::string reached_at(const Settings& settings, const std::string& toward_store
       if (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6)) pick = &i;
     }
     if (!pick) {
-      throw ConfigError(fmt::format("{}={} matches no interface of this host that is up (rank {}; up: {}): name one of "
-                                    "them, or unset {}",
-                                    variable, spec, c.rank, interfaces_text(up), variable));
+      throw ConfigError(
+          fmt::format("{}={} matches no interface of this host that is up (rank {}; up: {}): name one of "
+                      "them, or unset {}",
+                      variable, spec, c.rank, interfaces_text(up), variable));
     }
     log::info("rank {}: peers reach it at {} (interface {}, {}={})", c.rank, pick->address, pick->name, variable, spec);
     return pick->address;
@@ -247,14 +248,16 @@ std::string reached_at(const Settings& settings, const std::string& toward_store
     if (!i.loopback && (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6))) pick = &i;
   }
   if (!pick) {
-    log::warn("rank {}: it reaches the store over loopback ({}) and this host has no other interface up: ranks on "
-              "other hosts cannot reach it; set MCI_HOST_ADDR or MCI_SOCKET_IFNAME",
-              c.rank, toward_store);
+    log::warn(
+        "rank {}: it reaches the store over loopback ({}) and this host has no other interface up: ranks on "
+        "other hosts cannot reach it; set MCI_HOST_ADDR or MCI_SOCKET_IFNAME",
+        c.rank, toward_store);
     return toward_store.empty() ? "127.0.0.1" : toward_store;
   }
-  log::info("rank {}: it reaches the store over loopback ({}) but the job has ranks on other hosts: peers reach it at "
-            "{} (interface {}); set MCI_SOCKET_IFNAME to choose another",
-            c.rank, toward_store, pick->address, pick->name);
+  log::info(
+      "rank {}: it reaches the store over loopback ({}) but the job has ranks on other hosts: peers reach it at "
+      "{} (interface {}); set MCI_SOCKET_IFNAME to choose another",
+      c.rank, toward_store, pick->address, pick->name);
   return pick->address;
 }
 

@@ -73,7 +73,8 @@ std::optional<DType> dtype_named(const std::string& name) {
 
 Case parse_case(const std::string& text) {
   const std::vector<std::string> w = split(text, ',');
-  if (w.size() < 3) throw std::invalid_argument("a case is kind,dtype,count[,op=..][,root=..][,async][,inplace]: " + text);
+  if (w.size() < 3)
+    throw std::invalid_argument("a case is kind,dtype,count[,op=..][,root=..][,async][,inplace]: " + text);
   Case c;
   c.text = text;
   const auto kind = mci::op_kind_named(w[0]);
@@ -253,8 +254,7 @@ class Runner {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     Verdict v = check(c, out.data(), sentinel.data(), key);
-    if (!c.in_place && !s.in_at_root_only && in_count &&
-        std::memcmp(in, input_before.data(), in_count * es) != 0) {
+    if (!c.in_place && !s.in_at_root_only && in_count && std::memcmp(in, input_before.data(), in_count * es) != 0) {
       for (std::size_t i = 0; i < in_count; ++i) {
         if (std::memcmp(in + i * es, input_before.data() + i * es, es) != 0) ++v.input_changed;
       }
@@ -310,7 +310,8 @@ class Runner {
       return cell.data();
     };
     auto same_bits = [&](std::size_t at, const std::uint8_t* want) {
-      if (std::memcmp(out + at * es, want, es) != 0) v.count(at, as_double(c.dtype, out, at), as_double(c.dtype, want, 0));
+      if (std::memcmp(out + at * es, want, es) != 0)
+        v.count(at, as_double(c.dtype, out, at), as_double(c.dtype, want, 0));
     };
     auto untouched = [&](std::size_t count) {
       for (std::size_t i = 0; i < count; ++i) {

@@ -73,16 +73,15 @@ TEST(Init, CompletesOnEveryRankWhenRank0ExitsAtOnce) {
     const int port = free_port();
     Spawner ranks;
     for (int r = 0; r < 3; ++r) {
-      ranks.spawn(scenario_command("init_and_exit"),
-                  {{"RANK", std::to_string(r)},
-                   {"WORLD_SIZE", "3"},
-                   {"LOCAL_RANK", std::to_string(r)},
-                   {"LOCAL_WORLD_SIZE", "3"},
-                   {"MASTER_ADDR", "127.0.0.1"},
-                   {"MASTER_PORT", std::to_string(port)},
-                   {"MCI_STORE_HOSTED", "\x01"},
-                   {"MCI_JOB_TOKEN", "init-and-exit"},
-                   {"MCI_TEST_TIMEOUT_MS", "20000"}});
+      ranks.spawn(scenario_command("init_and_exit"), {{"RANK", std::to_string(r)},
+                                                      {"WORLD_SIZE", "3"},
+                                                      {"LOCAL_RANK", std::to_string(r)},
+                                                      {"LOCAL_WORLD_SIZE", "3"},
+                                                      {"MASTER_ADDR", "127.0.0.1"},
+                                                      {"MASTER_PORT", std::to_string(port)},
+                                                      {"MCI_STORE_HOSTED", "\x01"},
+                                                      {"MCI_JOB_TOKEN", "init-and-exit"},
+                                                      {"MCI_TEST_TIMEOUT_MS", "20000"}});
     }
     ranks.wait_all(std::chrono::seconds(60));
     for (int r = 0; r < 3; ++r) {
@@ -154,8 +153,7 @@ TEST(Timeout, StoppedRankIsReportedAsFrozenNotDead) {
   const std::string out = job.output(0) + job.output(2);
   EXPECT_EQ(job.status(0).code, exit_code::timeout) << job.all_output();
   // Stopped, it cannot answer: the report says so without waiting for it.
-  EXPECT_NE(out.find("rank 1: cannot answer: process " + std::to_string(job.pid(1)) + " is stopped"),
-            std::string::npos)
+  EXPECT_NE(out.find("rank 1: cannot answer: process " + std::to_string(job.pid(1)) + " is stopped"), std::string::npos)
       << out;
   EXPECT_NE(out.find("Ranks that did not answer: 1"), std::string::npos) << out;
 }

@@ -58,9 +58,10 @@ TEST(MultiNode, RanksAreNumberedAcrossNodes) {
 // every process learns the whole world's size.
 TEST(MultiNode, NodesMayRunDifferentNumbersOfProcesses) {
   const int port = free_port();
-  const Strings program{"/bin/sh", "-c",
-                        "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
-                        "GROUP_RANK=$GROUP_RANK"};
+  const Strings
+      program{"/bin/sh", "-c",
+              "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
+              "GROUP_RANK=$GROUP_RANK"};
   auto at = [&](int node_rank, int nproc) {
     return args({"--nnodes=3", fmt::format("--node_rank={}", node_rank), fmt::format("--nproc_per_node={}", nproc),
                  "--master_addr=127.0.0.1", fmt::format("--master_port={}", port)},

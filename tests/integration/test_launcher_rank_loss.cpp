@@ -290,8 +290,9 @@ TEST(RankLoss, ContinueAcrossNodes) {
 TEST(RankLoss, Node0DoesNotWaitForANodeThatIsGone) {
   mci::test::TempDir shared;
   const int port = free_port();
-  const std::map<std::string, std::string> env{
-      {"MCI_JOB_TOKEN", "rank-loss-token"}, {"OMP_NUM_THREADS", "1"}, {"SHARED", shared.path()}};
+  const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "rank-loss-token"},
+                                               {"OMP_NUM_THREADS", "1"},
+                                               {"SHARED", shared.path()}};
   const std::string script =
       "if [ $RANK = 2 ]; then echo $$ > $SHARED/rank2.tmp; mv $SHARED/rank2.tmp $SHARED/rank2; exec sleep 60; fi;"
       "while [ ! -e $SHARED/gone ]; do sleep 0.01; done; echo rank $RANK: end";

@@ -158,8 +158,9 @@ TEST(LauncherStopped, AStoppedRankReceivesTheSigtermOfAStop) {
             " while :; do sleep 0.05; done"});
   ASSERT_TRUE(eventually([&] { return m.has_file("pid.0") && m.has_file("pid.1"); }, 20s)) << m.all();
   const pid_t stopped = std::stoi(m.file("pid.1"));
-  ASSERT_TRUE(eventually([&] { return slurp("/proc/" + std::to_string(stopped) + "/stat").find(") T ") !=
-                                      std::string::npos; }, 20s))
+  ASSERT_TRUE(
+      eventually([&] { return slurp("/proc/" + std::to_string(stopped) + "/stat").find(") T ") != std::string::npos; },
+                 20s))
       << "rank 1 did not stop";
   ASSERT_EQ(::kill(m.pid(), SIGTERM), 0);
   ASSERT_EQ(m.code(), 128 + SIGTERM) << m.all();
@@ -178,9 +179,7 @@ TEST(LauncherKilled, NothingOfTheJobOutlivesMcirun) {
             " echo $$ > $TEST_DIR/rank.tmp.$RANK; mv $TEST_DIR/rank.tmp.$RANK $TEST_DIR/rank.$RANK; wait"},
            {{"TMPDIR", tmp.path()}});
   ASSERT_TRUE(eventually(
-      [&] {
-        return m.has_file("child.0") && m.has_file("child.1") && m.has_file("rank.0") && m.has_file("rank.1");
-      },
+      [&] { return m.has_file("child.0") && m.has_file("child.1") && m.has_file("rank.0") && m.has_file("rank.1"); },
       30s))
       << m.all();
   auto folders = [&] {

@@ -47,9 +47,7 @@ bool stop_requested(SignalFd& signals, int* stop_signal) {
 
 }  // namespace
 
-int NodeSizes::first_rank(int node_rank) const {
-  return std::accumulate(nproc.begin(), nproc.begin() + node_rank, 0);
-}
+int NodeSizes::first_rank(int node_rank) const { return std::accumulate(nproc.begin(), nproc.begin() + node_rank, 0); }
 
 int NodeSizes::world() const { return std::accumulate(nproc.begin(), nproc.end(), 0); }
 
@@ -72,7 +70,8 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
                                                   "start mcirun on every node", who});
       }
       if (!arrived) {
-        if (o.node_rank != 0) store->set(fmt::format("{}/addr/{}", kNodeSizesBase, o.node_rank), to_bytes(store->local_address()));
+        if (o.node_rank != 0)
+          store->set(fmt::format("{}/addr/{}", kNodeSizesBase, o.node_rank), to_bytes(store->local_address()));
         meeting->arrive(records::encode_node_slots({{o.node_rank, o.nproc}}));
         arrived = true;
       }
@@ -96,16 +95,18 @@ std::optional<NodeSizes> agree_node_sizes(const NodeSizesOptions& o, SignalFd& s
                    !grace.expired()) {
               std::this_thread::sleep_for(std::chrono::milliseconds(10));
             }
-            throw Error(fmt::format(
-                "{} launchers of this job said --node_rank={} (of --nnodes={}): give each node its own "
-                "--node_rank, 0 to {}",
-                n, id, o.nnodes, o.nnodes - 1));
+            throw Error(
+                fmt::format("{} launchers of this job said --node_rank={} (of --nnodes={}): give each node its own "
+                            "--node_rank, 0 to {}",
+                            n, id, o.nnodes, o.nnodes - 1));
           }
-          sizes.nproc.push_back(std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.id == id; })->nproc);
+          sizes.nproc.push_back(
+              std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.id == id; })->nproc);
         }
         // Set before node 1 arrived, so before any decision.
         const std::string addr_key = fmt::format("{}/addr/1", kNodeSizesBase);
-        if (o.node_rank == 0 && store->check({addr_key})) sizes.other_node_addr = to_string(store->get(addr_key, kSizesTry));
+        if (o.node_rank == 0 && store->check({addr_key}))
+          sizes.other_node_addr = to_string(store->get(addr_key, kSizesTry));
         return sizes;
       }
       if (!o.news_key.empty() && store->check({o.news_key})) {

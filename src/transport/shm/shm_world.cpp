@@ -292,8 +292,8 @@ void ShmWorld::interrupt(const std::string& reason) noexcept {
   // Sleepers wake now rather than at their 10 ms timeout.
   for (int r = 0; r < size_; ++r) {
     for (Flag f : {Flag::ready_even, Flag::ready_odd, Flag::reduced}) {
-      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&flag_word(r, f)), FUTEX_WAKE, INT32_MAX, nullptr,
-                nullptr, 0);
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&flag_word(r, f)), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
+                0);
     }
   }
 }

@@ -279,22 +279,25 @@ class RankCase {
 // window_bytes: what the links hold in flight (0: sends complete at once).
 std::vector<std::string> run_world(int n, const std::vector<Case>& cases, std::size_t window_bytes = 0) {
   std::vector<std::vector<std::string>> failures(static_cast<std::size_t>(n));
-  const std::vector<std::string> errors = test::run_loopback(n, [&](transport::LoopbackTransport& t) {
-    const int r = t.rank();
-    Scratch scratch;  // reused across calls, as a group reuses it
-    const Case* current = nullptr;
-    try {
-      for (const Case& c : cases) {
-        current = &c;
-        std::string err = RankCase(c, r, n).run(t, scratch);
-        if (!err.empty()) failures[r].push_back(fmt::format("rank {} of {}, {}: {}", r, n, c.str(), err));
-      }
-    } catch (const std::exception& e) {
-      t.abort(e.what());  // the others fail at once instead of at their deadline
-      throw std::runtime_error(
-          fmt::format("rank {} of {}, {}: threw {}", r, n, current ? current->str() : "?", e.what()));
-    }
-  }, window_bytes);
+  const std::vector<std::string> errors = test::run_loopback(
+      n,
+      [&](transport::LoopbackTransport& t) {
+        const int r = t.rank();
+        Scratch scratch;  // reused across calls, as a group reuses it
+        const Case* current = nullptr;
+        try {
+          for (const Case& c : cases) {
+            current = &c;
+            std::string err = RankCase(c, r, n).run(t, scratch);
+            if (!err.empty()) failures[r].push_back(fmt::format("rank {} of {}, {}: {}", r, n, c.str(), err));
+          }
+        } catch (const std::exception& e) {
+          t.abort(e.what());  // the others fail at once instead of at their deadline
+          throw std::runtime_error(
+              fmt::format("rank {} of {}, {}: threw {}", r, n, current ? current->str() : "?", e.what()));
+        }
+      },
+      window_bytes);
   return test::flatten(failures, errors);
 }
 

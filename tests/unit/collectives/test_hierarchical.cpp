@@ -88,38 +88,41 @@ std::vector<std::string> run_hosts(const std::string& hosts, const RankBody& run
 
   std::latch mapped(n);
   std::vector<std::vector<std::string>> failures(static_cast<std::size_t>(n));
-  const std::vector<std::string> errors = test::run_loopback(n, [&](transport::LoopbackTransport& mesh) {
-    const int r = mesh.rank();
-    const std::vector<int>& mine = members[r];
-    const int size = static_cast<int>(mine.size());
-    const int local = static_cast<int>(std::find(mine.begin(), mine.end(), r) - mine.begin());
-    std::optional<transport::ShmWorld> host;
-    bool arrived = false;
-    try {
-      if (size > 1) {
-        const std::string& name = names[mine.front()];
-        host.emplace(local == 0 ? std::move(*created[r]) : transport::ShmSegment::open(name, size, kShmBufferBytes),
-                     local, size, mine);
-      }
-      arrived = true;
-      mapped.arrive_and_wait();
-      if (host && local == 0) host->unlink_name();
-      SharedCopier copier;
-      Scratch packed;
-      const Places places{.mesh = &mesh,
-                          .shm = host ? &*host : nullptr,
-                          .hosts = &map,
-                          .packed = &packed,
-                          .copier = &copier};
-      for (auto& f : run(places, r, n)) failures[r].push_back(fmt::format("rank {} of {}: {}", r, hosts, f));
-    } catch (const std::exception& e) {
-      if (!arrived) mapped.count_down();
-      // The others fail at once instead of at their deadline.
-      mesh.abort(e.what());
-      if (host) host->abort(e.what());
-      throw std::runtime_error(fmt::format("rank {} of {}: threw {}", r, hosts, e.what()));
-    }
-  }, window_bytes);
+  const std::vector<std::string> errors = test::run_loopback(
+      n,
+      [&](transport::LoopbackTransport& mesh) {
+        const int r = mesh.rank();
+        const std::vector<int>& mine = members[r];
+        const int size = static_cast<int>(mine.size());
+        const int local = static_cast<int>(std::find(mine.begin(), mine.end(), r) - mine.begin());
+        std::optional<transport::ShmWorld> host;
+        bool arrived = false;
+        try {
+          if (size > 1) {
+            const std::string& name = names[mine.front()];
+            host.emplace(local == 0 ? std::move(*created[r]) : transport::ShmSegment::open(name, size, kShmBufferBytes),
+                         local, size, mine);
+          }
+          arrived = true;
+          mapped.arrive_and_wait();
+          if (host && local == 0) host->unlink_name();
+          SharedCopier copier;
+          Scratch packed;
+          const Places places{.mesh = &mesh,
+                              .shm = host ? &*host : nullptr,
+                              .hosts = &map,
+                              .packed = &packed,
+                              .copier = &copier};
+          for (auto& f : run(places, r, n)) failures[r].push_back(fmt::format("rank {} of {}: {}", r, hosts, f));
+        } catch (const std::exception& e) {
+          if (!arrived) mapped.count_down();
+          // The others fail at once instead of at their deadline.
+          mesh.abort(e.what());
+          if (host) host->abort(e.what());
+          throw std::runtime_error(fmt::format("rank {} of {}: threw {}", r, hosts, e.what()));
+        }
+      },
+      window_bytes);
   return test::flatten(failures, errors);
 }
 
@@ -331,7 +334,8 @@ TEST(HierarchicalCollectives, ThreeHosts) { expect_every_collective("abcabc"); }
 TEST(HierarchicalCollectives, LinksThatTakeLittleAtATime) {
   for (const char* hosts : {"aabb", "abaab", "abcabc"}) {
     std::atomic<int> arrived{0};
-    expect_clean(hosts, [&](const Places& p, int r, int n) { return every_collective(p, r, n, arrived); }, kSmallWindow);
+    expect_clean(
+        hosts, [&](const Places& p, int r, int n) { return every_collective(p, r, n, arrived); }, kSmallWindow);
   }
 }
 
