@@ -464,6 +464,17 @@ inline constexpr std::array kRows{
         .use = SettingUse::launcher,
         .section = SettingSection::launcher},
     SettingRow{
+        .name = "MCI_NODE_SILENCE_MS",
+        .kind = SettingKind::integer,
+        .fallback = "10000",
+        .min = 1000,
+        .max = 24ll * 3600 * 1000,
+        .unit = "milliseconds",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::tool,
+        .section = SettingSection::tools},
+    SettingRow{
         .name = "MCI_PYTHON",
         .kind = SettingKind::text,
         .fallback = "",

@@ -73,8 +73,8 @@ Fate local_process_fate(long long pid) {
 Fate rank_fate(Store& store, int r, const std::string& me_host) {
   try {
     const std::string key = keys::rank_claim(r);
-    const records::RankClaim who =
-        records::decode_rank_claim(to_string(store.get(key, std::chrono::milliseconds(200))), "store key '" + key + "'");
+    const records::RankClaim who = records::decode_rank_claim(to_string(store.get(key, std::chrono::milliseconds(200))),
+                                                              "store key '" + key + "'");
     return who.host == me_host ? local_process_fate(who.pid)
                                : Fate{fmt::format("process {} on {}: gone or frozen", who.pid, who.host), false};
   } catch (const std::exception&) {
@@ -155,6 +155,14 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
   std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank, seconds(waited.count()));
   std::uint64_t id = 0;
   try {
+    // A short request first: a store that cannot be reached (its host lost,
+    // a link cut) fails it within a second, and the report says so rather
+    // than holding the timeout's error for the store's own timeout.
+    try {
+      store.get("diag/reachable", std::chrono::milliseconds(1));
+    } catch (const TimeoutError&) {
+      // the answer a store gives for a key that is not there
+    }
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {

@@ -107,6 +107,8 @@ struct ProcessGroup::Impl {
   enum class Runner { caller, progress_thread };
   void execute(const coll::CollectiveDesc& d, diag::OpRecord& rec, Work::State& st, Clock::time_point t0,
                Runner runner);
+  // An abort() still to carry out (process_group.cpp), under exec_mu_.
+  void take_abort();
   // The error for an operation submitted after the group broke.
   [[noreturn]] void throw_broken(const coll::CollectiveDesc& d) const;
   void run_p2p_batch(std::deque<Task> batch);

@@ -104,6 +104,7 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
   std::exception_ptr failure;
   Clock::duration took_until_failure{};
   try {
+    take_abort();
     if (!broken_.empty()) throw_broken(d);
     try {
       if (shared) {
@@ -162,6 +163,20 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
   } else {
     st.finish_unshared(took_until_failure, std::move(failure));
   }
+}
+
+// An abort() that could not close the connections at once (an operation
+// was running, on a backend that cannot be interrupted) does it before the
+// next operation. Under exec_mu_.
+void ProcessGroup::Impl::take_abort() {
+  if (!broken_.empty() || !abort_requested_.load(std::memory_order_acquire)) return;
+  std::string why;
+  {
+    std::lock_guard lk(mu_);
+    why = abort_reason_;
+  }
+  broken_ = why;
+  backend_->abort(fmt::format("rank {}: {}", rank, why));
 }
 
 void ProcessGroup::Impl::throw_broken(const coll::CollectiveDesc& d) const {
@@ -242,6 +257,7 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
     std::exception_ptr failure;
     recorder_->start(t.rec, ns_of(t0));
     try {
+      take_abort();
       if (!broken_.empty()) throw_broken(t.d);
       live.push_back(Live{t, backend_->post_p2p(t.d, Deadline(timeout())), t0});
     } catch (const std::exception& err) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/net_interfaces.hpp"
 #include "common/socket.hpp"
@@ -124,7 +125,8 @@ std::optional<int> JobRun::reach_store() {
       // this host, which binding it first checks.
       const bool every_address = job_.nnodes > 1 && !job_.elastic;
       if (every_address) (void)listen_tcp(s.host, 0, 1);
-      store_ = std::make_unique<StoreServer>(StoreServerOptions{every_address ? std::string() : s.host, s.port, s.token});
+      store_ =
+          std::make_unique<StoreServer>(StoreServerOptions{every_address ? std::string() : s.host, s.port, s.token});
     } catch (const Error& e) {
       say(cannot_host(job_, e.what()));
       return 1;
@@ -263,8 +265,12 @@ void JobRun::choose_interfaces() {
   const std::string target = toward_node1 ? other_node_addr_ : job_.master_addr;
   const auto route = route_toward(target);
   if (!route || is_loopback_address(route->address)) {
-    if (route) {
-      say(fmt::format("mcirun: warning: this node reaches {} over loopback ({}): the other nodes cannot reach its "
+    // A loopback target is a job whose nodes all run on this machine (tests,
+    // a try-out): loopback is then right.
+    const bool all_here = is_loopback_address(target) || target == "localhost";
+    if (route && !all_here) {
+      say(
+          fmt::format("mcirun: warning: this node reaches {} over loopback ({}): the other nodes cannot reach its "
                       "processes there; give --master_addr an address the other nodes reach, or export "
                       "MCI_SOCKET_IFNAME",
                       target, route->address));
@@ -274,12 +280,13 @@ void JobRun::choose_interfaces() {
   const char* who = toward_node1 ? "node 1" : "node 0";
   if (!env_("GLOO_SOCKET_IFNAME") && !route->interface.empty()) {
     base_.gloo_ifname = route->interface;
-    log::info("mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward {} at {}); export it to choose "
-              "another",
-              base_.gloo_ifname, who, target);
+    log::info(
+        "mcirun: GLOO_SOCKET_IFNAME={} for the processes (the interface toward {} at {}); export it to choose "
+        "another",
+        base_.gloo_ifname, who, target);
   }
-  const bool named = env_("MCI_HOST_ADDR") || env_("MCI_SOCKET_IFNAME") || env_("NCCL_SOCKET_IFNAME") ||
-                     env_("GLOO_SOCKET_IFNAME");
+  const bool named =
+      env_("MCI_HOST_ADDR") || env_("MCI_SOCKET_IFNAME") || env_("NCCL_SOCKET_IFNAME") || env_("GLOO_SOCKET_IFNAME");
   if (toward_node1 && !named) {
     base_.host_addr = route->address;
     log::info("mcirun: this node's processes are reached at {} (interface {}, toward node 1 at {})", route->address,
@@ -437,7 +444,18 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
     }
   }
   std::unique_ptr<NodeLink> link;
-  if (a.nnodes > 1) link = std::make_unique<NodeLink>(link_options(a));
+  if (a.nnodes > 1) {
+    NodeLinkOptions o = link_options(a);
+    if (const auto silence = env_("MCI_NODE_SILENCE_MS"); silence && !silence->empty()) {
+      if (const auto ms = parse_int(*silence); ms && *ms >= 1000) {
+        o.silence_limit = std::chrono::milliseconds(*ms);
+      } else {
+        say(fmt::format("mcirun: MCI_NODE_SILENCE_MS={} is not a number of milliseconds of 1000 or more; using {}",
+                        *silence, o.silence_limit.count()));
+      }
+    }
+    link = std::make_unique<NodeLink>(o);
+  }
   // Node 0 of an elastic job: a node lost while the attempt runs fails it.
   std::unique_ptr<MemberWatch> watch;
   if (rdzv_ && members_ && a.store.hosted_here && a.nnodes > 1) {

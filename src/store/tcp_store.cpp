@@ -1,6 +1,7 @@
 // The store client: one connection, one request at a time.
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -16,8 +17,13 @@ namespace mci {
 
 namespace {
 // Extra time granted to the server beyond a request's own timeout before the
-// client decides the server itself is gone or frozen.
-constexpr auto kServerSlack = std::chrono::seconds(10);
+// client decides the server itself is gone or frozen: as much again as the
+// request's own, from 1 s (a loaded server) to 10 s. A short request fails
+// soon when the store's host is unreachable (a cut link answers nothing):
+// a lazy connection's address lookup inside a collective asks for 1 ms.
+std::chrono::milliseconds server_slack(std::chrono::milliseconds budget) {
+  return std::clamp<std::chrono::milliseconds>(budget, std::chrono::seconds(1), std::chrono::seconds(10));
+}
 }  // namespace
 
 StoreValue to_bytes(std::string_view s) { return StoreValue(s.begin(), s.end()); }
@@ -110,7 +116,7 @@ store::Response TcpStore::Impl::call(const store::Request& req, std::chrono::mil
   if (broken) throw PeerError(fmt::format("the connection to the store at {} is closed", where()), -1);
   StoreValue frame;
   store::encode(req, frame);
-  Deadline dl(budget + kServerSlack);
+  Deadline dl(budget + server_slack(budget));
   if (Io io = send_all(fd.get(), frame.data(), frame.size(), dl); io != Io::ok) {
     broken = true;
     fail(io, dl, "sending a request");

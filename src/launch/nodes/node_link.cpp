@@ -156,6 +156,7 @@ void NodeLink::run() {
   Loop s;
   s.finished.assign(static_cast<std::size_t>(opts_.nnodes), false);
   s.finished[0] = true;  // node 0 waits for the others only once it is done
+  s.beats.assign(static_cast<std::size_t>(opts_.nnodes), {-1, Clock::now()});
   while (take_reports(s)) {
     try {
       if (!s.store) {
@@ -169,6 +170,10 @@ void NodeLink::run() {
         }
       }
       publish(s);
+      if (opts_.node_rank != 0 && Clock::now() >= s.next_beat) {
+        s.store->add(key("beat/" + std::to_string(opts_.node_rank)), 1);
+        s.next_beat = Clock::now() + std::chrono::seconds(1);
+      }
       if (linger_for_others(s)) continue;
       {
         std::lock_guard lk(mu_);
@@ -285,7 +290,22 @@ int NodeLink::look_at_nodes(Loop& s) {
     const std::int64_t opened = s.store->add(conns_key(n), 0);
     if (opened > 0 && closed >= opened) {
       finished = true;
-      post({EventKind::peer_gone, fmt::format("node {}", n)});
+      post({EventKind::peer_gone, fmt::format("node {}'s mcirun is gone before its processes finished (it was "
+                                              "killed, or its host was lost)",
+                                              n)});
+      continue;
+    }
+    // A cut link closes nothing: silence says it.
+    auto& [beat, moved] = s.beats[static_cast<std::size_t>(n)];
+    const std::int64_t now_beat = s.store->add(key("beat/" + std::to_string(n)), 0);
+    if (now_beat != beat) {
+      beat = now_beat;
+      moved = Clock::now();
+    } else if (Clock::now() - moved > opts_.silence_limit) {
+      finished = true;
+      post({EventKind::peer_gone,
+            fmt::format("node {} has been silent for {} s (its host lost, or its link cut; MCI_NODE_SILENCE_MS)", n,
+                        std::chrono::duration_cast<std::chrono::seconds>(opts_.silence_limit).count())});
       continue;
     }
     ++running;

@@ -14,6 +14,9 @@
 //   mcirun/done/NODE   set when all of a node's processes exited 0; node 0
 //                      keeps the store up until every node has said so (or
 //                      failed, or is gone), like torchrun's exit barrier.
+//   mcirun/beat/NODE   every node but 0 adds 1 once a second: node 0 stops
+//                      waiting for a node silent for longer than
+//                      MCI_NODE_SILENCE_MS (a cut link closes nothing).
 //   mcirun/conns/NODE  counts a node's connections to the store, and
 //   mcirun/gone/NODE   gets a byte from the store itself when one of them
 //                      closes (append_on_close): a node whose every
@@ -54,6 +57,10 @@ struct NodeLinkOptions {
   int node_rank = 0;
   int attempt = 0;                       // --max-restarts: which start of the job this is
   std::chrono::milliseconds slice{100};  // longest a store call holds the thread
+  // Node 0, waiting for the others at the end: a node whose heartbeat
+  // (mcirun/beat/NODE, once a second) has not moved for this long is gone
+  // (its host lost, its link cut); MCI_NODE_SILENCE_MS.
+  std::chrono::milliseconds silence_limit{std::chrono::seconds(10)};
 };
 
 // The store key `name` of attempt `attempt`: mcirun/NAME for the first,
@@ -124,6 +131,9 @@ class NodeLink {
     bool news_in_store = false;
     bool others_heard_news = false;
     std::vector<bool> finished;  // node 0: by node, done or gone
+    // Node 0: each node's last heartbeat value and when it was seen to move.
+    std::vector<std::pair<std::int64_t, std::chrono::steady_clock::time_point>> beats;
+    std::chrono::steady_clock::time_point next_beat{};  // the others: when to beat next
     // Taken from the reporters this round, not yet in the store.
     std::optional<std::string> failure;
     bool done = false;

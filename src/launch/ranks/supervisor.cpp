@@ -477,9 +477,7 @@ int Supervisor::wait_for_other_nodes() {
       for (auto& e : link_->take_events()) {
         if (e.kind == NodeLink::EventKind::all_done) return 0;
         if (e.kind == NodeLink::EventKind::peer_gone) {
-          say(fmt::format("mcirun: {}'s mcirun is gone before its processes finished (it was killed, or its host "
-                          "was lost): not waiting for it",
-                          e.text));
+          say(fmt::format("mcirun: {}: not waiting for it", e.text));
         }
         if (e.kind == NodeLink::EventKind::peer_stopped) {
           stop_signal_ = e.signal;

@@ -43,9 +43,15 @@ void PeerLinks::dial(int peer) {
 }
 
 bool PeerLinks::try_dial(int peer) {
-  const std::string key = addr_key(peer);
-  if (!store_.check({key})) return false;
-  dials_.push_back(Handshake::dial(me_, peer, to_string(store_.get(key))));
+  // One short request: the lookup runs inside an operation's wait, which
+  // must keep its own deadline even when the store's host cannot be reached.
+  std::string addr;
+  try {
+    addr = to_string(store_.get(addr_key(peer), std::chrono::milliseconds(1)));
+  } catch (const TimeoutError&) {
+    return false;  // not published yet (or the store is slow): asked again later
+  }
+  dials_.push_back(Handshake::dial(me_, peer, addr));
   return true;
 }
 
