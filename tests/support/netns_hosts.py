@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 # Inside each host: its hosts file over /etc/hosts, its hostname, its own
@@ -100,6 +101,11 @@ class NetnsHosts:
 
     def up(self):
         atexit.register(self.down)
+        # A runner stopped by a signal (ctest's timeout, a kill) still takes
+        # its namespaces down: the signal becomes SystemExit, atexit runs.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                signal.signal(sig, lambda num, frame: sys.exit(128 + num))
         self._up = True
         try:
             _ip("netns", "add", self.hub)

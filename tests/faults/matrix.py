@@ -1,0 +1,569 @@
+#!/usr/bin/env python3
+"""The fault matrix: every fault, at every moment, on every path, with the
+outcome each cell must have and the bound it must meet (issue 51).
+
+A cell is (fault, moment, path, victim, policy):
+- faults: sigkill (the victim process), sigstop (alive and silent, then
+  SIGCONT), abort (ProcessGroup::abort / the group's abort, from another
+  thread), destroy (the group destroyed with work in flight),
+  sigterm_mcirun and sigint_mcirun (to the victim's node's mcirun),
+  link_cut (the victim's host's link down, then up again), store_lost (node
+  0, which holds the store, killed whole: its mcirun and ranks);
+- moments: init, first (the job's first collective), large (inside an
+  all_reduce of 64 MiB), p2p (a ring of sends and receives in flight),
+  shrink (inside the recovery from an earlier loss), grow (inside the grow
+  that takes a replacement in), dump (during a flight-recorder dump), exit
+  (while the group is destroyed at the end);
+- paths: cpu and gloo (C++, tests/faults/fault_rank.cpp), torch-mci and
+  torch-gloo (torch 2.15, tests/faults/torch_fault_rank.py; gloo is the
+  reference column);
+- victims: the first rank, a middle one, the last;
+- policies: mcirun --on-rank-loss stop, continue, replace.
+
+What each cell must do (expected()): either recover in place (every
+survivor ends with the model of the uninterrupted run, to the last bit, and
+the next step completes within 1 s of the fault, or within the group's
+timeout + 2 s where only a timeout can see the fault: a stopped rank, a cut
+link), or stop (every process ends within the group's timeout + mcirun's
+grace + 2 s of the fault, with an error naming the fault, mcirun exiting
+non-zero). In every cell: no process left running, nothing left in
+/dev/shm, no temporary folder left, no survivor with a wrong model.
+
+    matrix.py --build BUILD [--full] [--cell PATTERN] [--list] [--json OUT] [--table OUT]
+
+Without --full it runs the fixed subset CI runs (SUBSET below: every fault,
+moment and path at least once). A failing cell prints its name; --cell NAME
+reruns it alone. Exits 0 when every cell passed, 1 otherwise.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "support"))
+from netns_hosts import NetnsHosts  # noqa: E402
+
+TIMEOUT_MS = 2000  # the group's timeout in every cell
+REPORT_WAIT_MS = 1000  # MCI_HANG_REPORT_WAIT_MS: how long a timeout's report waits for answers
+GRACE_S = 1  # mcirun --grace
+# How long node 0's mcirun waits, at the end, for a node that went silent
+# (a cut link): MCI_NODE_SILENCE_MS.
+NODE_SILENCE_S = 3
+STEPS = 4  # 6 under replace: a replacement has the time to join
+FAULT_STEP = 2
+LARGE_MIB = 64
+
+FAULTS = ["sigkill", "sigstop", "abort", "destroy", "sigterm_mcirun", "sigint_mcirun", "link_cut", "store_lost"]
+MOMENTS = ["init", "first", "large", "p2p", "shrink", "grow", "dump", "exit"]
+PATHS = ["cpu", "gloo", "torch-mci", "torch-gloo"]
+VICTIMS = ["first", "middle", "last"]
+POLICIES = ["stop", "continue", "replace"]
+# The faults the victim process does to itself; the others the runner does.
+SELF_FAULTS = {"sigkill", "sigstop", "abort", "destroy"}
+# Faults that need hosts of their own (network namespaces).
+HOST_FAULTS = {"link_cut", "store_lost"}
+
+
+class Cell:
+    def __init__(self, fault, moment, path, victim, policy):
+        self.fault, self.moment, self.path, self.victim, self.policy = fault, moment, path, victim, policy
+
+    @property
+    def name(self):
+        return f"{self.fault}/{self.moment}/{self.path}/{self.victim}/{self.policy}"
+
+    @property
+    def hosts(self):
+        return 2 if self.fault in HOST_FAULTS else 1
+
+    @property
+    def world(self):
+        return 4 if self.hosts == 2 else 3
+
+    def victim_rank(self):
+        return {"first": 0, "middle": 1, "last": self.world - 1}[self.victim]
+
+
+def applies(c):
+    """Whether a cell means something (and the path can run it)."""
+    if c.path == "torch-gloo" and c.policy != "stop":
+        return False  # gloo cannot go on without a lost rank: the reference column is a stop
+    if c.moment in ("shrink", "grow") and (c.policy == "stop" or c.victim == "last"):
+        return False  # the last rank's loss starts the recovery the victim's fault then hits
+    if c.moment == "grow" and c.policy != "replace":
+        return False
+    if c.policy == "replace" and c.path.startswith("torch"):
+        return False  # torch's replacement (reconfigure) is covered by its own tests, not this matrix
+    if c.fault in ("abort", "destroy") and c.moment == "init":
+        return False  # no group to abort or destroy yet
+    if c.fault == "store_lost" and c.victim != "first":
+        return False  # the store lives on node 0
+    if c.fault in HOST_FAULTS and c.moment in ("init", "shrink", "grow", "dump", "exit"):
+        return False  # a host's fault while the job runs: its collectives, large ones, its sends
+    if c.fault in HOST_FAULTS and c.policy == "replace":
+        return False  # a host lost or cut off has nothing to start a replacement on
+    if c.fault in ("sigterm_mcirun", "sigint_mcirun") and c.moment in ("shrink", "grow"):
+        return False
+    if c.path.startswith("torch") and c.moment in ("dump", "grow"):
+        return False
+    return True
+
+
+def expected(c):
+    """('recover' | 'stop', bound in seconds from the fault)."""
+    # Seen only by a timeout, then the hang report's wait, then 2 s.
+    detect = (TIMEOUT_MS + REPORT_WAIT_MS) / 1000 + 2
+    if c.fault in ("sigterm_mcirun", "sigint_mcirun"):
+        # SIGINT: KeyboardInterrupt, then SIGTERM after the grace, then SIGKILL after another.
+        return "stop", (2 if c.fault == "sigterm_mcirun" else 3) * GRACE_S + 2
+    stop_bound = TIMEOUT_MS / 1000 + GRACE_S + 2
+    if c.fault == "link_cut":
+        # A cut link answers nothing: the ranks see it at their timeout, the
+        # hang report waits for answers, and node 0's mcirun keeps the store
+        # up a few seconds (3) for the other nodes to read the news, which a
+        # cut-off node never does. Under continue, the side with the store
+        # (node 0's) goes on, whichever side was cut off.
+        if c.policy == "stop":
+            return "stop", (TIMEOUT_MS + REPORT_WAIT_MS) / 1000 + 3 + GRACE_S + 1
+        return "recover", detect
+    if c.policy == "stop" or c.moment == "init" or c.fault == "store_lost":
+        return "stop", stop_bound
+    if c.moment == "exit":
+        return "recover", None  # the survivors had finished
+    if c.fault == "sigstop":
+        return "recover", detect
+    if c.moment == "grow":
+        # A member lost inside the grow is seen by the grown group's check-in
+        # at its timeout (the grow's own agreement is not yet told of a
+        # death: issue 52 moves grow onto DecideOnce with a stop hook).
+        return "recover", TIMEOUT_MS / 1000 + 1
+    return "recover", 1.0
+
+
+def all_cells():
+    out = []
+    for f, m, p, v, pol in itertools.product(FAULTS, MOMENTS, PATHS, VICTIMS, POLICIES):
+        c = Cell(f, m, p, v, pol)
+        if applies(c):
+            out.append(c)
+    return out
+
+
+# The CI subset: every fault, every moment and every path at least once,
+# under every policy, most of them on the cpu path.
+SUBSET = [
+    "sigkill/first/cpu/middle/stop",
+    "sigkill/large/cpu/last/continue",
+    "sigkill/p2p/cpu/first/continue",
+    "sigkill/shrink/cpu/middle/continue",
+    "sigkill/grow/cpu/first/replace",
+    "sigkill/dump/cpu/middle/continue",
+    "sigkill/exit/cpu/last/stop",
+    "sigkill/init/cpu/middle/continue",
+    "sigkill/large/cpu/middle/replace",
+    "sigkill/first/gloo/last/stop",
+    "sigkill/first/gloo/middle/continue",
+    "sigstop/first/cpu/middle/stop",
+    "sigstop/large/cpu/last/continue",
+    "abort/p2p/cpu/middle/stop",
+    "abort/large/cpu/first/continue",
+    "abort/first/gloo/middle/stop",
+    "destroy/first/cpu/last/stop",
+    "destroy/large/cpu/middle/continue",
+    "sigterm_mcirun/large/cpu/first/stop",
+    "sigint_mcirun/first/cpu/middle/continue",
+    "sigterm_mcirun/init/gloo/last/stop",
+    "link_cut/large/cpu/last/continue",
+    "link_cut/p2p/cpu/first/continue",
+    "link_cut/first/cpu/middle/stop",
+    "store_lost/first/cpu/first/continue",
+    "sigkill/first/torch-mci/middle/continue",
+    "sigkill/large/torch-mci/last/stop",
+    "abort/p2p/torch-mci/middle/stop",
+    "sigkill/first/torch-gloo/middle/stop",
+    "sigstop/first/torch-mci/last/stop",
+]
+
+
+def fault_mark():
+    return f"MCI_FAULT_MARK={secrets.token_hex(6)}"
+
+
+def marked_processes(mark):
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if mark.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            pass
+    return found
+
+
+def shm_segments():
+    return {p for p in os.listdir("/dev/shm") if p.startswith("mci")}
+
+
+class Job:
+    """One cell's job: its mcirun(s), their output, the runner's faults."""
+
+    def __init__(self, args, cell, hosts):
+        self.args, self.cell, self.hosts = args, cell, hosts
+        self.dir = tempfile.mkdtemp(prefix="mci-fault-", dir="/var/tmp")  # every host sees it
+        os.chmod(self.dir, 0o777)
+        # Each node's mcirun's TMPDIR: its folders land there.
+        self.tmps = [os.path.join(self.dir, f"tmp{i}") for i in range(cell.hosts)]
+        for t in self.tmps:
+            os.mkdir(t)
+            os.chmod(t, 0o777)
+        self.mark = fault_mark()
+        self.procs = []
+        self.logs = []
+        self.fault_t = None
+        self.ended = None
+
+    def program(self):
+        c = self.cell
+        if c.path.startswith("torch"):
+            return [str(HERE / "torch_fault_rank.py")]
+        return [self.args.fault_rank]
+
+    def rank_args(self):
+        c = self.cell
+        fault = c.fault if c.fault in SELF_FAULTS else ("external" if c.fault != "none" else "none")
+        return ["--dir", self.dir, "--steps", str(6 if c.policy == "replace" else STEPS), "--fault", fault, "--moment", c.moment, "--victim",
+                str(c.victim_rank()), "--policy", c.policy, "--step", str(FAULT_STEP), "--large-mib", str(LARGE_MIB)]
+
+    def env(self):
+        c = self.cell
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("MCI_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC"))}
+        k, v = self.mark.split("=")
+        env.update({k: v, "MCI_JOB_TOKEN": f"fault-{v}", "OMP_NUM_THREADS": "1",
+                    "FAULT_TIMEOUT_MS": str(TIMEOUT_MS), "MCI_HANG_REPORT_WAIT_MS": str(REPORT_WAIT_MS),
+                    "MCI_NODE_SILENCE_MS": str(NODE_SILENCE_S * 1000),
+                    "MCI_FR_DUMP_DIR": os.path.join(self.dir, "dumps")})
+        if c.path.startswith("torch"):
+            env["MCI_PYTHON"] = self.args.torch_python
+            env["FAULT_BACKEND"] = "mci" if c.path == "torch-mci" else "gloo"
+        else:
+            env["FAULT_BACKEND"] = c.path
+        return env
+
+    def start(self):
+        c = self.cell
+        flags = [f"--grace={GRACE_S}", f"--on-rank-loss={c.policy}"]
+        if c.policy == "replace":
+            flags.append("--max-restarts=2")  # replacements per node
+        env = self.env()
+        if c.hosts == 1:
+            argv = [self.args.mcirun, "--standalone", f"--nproc_per_node={c.world}", *flags, *self.program(),
+                    *self.rank_args()]
+            self.spawn(argv, dict(env, TMPDIR=self.tmps[0]), None)
+        else:
+            port = self.hosts.free_port(0)
+            for i in range(2):
+                argv = [self.args.mcirun, "--nnodes=2", f"--node_rank={i}", "--nproc_per_node=2",
+                        f"--master_addr={self.hosts.address(0)}", f"--master_port={port}", *flags, *self.program(),
+                        *self.rank_args()]
+                self.spawn(argv, dict(env, TMPDIR=self.tmps[i]), i)
+
+    def spawn(self, argv, env, host):
+        log = open(os.path.join(self.dir, f"mcirun{len(self.procs)}.log"), "w+")
+        self.logs.append(log)
+        if host is None:
+            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        else:
+            p = self.hosts.popen(host, argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(p)
+
+    def victim_node(self):
+        return 0 if self.cell.hosts == 1 else self.cell.victim_rank() // 2
+
+    def external_fault(self):
+        """Waits for the victim's marker, then does the fault."""
+        c = self.cell
+        marker = os.path.join(self.dir, f"at.{c.victim_rank()}")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(marker):
+            if time.monotonic() > deadline or all(p.poll() is not None for p in self.procs):
+                return False
+            time.sleep(0.005)
+        self.fault_t = time.time()
+        node = self.victim_node()
+        if c.fault == "sigterm_mcirun":
+            self.procs[node].send_signal(signal.SIGTERM)
+        elif c.fault == "sigint_mcirun":
+            self.procs[node].send_signal(signal.SIGINT)
+        elif c.fault == "link_cut":
+            self.hosts.link(node, False)
+        elif c.fault == "store_lost":
+            for pid in self.hosts.pids_in(0):  # node 0: its mcirun, its ranks, its guardian
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        return True
+
+    def wait(self, limit):
+        """Waits for every mcirun; a stopped victim gets SIGCONT once the
+        others had the time to see it (the fault's second half)."""
+        deadline = time.monotonic() + limit
+        continued = self.cell.fault != "sigstop"
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
+            fault_t = self.self_fault_time()
+            if not continued and fault_t and time.time() > fault_t + TIMEOUT_MS / 1000 + REPORT_WAIT_MS / 1000 + 1.5:
+                for pid in marked_processes(self.mark):
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+                continued = True
+            time.sleep(0.01)
+        self.ended = time.time()
+        return [p.poll() for p in self.procs]
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        for pid in marked_processes(self.mark):
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def output(self):
+        text = ""
+        for i, log in enumerate(self.logs):
+            log.seek(0)
+            text += f"--- mcirun {i}:\n{log.read()}"
+        return text
+
+    def lines(self):
+        """Every rank's lines, by rank (replacements as rank + 1000)."""
+        out = {}
+        for f in pathlib.Path(self.dir).glob("rank*.jsonl"):
+            r = int(f.stem[4:])
+            out[r] = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        return out
+
+    def self_fault_time(self):
+        f = pathlib.Path(self.dir) / f"fault.{self.cell.victim_rank()}"
+        if f.exists():
+            return int(f.read_text().split()[0]) / 1e9
+        return None
+
+    def cleanup(self):
+        for log in self.logs:
+            log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_cell(args, cell, hosts):
+    shm_before = shm_segments()
+    job = Job(args, cell, hosts)
+    problems = []
+    outcome, bound = expected(cell)
+    if bound is not None:
+        bound *= args.bound_scale
+    took = None
+    try:
+        job.start()
+        if cell.fault not in SELF_FAULTS:
+            if not job.external_fault():
+                problems.append("the victim never reached the moment (its marker): the fault was not done")
+        codes = job.wait(60 + (10 if cell.path.startswith("torch") else 0))
+        if cell.fault == "link_cut":
+            hosts.link(job.victim_node(), True)
+        fault_t = job.fault_t or job.self_fault_time()
+        if None in codes:
+            problems.append(f"hang: mcirun did not end within 60 s (exit codes {codes})")
+            job.kill_all()
+        # A stopped victim, left stopped by a job that went on, is continued:
+        # it must then end by itself.
+        for pid in marked_processes(job.mark):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        lines = job.lines()
+        survivors = {r: ls for r, ls in lines.items() if any("final" in x for x in ls)}
+        if fault_t is None and cell.moment != "init":
+            problems.append("the fault time is unknown (the victim wrote no fault.R)")
+        if outcome == "stop":
+            bad = [c for c in codes if c == 0]
+            if bad and cell.moment != "exit":
+                problems.append(f"a job that must stop has an mcirun that exited 0: exit codes {codes}")
+            if cell.fault == "sigterm_mcirun" and codes[job.victim_node()] not in (143, None):
+                problems.append(f"mcirun given SIGTERM exited {codes[job.victim_node()]}, not 143")
+            if cell.fault == "sigint_mcirun" and codes[job.victim_node()] not in (130, None):
+                problems.append(f"mcirun given SIGINT exited {codes[job.victim_node()]}, not 130")
+            if fault_t is not None and job.ended is not None:
+                took = job.ended - fault_t
+                if took > bound:
+                    problems.append(f"the job ended {took:.2f} s after the fault, bound {bound:.1f} s")
+            if not any(w in job.output() for w in ("rank", "Timed out", "aborted", "SIG")):
+                problems.append("no error names the fault or a rank")
+        else:
+            # A host cut off is lost whole: the side without the store (node 1's)
+            # fails; node 0's must not.
+            lost_node = 1 if cell.fault in HOST_FAULTS else None
+            if any(c != 0 for i, c in enumerate(codes) if c is not None and i != lost_node):
+                problems.append(f"a job that must go on has an mcirun that exited non-zero: {codes}")
+            if not survivors:
+                problems.append("no rank finished")
+            for r, ls in survivors.items():
+                fin = [x for x in ls if "final" in x][-1]
+                if fin["final"] != fin["expected"]:
+                    problems.append(f"WRONG MODEL on rank {r}: {fin['final']} instead of {fin['expected']}")
+            if bound is not None and fault_t is not None:
+                after = sorted(x["t_ns"] / 1e9 for ls in survivors.values() for x in ls
+                               if "step" in x and "error" not in x and x["t_ns"] / 1e9 > fault_t)
+                if not after:
+                    problems.append("no step completed after the fault")
+                else:
+                    took = after[0] - fault_t
+                    if took > bound:
+                        problems.append(f"the next step completed {took:.2f} s after the fault, bound {bound:.1f} s")
+        # Nothing left: no process, no segment, no temporary folder.
+        time.sleep(0.05)
+        end = time.monotonic() + 5
+        while marked_processes(job.mark) and time.monotonic() < end:
+            time.sleep(0.05)
+        left = marked_processes(job.mark)
+        if left:
+            problems.append(f"processes left running: {left}")
+            job.kill_all()
+        new_shm = shm_segments() - shm_before
+        if hosts is not None:
+            new_shm |= {f"{hosts.name(i)}:{x}" for i in range(hosts.count) for x in os.listdir(hosts.shm_dir(i))}
+        if new_shm:
+            problems.append(f"left in /dev/shm: {sorted(new_shm)}")
+        # A node lost whole keeps what was on its disk (node 0 under store_lost).
+        tmps = job.tmps[1:] if cell.fault == "store_lost" else job.tmps
+        end = time.monotonic() + 5
+        while any(os.listdir(t) for t in tmps) and time.monotonic() < end:
+            time.sleep(0.05)
+        tmp_left = [x for t in tmps for x in os.listdir(t)]
+        if tmp_left:
+            problems.append(f"temporary files left: {tmp_left}")
+        text = job.output()
+    finally:
+        job.cleanup()
+        if hosts is not None:
+            hosts.clear_shm()
+    return {"cell": cell.name, "fault": cell.fault, "moment": cell.moment, "path": cell.path,
+            "victim": cell.victim, "policy": cell.policy, "expected": outcome,
+            "bound_s": bound, "took_s": None if took is None else round(took, 3), "ok": not problems,
+            "problems": problems, "output": text[-3000:] if problems else ""}
+
+
+def write_table(path, results, seconds):
+    with open(path, "w") as f:
+        f.write("<!-- Generated by tests/faults/matrix.py --table: do not edit. -->\n")
+        f.write("# The fault matrix\n\n")
+        f.write(f"{len(results)} cells, {sum(r['ok'] for r in results)} passed, in {seconds:.0f} s. "
+                "Each: the outcome required (recover in place, or stop), the bound (seconds from the fault to the "
+                "next completed step, or to the end of every process), the time measured. Every cell also checked: "
+                "no process left, nothing left in /dev/shm, no temporary folder left, no survivor with a wrong "
+                "model. tests/faults/matrix.py says what each fault, moment, path and policy is.\n\n")
+        f.write("| fault | moment | path | victim | policy | required | bound (s) | measured (s) | result |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|\n")
+        for r in results:
+            bound = "-" if r["bound_s"] is None else f"{r['bound_s']:.1f}"
+            took = "-" if r["took_s"] is None else f"{r['took_s']:.2f}"
+            f.write(f"| {r['fault']} | {r['moment']} | {r['path']} | {r['victim']} | {r['policy']} | "
+                    f"{r['expected']} | {bound} | {took} | {'pass' if r['ok'] else 'FAIL'} |\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", required=True, help="the build folder (bin/mcirun, bin/fault_rank)")
+    ap.add_argument("--torch-python", default="", help="a Python with torch 2.15 (scripts/torch-venv.sh --python)")
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--cell", help="only the cells whose name contains this")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--bound-scale", type=float, default=1.0,
+                    help="multiply every time bound (a sanitizer build runs several times slower)")
+    ap.add_argument("--json")
+    ap.add_argument("--table")
+    args = ap.parse_args()
+    args.mcirun = os.path.abspath(os.path.join(args.build, "bin", "mcirun"))
+    args.fault_rank = os.path.abspath(os.path.join(args.build, "bin", "fault_rank"))
+    cells = all_cells()
+    if args.cell:
+        cells = [c for c in cells if args.cell in c.name]
+    elif not args.full:
+        names = set(SUBSET)
+        cells = [c for c in cells if c.name in names]
+        missing = names - {c.name for c in cells}
+        if missing:
+            print(f"matrix.py: the subset names cells that do not apply: {sorted(missing)}")
+            return 2
+    if args.list:
+        for c in cells:
+            print(c.name)
+        return 0
+    torch_ok = bool(args.torch_python) and os.access(args.torch_python, os.X_OK)
+    skipped = [c for c in cells if c.path.startswith("torch") and not torch_ok]
+    cells = [c for c in cells if c not in skipped]
+    if skipped:
+        print(f"matrix.py: {len(skipped)} torch cell(s) skipped: no torch 2 Python given (--torch-python)")
+    why = NetnsHosts.unavailable()
+    if why:
+        host_cells = [c for c in cells if c.hosts > 1]
+        cells = [c for c in cells if c.hosts == 1]
+        print(f"matrix.py: {len(host_cells)} cell(s) of several hosts skipped: {why}")
+    print(f"matrix.py: {len(cells)} cell(s)", flush=True)
+    results = []
+    started = time.monotonic()
+    with (NetnsHosts(2, tag="f") if any(c.hosts > 1 for c in cells) else _Nothing()) as hosts:
+        for c in cells:
+            r = run_cell(args, c, hosts if c.hosts > 1 else None)
+            results.append(r)
+            took = "" if r["took_s"] is None else f" {r['took_s']:.2f} s after the fault (bound {r['bound_s']})"
+            print(f"{'ok  ' if r['ok'] else 'FAIL'} {c.name}: {r['expected']}{took}", flush=True)
+            for p in r["problems"]:
+                print(f"     {p}", flush=True)
+            if not r["ok"]:
+                print("     " + r["output"][-2500:].replace("\n", "\n     "), flush=True)
+                print(f"     rerun alone: {sys.argv[0]} --build {args.build} --cell '{c.name}'", flush=True)
+    seconds = time.monotonic() - started
+    failed = [r for r in results if not r["ok"]]
+    print(f"matrix.py: {len(results) - len(failed)} passed, {len(failed)} failed in {seconds:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seconds": round(seconds, 1), "cells": results}, f, indent=1)
+    if args.table:
+        write_table(args.table, results, seconds)
+    return 1 if failed else 0
+
+
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
