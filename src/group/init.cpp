@@ -345,21 +345,34 @@ bool is_replacement() { return process_env()("MCI_REPLACEMENT").has_value(); }
 
 namespace {
 
-// A completed init is completed on every rank: rank 0 returns only once
-// every rank is done with what init asks of the store. Without a launcher,
-// rank 0's process hosts the store, and a program may exit as soon as init
-// returns (torch's test harness does): the others, still reading their
-// peers' addresses, then lost the store (10 jobs of 10 at world 2).
+// A completed init is completed on every rank, and a failed one failed on
+// every rank: each returns only once every rank is done with what init asks
+// of the store. Without a launcher, rank 0's process hosts the store, and a
+// program may exit as soon as init returns (torch's test harness does): the
+// others, still reading their peers' addresses, then lost the store (10
+// jobs of 10 at world 2). And a rank lost at the end of init must not leave
+// some ranks with a group and the others with an error: the death
+// certificate (finished/failed) fails every rank's init at once.
 void finish_together(Store& store, const Place& place, std::chrono::milliseconds timeout) {
-  if (store.add("init/done", 1) == place.world) store.set("init/all", to_bytes("1"));
-  if (place.rank != 0) return;
+  const Deadline dl(timeout);
+  agree_together(store, "finished", place.rank, place.world, dl, "finish init_process_group", [] {});
+  if (place.world == 1) return;
+  // Rank 0 leaves last: the others still read the agreement's answer, and
+  // rank 0's process may host the store.
+  if (place.rank != 0) {
+    try {
+      if (store.add("finished/left", 1) == place.world - 1) store.set("finished/all_left", to_bytes("1"));
+    } catch (const PeerError&) {
+      // Rank 0 left as this word arrived: nothing of init is left to read.
+    }
+    return;
+  }
   try {
-    store.wait({"init/all"}, timeout);
+    store.wait({"finished/all_left"}, dl.wait_left());
   } catch (const TimeoutError&) {
-    throw TimeoutError(fmt::format(
-        "Timed out waiting {}ms on rank 0 for the other ranks to finish init_process_group: {} of the {} ranks "
-        "did. The others crashed or hang in init; see their output",
-        timeout.count(), store.add("init/done", 0), place.world));
+    // A rank lost just after the agreement: the group exists on every rank
+    // that is alive, and its first operation will say who is missing.
+    log::info("rank 0: not every rank said it left init within the timeout; going on");
   }
 }
 
@@ -389,6 +402,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   // to know who is lost without waiting for a timeout. Stores other than
   // mci's cannot: their groups cannot shrink.
   const bool certified = store->append_on_close("checkin/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
+                         store->append_on_close("finished/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
                          store->append_on_close(keys::kGone, to_bytes(records::encode_gone(place.rank)));
   Coordinates c;
   c.rank = place.rank;

@@ -83,6 +83,16 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
     const auto all = store.get_range(done, 0, 1, failed_key(topic), dl.wait_left());
     if (all[0]) return GroupVerdict{};
   } catch (const TimeoutError&) {
+    // A rank arriving after this one gave up must not complete the
+    // agreement alone (the count would reach the size): it reads the
+    // failure instead, as it would a death certificate.
+    // The count is poisoned first, so that it can no longer reach the size.
+    try {
+      (void)store.add(fmt::format("{}/count", topic), -size);
+      (void)store.append(failed_key(topic), to_bytes(fmt::format(";timeout {}", rank)));
+    } catch (const std::exception&) {
+      // the timeout below is the error to report
+    }
     // Name who is missing: read what is there, stopped at once by our own key.
     const auto there = store.get_range(std::string(topic), 0, size, fmt::format("{}/{}", topic, rank), dl.budget());
     std::string missing;
@@ -102,7 +112,9 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
   // first one decides.
   const std::string all = to_string(store.get(failed_key(topic), dl.wait_left()));
   const bool lost = all.starts_with(";lost ");
-  const std::string who = lost ? all.substr(6, all.find(';', 1) - 6) : all.substr(0, all.find(';'));
+  const bool gave_up = all.starts_with(";timeout ");
+  const std::size_t from = lost ? 6 : gave_up ? 9 : 0;
+  const std::string who = all.substr(from, all.find(';', from) - from);
   const bool number = !who.empty() && who.size() < 10 &&
                       std::all_of(who.begin(), who.end(), [](char c) { return c >= '0' && c <= '9'; });
   v.failed_rank = number ? std::stoi(who) : size;
@@ -110,6 +122,9 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
     v.failure = fmt::format("an unreadable failure '{}' was published", all);
   } else if (lost) {
     v.failure = "its process ended (its connection to the store closed) before every rank had arrived";
+  } else if (gave_up) {
+    v.failure =
+        fmt::format("it timed out waiting for the others ({} ms) before every rank had arrived", dl.budget().count());
   } else {
     v.failure = decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text;
   }

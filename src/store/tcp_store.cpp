@@ -24,6 +24,12 @@ namespace {
 std::chrono::milliseconds server_slack(std::chrono::milliseconds budget) {
   return std::clamp<std::chrono::milliseconds>(budget, std::chrono::seconds(1), std::chrono::seconds(10));
 }
+// A wait whose deadline has passed asks for 0 ms, not a negative time
+// (which the server refuses as malformed, dropping the connection: the
+// fault matrix's cut link found a shrink that asked for one).
+std::chrono::milliseconds not_negative(std::chrono::milliseconds t) {
+  return std::max(t, std::chrono::milliseconds(0));
+}
 }  // namespace
 
 StoreValue to_bytes(std::string_view s) { return StoreValue(s.begin(), s.end()); }
@@ -215,6 +221,7 @@ void TcpStore::set(const std::string& key, const StoreValue& value) {
 }
 
 StoreValue TcpStore::get(const std::string& key, std::chrono::milliseconds t) {
+  t = not_negative(t);
   store::Request r;
   r.op = store::Op::get;
   r.keys = {key};
@@ -262,6 +269,7 @@ bool TcpStore::append_on_close(const std::string& key, const StoreValue& value) 
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) {
+  t = not_negative(t);
   store::Request r;
   r.op = store::Op::wait;
   r.keys = keys;
@@ -285,6 +293,7 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 std::vector<std::optional<StoreValue>> TcpStore::get_range(const std::string& prefix, std::int64_t first,
                                                            std::int64_t count, const std::string& stop,
                                                            std::chrono::milliseconds t) {
+  t = not_negative(t);
   store::Request r;
   r.op = store::Op::get_range;
   r.keys = {prefix, stop};

@@ -228,6 +228,7 @@ class Rank {
     } else if (o_.moment == "p2p") {
       std::vector<float> out(1 << 18, static_cast<float>(me_)), in(1 << 18, -1.0f);
       const int n = pg_->size(), r = pg_->rank();
+      if (n < 2) return;  // a survivor left alone has no ring
       if (here) {
         inject_later(std::chrono::milliseconds(5));
       } else if (me_ != o_.victim) {

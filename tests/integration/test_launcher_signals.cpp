@@ -200,6 +200,42 @@ TEST(LauncherKilled, NothingOfTheJobOutlivesMcirun) {
   for (pid_t p : pids) ::kill(p, SIGKILL);  // whatever the outcome, nothing of the test stays
 }
 
+// A rank killed between creating its host's shared-memory segment and the
+// moment every rank of the host mapped it (when the name is unlinked) left
+// the name in /dev/shm (the fault matrix's SIGTERM during init found it):
+// mcirun removes what each rank it started left, by the creator's pid in
+// the name (common/shm_names.hpp); and the guardian does when mcirun itself
+// is killed.
+TEST(LauncherShm, TheSegmentsOfALostRankAreRemoved) {
+  Mcirun m({"--standalone", "--nproc_per_node=1", "/bin/sh", "-c",
+            "touch /dev/shm/mci-$$-0badf00d; echo $$ > $TEST_DIR/rank.tmp; mv $TEST_DIR/rank.tmp $TEST_DIR/rank;"
+            " kill -KILL $$"});
+  EXPECT_NE(m.code(), 0) << m.all();
+  ASSERT_TRUE(m.has_file("rank")) << m.all();
+  const std::string left = "/dev/shm/mci-" + std::to_string(std::stoi(m.file("rank"))) + "-0badf00d";
+  EXPECT_FALSE(std::filesystem::exists(left)) << m.all();
+  std::filesystem::remove(left);
+}
+
+TEST(LauncherShm, TheSegmentsOfTheRanksOfAKilledMcirunAreRemoved) {
+  Mcirun m({"--standalone", "--nproc_per_node=2", "/bin/sh", "-c",
+            "touch /dev/shm/mci-$$-0badf00d; echo $$ > $TEST_DIR/rank.tmp.$RANK;"
+            " mv $TEST_DIR/rank.tmp.$RANK $TEST_DIR/rank.$RANK; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(eventually([&] { return m.has_file("rank.0") && m.has_file("rank.1"); }, 30s)) << m.all();
+  std::vector<std::string> left;
+  for (const char* f : {"rank.0", "rank.1"}) {
+    left.push_back("/dev/shm/mci-" + std::to_string(std::stoi(m.file(f))) + "-0badf00d");
+    ASSERT_TRUE(std::filesystem::exists(left.back()));
+  }
+  ::kill(m.pid(), SIGKILL);
+  EXPECT_EQ(m.code(), 1000 + SIGKILL);
+  EXPECT_TRUE(eventually(
+      [&] { return std::none_of(left.begin(), left.end(), [](const auto& f) { return std::filesystem::exists(f); }); },
+      10s))
+      << "a rank's segment stayed in /dev/shm after mcirun was killed";
+  for (const auto& f : left) std::filesystem::remove(f);
+}
+
 TEST(LauncherPython, AMissingModuleNamesTheInterpreterAndHowToChooseAnother) {
   Script script("needs_torch.py", "import mci_test_no_such_module\n");
   {

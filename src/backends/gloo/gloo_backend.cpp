@@ -283,9 +283,13 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
   agree_together(*ctx.store, "gloo/connected", rank_, size_, dl, "connect to its peers through Gloo", [&] {
     try {
       context_ = std::make_shared<RendezvousContext>(rank_, size_);
-      context_->setTimeout(ctx.timeout);
+      // Gloo waits five times its timeout for a pair's first connection
+      // (pair.h, waitUntil): a fifth of what is left keeps init within the
+      // group's timeout when a peer died after publishing its address.
+      context_->setTimeout(std::max(std::chrono::milliseconds(1), dl.wait_left() / 5));
       GlooStore store(ctx.store, kRendezvousPrefix, dl);
       context_->connectFullMesh(store, device_);
+      context_->setTimeout(ctx.timeout);
       name_peers(store);
     } catch (const TimeoutError& e) {
       // The store's wait for a peer's addresses: that peer never got this far.

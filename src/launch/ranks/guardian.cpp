@@ -5,9 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <set>
+#include <thread>
+
+#include "common/shm_names.hpp"
 
 namespace mci::launch {
 
@@ -59,6 +64,16 @@ constexpr char kGroup = 'g', kForgetGroup = 'G', kDir = 'd', kForgetDir = 'D', k
   }
   if (!bye) {
     for (pid_t g : groups) ::kill(-g, SIGKILL);
+    // Once they are gone (a second at most), the shared-memory names each
+    // rank (its group's leader) made and had not yet unlinked.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    const auto any_alive = [&] {
+      return std::any_of(groups.begin(), groups.end(), [](pid_t g) { return ::kill(-g, 0) == 0; });
+    };
+    while (any_alive() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (pid_t g : groups) (void)remove_shm_segments_of(g);
     std::error_code ec;
     for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
     for (const auto& d : empty_dirs) std::filesystem::remove(d, ec);  // fails, as it should, unless empty

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "common/duration_text.hpp"
+#include "common/log.hpp"
+#include "common/shm_names.hpp"
 #include "common/socket.hpp"
 #include "jobview/job_monitor.hpp"
 #include "launch/config/rank_loss.hpp"
@@ -168,6 +170,11 @@ void Supervisor::reap() {
     for (auto& p : procs_) {
       if (p.pid != r || p.status) continue;
       p.status = st;
+      // What it was killed before unlinking (the segment's name is unlinked
+      // once every rank of the host mapped it).
+      if (const int n = remove_shm_segments_of(p.pid); n > 0) {
+        log::info("mcirun: removed {} shared-memory segment(s) rank {} (pid {}) left in /dev/shm", n, p.rank, p.pid);
+      }
       p.out.drain(buf_);
       p.err.drain(buf_);
       if (monitor_) {

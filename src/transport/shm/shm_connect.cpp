@@ -9,6 +9,7 @@
 #include "common/auth.hpp"
 #include "common/cpus.hpp"
 #include "common/log.hpp"
+#include "common/shm_names.hpp"
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"
@@ -37,8 +38,7 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
   try {
     if (me == 0) {
       const auto nonce = auth::random_nonce();
-      const std::string name =
-          fmt::format("/mci-{}-{:02x}{:02x}{:02x}{:02x}", ::getpid(), nonce[0], nonce[1], nonce[2], nonce[3]);
+      const std::string name = shm_segment_name(::getpid(), {nonce[0], nonce[1], nonce[2], nonce[3]});
       auto world = std::make_unique<ShmWorld>(ShmSegment::create(name, n, o.buffer_bytes), me, n, members, o.wait,
                                               o.single_copy);
       store.set(key, to_bytes(name));

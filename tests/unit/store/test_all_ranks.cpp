@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mci/errors.hpp"
@@ -151,6 +152,34 @@ TEST(AllRanks, AgreeTimesOutNamingTheRanksThatNeverCame) {
     EXPECT_NE(e.find("Timed out waiting 300ms for rank(s) 1, 3 to publish 'a' (2 of 4 ranks did)"), std::string::npos)
         << e;
   }
+}
+
+// A rank that arrives after another gave up on the agreement must not
+// complete it alone (its arrival made the count reach the size): it reads
+// that the other timed out. Init's last step is such an agreement; a rank
+// stopped past the timeout used to find the group made, alone.
+TEST(AllRanks, ARankArrivingAfterAnotherTimedOutDoesNotCompleteTheAgreement) {
+  Ranks job;
+  std::atomic<bool> gave_up{false};
+  GroupVerdict late;
+  auto errors = job.run(2, [&](Store& s, int r) {
+    if (r == 0) {
+      try {
+        agree(s, "a", 0, 2, Verdict::value(""), Deadline(100ms));
+      } catch (const TimeoutError&) {
+        gave_up = true;
+        throw;
+      }
+      return;
+    }
+    while (!gave_up.load()) std::this_thread::sleep_for(1ms);
+    late = agree(s, "a", 1, 2, Verdict::value(""), Deadline(5000ms));
+  });
+  EXPECT_NE(errors[0].find("Timed out waiting 100ms for rank(s) 1 to publish 'a'"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_FALSE(late.ok());
+  EXPECT_EQ(late.failed_rank, 0);
+  EXPECT_NE(late.failure.find("it timed out waiting for the others"), std::string::npos) << late.failure;
 }
 
 }  // namespace

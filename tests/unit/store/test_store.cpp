@@ -73,6 +73,18 @@ TEST_F(StoreTest, GetAndWaitTimeOutWithTheKeyNamed) {
   s->wait({"x", "y"}, 100ms);
 }
 
+// A wait whose deadline has already passed asks for a negative time: the
+// server used to drop the connection as malformed, and the client's every
+// later call failed (a shrink under a cut link lost its store that way).
+TEST_F(StoreTest, AWaitOfANegativeTimeIsAnAnswerAtOnceAndTheConnectionStays) {
+  auto s = client();
+  EXPECT_THROW(s->get("never", -5ms), TimeoutError);
+  EXPECT_THROW(s->wait({"never"}, -5ms), TimeoutError);
+  EXPECT_THROW(s->get_range("r", 0, 2, "", -5ms), TimeoutError);
+  s->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(s->get("k", -5ms)), "v");
+}
+
 TEST_F(StoreTest, ConcurrentAddsFromManyClientsAreAtomic) {
   constexpr int kClients = 8, kAdds = 300;
   std::vector<std::thread> ts;
