@@ -69,7 +69,24 @@ NodeLink::NodeLink(NodeLinkOptions opts) : opts_(std::move(opts)) {
   }
   wake_read_.reset(fds[0]);
   wake_write_.reset(fds[1]);
+  try {
+    first_ = connect_counted();
+  } catch (const std::exception&) {
+    // run() connects again, until stopped
+  }
   thread_ = std::thread([this] { run(); });
+}
+
+std::unique_ptr<TcpStore> NodeLink::connect_counted() {
+  auto store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
+  if (opts_.node_rank != 0) {
+    // The close is armed before the connection is counted: a node killed
+    // between the two then reads as gone (closed 1, opened 0), where the
+    // other order left it counted and never closed.
+    store->append_on_close(gone_key(opts_.node_rank), to_bytes("x"));
+    store->add(conns_key(opts_.node_rank), 1);
+  }
+  return store;
 }
 
 NodeLink::~NodeLink() {
@@ -154,21 +171,14 @@ void NodeLink::post(Event e) {
 // left to say, or kFlushLimit after being asked.
 void NodeLink::run() {
   Loop s;
+  s.store = std::move(first_);
   s.finished.assign(static_cast<std::size_t>(opts_.nnodes), false);
   s.finished[0] = true;  // node 0 waits for the others only once it is done
   s.beats.assign(static_cast<std::size_t>(opts_.nnodes), {-1, Clock::now()});
   while (take_reports(s)) {
     try {
-      if (!s.store) {
-        // Connecting is retried by this loop until stopped.
-        s.store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
-        if (opts_.node_rank != 0) {
-          // Counted before the close is armed, so a connection replaced
-          // by another one never reads as the node gone.
-          s.store->add(conns_key(opts_.node_rank), 1);
-          s.store->append_on_close(gone_key(opts_.node_rank), to_bytes("x"));
-        }
-      }
+      // Connecting is retried by this loop until stopped.
+      if (!s.store) s.store = connect_counted();
       publish(s);
       if (opts_.node_rank != 0 && Clock::now() >= s.next_beat) {
         s.store->add(key("beat/" + std::to_string(opts_.node_rank)), 1);
@@ -288,7 +298,7 @@ int NodeLink::look_at_nodes(Loop& s) {
     // An append of nothing reads the value without waiting for it.
     const auto closed = static_cast<std::int64_t>(s.store->append(gone_key(n), {}).size());
     const std::int64_t opened = s.store->add(conns_key(n), 0);
-    if (opened > 0 && closed >= opened) {
+    if (closed > 0 && closed >= opened) {
       finished = true;
       post({EventKind::peer_gone, fmt::format("node {}'s mcirun is gone before its processes finished (it was "
                                               "killed, or its host was lost)",

@@ -141,6 +141,9 @@ class NodeLink {
 
   std::string key(const std::string& name) const;
   void run();
+  // A connection to the store, armed and counted (node_rank > 0): see
+  // mcirun/conns above. Throws when the store cannot be reached.
+  std::unique_ptr<TcpStore> connect_counted();
   // false: stop now (asked to, and nothing left to say or no time left).
   bool take_reports(Loop& s);
   void publish(Loop& s);
@@ -169,6 +172,9 @@ class NodeLink {
   bool done_to_publish_ = false;
   std::vector<Event> events_;
   std::atomic<int> nodes_running_{-1};
+  // The first connection, made before the node's processes start (run()
+  // takes it): a node killed right after starting them reads as gone.
+  std::unique_ptr<TcpStore> first_;
   std::thread thread_;
 };
 
