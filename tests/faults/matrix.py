@@ -29,7 +29,8 @@ grace + 2 s of the fault, with an error naming the fault, mcirun exiting
 non-zero). In every cell: no process left running, nothing left in
 /dev/shm, no temporary folder left, no survivor with a wrong model.
 
-    matrix.py --build BUILD [--full] [--cell PATTERN] [--list] [--json OUT] [--table OUT]
+    matrix.py --build BUILD [--torch-python PY] [--full] [--cell PATTERN] [--list] [--keep]
+              [--bound-scale F] [--json OUT] [--table OUT] [--from-json IN --table OUT]
 
 Without --full it runs the fixed subset CI runs (SUBSET below: every fault,
 moment and path at least once). A failing cell prints its name; --cell NAME
@@ -604,7 +605,9 @@ def main():
                 print("     " + r["output"][-2500:].replace("\n", "\n     "), flush=True)
                 print(f"     rerun alone: {sys.argv[0]} --build {args.build} --cell '{c.name}'", flush=True)
     seconds = time.monotonic() - started
-    how = "the whole matrix, --full" if args.full and not args.cell else "a part of the matrix"
+    how = ("the whole matrix, --full" if args.full and not args.cell
+           else f"the cells matching --cell '{args.cell}'" if args.cell else "the CI subset")
+    how += f", {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores"
     failed = [r for r in results if not r["ok"] and not r["reference"]]
     missed = [r for r in results if not r["ok"] and r["reference"]]
     if missed:
