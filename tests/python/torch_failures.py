@@ -16,6 +16,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "support"))
+from marked_processes import marked_processes  # noqa: E402
+
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "torch_failure_worker.py"
 
@@ -41,16 +44,7 @@ CASES = {
 
 def leftovers(mark):
     """Processes still carrying this run's mark in their environment."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if mark.encode() in (proc / "environ").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            pass
-    return found
+    return marked_processes(mark)
 
 
 def main():

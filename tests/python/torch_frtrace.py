@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "support"))
+from marked_processes import marked_processes  # noqa: E402
+
 HERE = pathlib.Path(__file__).resolve()
 WORLD = 3
 PREFIX = "mci_trace_rank_"  # MCI_FR_DUMP_DIR's file names
@@ -109,16 +112,8 @@ def worker(case, folder):
 # ---------------------------------------------------------------- the driver
 
 def leftovers(mark):
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if mark.encode() in (proc / "environ").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            pass
-    return found
+    """Processes still carrying this run's mark in their environment."""
+    return marked_processes(mark)
 
 
 def check_dumps(case, files, failures):
