@@ -401,9 +401,16 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   // (";lost R" after any failure already there), and shrink() reads "gone"
   // to know who is lost without waiting for a timeout. Stores other than
   // mci's cannot: their groups cannot shrink.
-  const bool certified = store->append_on_close("checkin/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
-                         store->append_on_close("finished/failed", to_bytes(fmt::format(";lost {}", place.rank))) &&
-                         store->append_on_close(keys::kGone, to_bytes(records::encode_gone(place.rank)));
+  // Every agreement of init has one (agree() reads it): a rank lost inside
+  // the backend's or the transport's setup, not only at the check-in, stops
+  // the others at once (a rank killed inside a shrink's new group used to
+  // hold the survivor for its whole timeout at cpu/settings).
+  bool certified = true;
+  for (const char* topic : {"checkin", "shm/mapped", "cpu/settings", "gloo/connected", "finished"}) {
+    certified = certified &&
+                store->append_on_close(fmt::format("{}/failed", topic), to_bytes(fmt::format(";lost {}", place.rank)));
+  }
+  certified = certified && store->append_on_close(keys::kGone, to_bytes(records::encode_gone(place.rank)));
   Coordinates c;
   c.rank = place.rank;
   c.world = place.world;
