@@ -16,20 +16,6 @@
 
 namespace mci {
 
-namespace {
-
-std::string ip_of(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  }
-  return buf;
-}
-
-}  // namespace
-
 std::vector<NetInterface> list_interfaces() {
   std::vector<NetInterface> out;
   ifaddrs* ifs = nullptr;
@@ -42,7 +28,7 @@ std::vector<NetInterface> list_interfaces() {
     if (family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
       continue;  // fe80::: reachable only with a scope id, which an address in the store does not carry
     }
-    out.push_back({i->ifa_name, ip_of(i->ifa_addr), family == AF_INET6, (i->ifa_flags & IFF_LOOPBACK) != 0});
+    out.push_back({i->ifa_name, sockaddr_ip(i->ifa_addr), family == AF_INET6, (i->ifa_flags & IFF_LOOPBACK) != 0});
   }
   return out;
 }

@@ -52,6 +52,10 @@ std::string read_choice(const SettingRow& r, const std::optional<std::string>& v
 
 }  // namespace
 
+long long read_integer_setting(IntegerSetting s, const std::optional<std::string>& value) {
+  return read_integer(s.row(), value);
+}
+
 Settings Settings::resolve(const SettingSource& source, SettingUses uses, std::span<const MoreChoices> more,
                            std::span<const FieldDefault> fields) {
   Settings s;

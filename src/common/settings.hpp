@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,6 +69,11 @@ struct FieldDefault {
   std::string_view field;  // "InitOptions::flight_recorder_entries"
   unsigned long long value;
 };
+
+// One integer row read outside a group (a launcher's own): `value`, the
+// variable's when it is set, checked by the row; unset or empty, the row's
+// fallback. Throws ConfigError naming the variable and what it accepts.
+long long read_integer_setting(IntegerSetting s, const std::optional<std::string>& value);
 
 class Settings {
  public:

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,17 +44,17 @@ int resolve(const std::string& host, int port, bool passive, AddrInfo& out) {
   return getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.res);
 }
 
-std::string sockaddr_ip(const sockaddr_storage& ss) {
+}  // namespace
+
+std::string sockaddr_ip(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(ss).sin_addr, buf, sizeof buf);
-  } else if (ss.ss_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, buf, sizeof buf);
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
   }
   return buf;
 }
-
-}  // namespace
 
 namespace {
 
@@ -203,14 +202,14 @@ std::string local_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
-  return sockaddr_ip(ss);
+  return sockaddr_ip(reinterpret_cast<const sockaddr*>(&ss));
 }
 
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
-  return sockaddr_ip(ss);
+  return sockaddr_ip(reinterpret_cast<const sockaddr*>(&ss));
 }
 
 void set_nonblocking(int fd) {
@@ -304,34 +303,6 @@ bool port_free(const std::string& host, int port) {
   } catch (const ConfigError&) {
     return false;
   }
-}
-
-std::string interface_toward(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return {};
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(res, ::freeaddrinfo);
-  Fd s(::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s.valid() || ::connect(s.get(), res->ai_addr, res->ai_addrlen) != 0) return {};
-  sockaddr_storage local{};
-  socklen_t len = sizeof local;
-  if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0) return {};
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) != 0) return {};
-  std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owned_ifs(ifs, ::freeifaddrs);
-  for (const ifaddrs* i = ifs; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != local.ss_family) continue;
-    const bool same =
-        local.ss_family == AF_INET
-            ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
-                  reinterpret_cast<const sockaddr_in*>(&local)->sin_addr.s_addr
-            : std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                          &reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0;
-    if (same) return i->ifa_name;
-  }
-  return {};
 }
 
 }  // namespace mci

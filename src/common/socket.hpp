@@ -7,6 +7,8 @@
 
 #include "common/deadline.hpp"
 
+struct sockaddr;
+
 namespace mci {
 
 class Fd {
@@ -48,6 +50,9 @@ Fd connect_start(const std::string& host, int port, std::string& error);
 
 int local_port(int fd);
 std::string local_address(int fd);
+// The numeric address of an IPv4 or IPv6 socket address ("10.0.0.5",
+// "fd00::5"); "" for another family.
+std::string sockaddr_ip(const sockaddr* sa);
 std::string peer_address(int fd);
 
 void set_nonblocking(int fd);
@@ -71,10 +76,5 @@ std::string machine_identity();
 std::string kernel_identity();
 // True if port is free to bind on host now (for launchers checking early).
 bool port_free(const std::string& host, int port);
-
-// The name of the network interface this host would use to reach host
-// (routing table, through a UDP connect that sends nothing), or "" when
-// host does not resolve or no route leads there.
-std::string interface_toward(const std::string& host);
 
 }  // namespace mci

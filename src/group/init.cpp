@@ -207,6 +207,17 @@ struct JobStart {
 // address toward the store, unless that is a loopback address while ranks
 // run on other hosts (a loopback address is useless to them): then the
 // first interface that is up and not loopback.
+// Of the interfaces `take` accepts, the first of the store's family (IPv4
+// or IPv6), else the first; nullptr when it accepts none.
+template <typename Take>
+const NetInterface* first_interface(const std::vector<NetInterface>& up, bool store_v6, Take take) {
+  const NetInterface* pick = nullptr;
+  for (const auto& i : up) {
+    if (take(i) && (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6))) pick = &i;
+  }
+  return pick;
+}
+
 std::string reached_at(const Settings& settings, const std::string& toward_store, const Coordinates& c) {
   if (std::string addr = settings.text("MCI_HOST_ADDR"); !addr.empty()) return addr;
   const bool store_v6 = toward_store.find(':') != std::string::npos;
@@ -225,12 +236,10 @@ std::string reached_at(const Settings& settings, const std::string& toward_store
   const std::vector<NetInterface> up = list_interfaces();
   if (!spec.empty()) {
     const InterfaceFilter f = parse_interface_filter(spec);
-    const NetInterface* pick = nullptr;
-    for (const auto& i : up) {
-      // An exclusion list never picks loopback unless it names lo itself.
-      if (!f.matches(i.name) || (f.exclude && i.loopback)) continue;
-      if (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6)) pick = &i;
-    }
+    // An exclusion list never picks loopback unless it names lo itself.
+    const NetInterface* pick = first_interface(up, store_v6, [&](const NetInterface& i) {
+      return f.matches(i.name) && !(f.exclude && i.loopback);
+    });
     if (!pick) {
       throw ConfigError(
           fmt::format("{}={} matches no interface of this host that is up (rank {}; up: {}): name one of "
@@ -243,10 +252,7 @@ std::string reached_at(const Settings& settings, const std::string& toward_store
   const bool other_hosts = c.local_world < c.world;
   if (!toward_store.empty() && !(other_hosts && is_loopback_address(toward_store))) return toward_store;
   if (!other_hosts) return toward_store.empty() ? "127.0.0.1" : toward_store;
-  const NetInterface* pick = nullptr;
-  for (const auto& i : up) {
-    if (!i.loopback && (!pick || (pick->ipv6 != store_v6 && i.ipv6 == store_v6))) pick = &i;
-  }
+  const NetInterface* pick = first_interface(up, store_v6, [](const NetInterface& i) { return !i.loopback; });
   if (!pick) {
     log::warn(
         "rank {}: it reaches the store over loopback ({}) and this host has no other interface up: ranks on "

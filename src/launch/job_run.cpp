@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "common/env.hpp"
 #include "common/log.hpp"
 #include "common/net_interfaces.hpp"
+#include "common/settings.hpp"
 #include "common/socket.hpp"
 #include "jobview/job_monitor.hpp"
 #include "launch/config/python_path.hpp"
@@ -446,13 +446,11 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
   std::unique_ptr<NodeLink> link;
   if (a.nnodes > 1) {
     NodeLinkOptions o = link_options(a);
-    if (const auto silence = env_("MCI_NODE_SILENCE_MS"); silence && !silence->empty()) {
-      if (const auto ms = parse_int(*silence); ms && *ms >= 1000) {
-        o.silence_limit = std::chrono::milliseconds(*ms);
-      } else {
-        say(fmt::format("mcirun: MCI_NODE_SILENCE_MS={} is not a number of milliseconds of 1000 or more; using {}",
-                        *silence, o.silence_limit.count()));
-      }
+    try {
+      o.silence_limit =
+          std::chrono::milliseconds(read_integer_setting("MCI_NODE_SILENCE_MS", env_("MCI_NODE_SILENCE_MS")));
+    } catch (const ConfigError& e) {
+      say(fmt::format("mcirun: {}; using {} ms", e.what(), o.silence_limit.count()));
     }
     link = std::make_unique<NodeLink>(o);
   }

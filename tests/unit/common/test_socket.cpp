@@ -9,19 +9,25 @@
 #include <string>
 #include <utility>
 
+#include "common/net_interfaces.hpp"
 #include "common/socket.hpp"
 
 namespace mci {
 namespace {
 
-TEST(Socket, InterfaceTowardLoopbackIsTheLoopbackInterface) {
-  const std::string lo = interface_toward("127.0.0.1");
+TEST(Socket, RouteTowardLoopbackIsTheLoopbackInterface) {
+  const auto route = route_toward("127.0.0.1");
+  ASSERT_TRUE(route.has_value());
+  const std::string lo = route->interface;
   ASSERT_FALSE(lo.empty());
   EXPECT_NE(::if_nametoindex(lo.c_str()), 0u) << lo << " is an interface of this host";
-  EXPECT_EQ(interface_toward("localhost"), lo);
+  EXPECT_TRUE(is_loopback_address(route->address)) << route->address;
+  const auto by_name = route_toward("localhost");
+  ASSERT_TRUE(by_name.has_value());
+  EXPECT_EQ(by_name->interface, lo);
 }
 
-TEST(Socket, InterfaceTowardNowhereIsEmpty) { EXPECT_EQ(interface_toward("no-such-host.invalid"), ""); }
+TEST(Socket, RouteTowardNowhereIsNone) { EXPECT_FALSE(route_toward("no-such-host.invalid").has_value()); }
 
 }  // namespace
 }  // namespace mci
