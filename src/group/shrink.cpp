@@ -27,6 +27,7 @@
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
 #include "mci/errors.hpp"
+#include "store/all_ranks.hpp"
 #include "store/decide_once.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
@@ -132,7 +133,8 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
   abort_requested_.store(true, std::memory_order_release);
   fail_group(fmt::format("rank {} left the group to shrink it", rank));
 
-  const Deadline dl(timeout());
+  Deadline dl(timeout());
+  int timed_out_tries = 0;
   // Every survivor honours every survivor's exclusions: a rank excluded by
   // one is never kept by a decision another writes (the excluding rank's
   // arrival, with its exclusions, comes before any decision that counts it).
@@ -185,6 +187,18 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
       log::info("rank {} is rank {} of {} after shrinking (lost: {})", rank, place.rank, place.world,
                 fmt::join(result.lost, ", "));
       return result;
+    } catch (const AgreementTimedOut& e) {
+      // A kept rank went silent while we met (stopped, or cut off): the
+      // check-in waited the group's timeout for it. The rank that timed out
+      // knows who and leaves them out of the next try, which it can then
+      // decide at once; the others learn only that it timed out and adopt
+      // its decision. A fresh timeout for that try; each try that times out
+      // loses one more rank, so at most `size` of them.
+      if (++timed_out_tries > size) throw;
+      log::warn("rank {}: forming the shrunk group timed out ({}); agreeing again without the silent", rank, e.what());
+      for (int r : result.lost) out_before.insert(r);
+      for (int r : e.silent()) out_before.insert(result.kept.at(static_cast<std::size_t>(r)));
+      dl = Deadline(timeout());
     } catch (const Error& e) {
       // A kept rank died while we met: everyone of this decision fails
       // alike (the certificate stops the check-in) and agrees again.

@@ -96,15 +96,18 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
     // Name who is missing: read what is there, stopped at once by our own key.
     const auto there = store.get_range(std::string(topic), 0, size, fmt::format("{}/{}", topic, rank), dl.budget());
     std::string missing;
+    std::vector<int> silent;
     int n = 0;
     for (int r = 0; r < size; ++r) {
-      if (there[static_cast<std::size_t>(r)] || ++n > 16) continue;
+      if (there[static_cast<std::size_t>(r)]) continue;
+      silent.push_back(r);
+      if (++n > 16) continue;
       missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
     }
-    throw TimeoutError(
-        fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
-                    "they did not start, crashed before this step, or were refused by the store",
-                    dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size));
+    throw AgreementTimedOut(fmt::format("Timed out waiting {}ms for rank(s) {}{} to publish '{}' ({} of {} ranks did): "
+                                        "they did not start, crashed before this step, or were refused by the store",
+                                        dl.budget().count(), missing, n > 16 ? ", ..." : "", topic, size - n, size),
+                            std::move(silent));
   }
   GroupVerdict v;
   // "R" (rank R published its failure), then ";lost R" for each rank whose
@@ -118,6 +121,7 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
   const bool number = !who.empty() && who.size() < 10 &&
                       std::all_of(who.begin(), who.end(), [](char c) { return c >= '0' && c <= '9'; });
   v.failed_rank = number ? std::stoi(who) : size;
+  v.gave_up = gave_up && number && v.failed_rank < size;
   if (!number || v.failed_rank >= size) {
     v.failure = fmt::format("an unreadable failure '{}' was published", all);
   } else if (lost) {
@@ -145,8 +149,10 @@ void agree_together(Store& store, std::string_view topic, int rank, int size, co
   }
   const GroupVerdict v = agree(store, topic, rank, size, Verdict::value(""), dl);
   if (!v.ok()) {
-    throw ConfigError(
-        fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank, v.failure));
+    std::string text =
+        fmt::format("rank {} could not {}, so rank {} stops too: {}", v.failed_rank, what, rank, v.failure);
+    if (v.gave_up) throw AgreementTimedOut(text, {});
+    throw ConfigError(text);
   }
 }
 

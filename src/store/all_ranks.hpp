@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "mci/errors.hpp"
 #include "mci/store.hpp"
 
 namespace mci {
@@ -45,18 +46,35 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
 // agreement and not each other's values: a counter and a first-failure key,
 // so O(1) store requests and bytes per rank (exchange_verdicts' answers
 // grow with the group). Returns ok, or the first failure every rank reads
-// alike. Throws TimeoutError naming the ranks that never published. The
+// alike. Throws AgreementTimedOut naming the ranks that never published. The
 // ranks must agree on `size` (init's check-in makes sure).
 struct GroupVerdict {
   int failed_rank = -1;
   std::string failure;
+  bool gave_up = false;  // the failure is failed_rank's timeout, not an error or a death
   bool ok() const { return failed_rank < 0; }
+};
+
+// An agreement that ended in a timeout: this rank's own (silent() names the
+// ranks it found had not published) or another rank's (silent() is empty:
+// that rank knew who). A TimeoutError, so a caller that only needs the text
+// sees one; shrink() uses silent() to leave those ranks out of its next try
+// instead of waiting for them a whole timeout again.
+class AgreementTimedOut : public TimeoutError {
+ public:
+  AgreementTimedOut(const std::string& what, std::vector<int> silent)
+      : TimeoutError(what), silent_(std::move(silent)) {}
+  const std::vector<int>& silent() const noexcept { return silent_; }
+
+ private:
+  std::vector<int> silent_;
 };
 GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl);
 
 // Runs `step` on this rank (it throws to fail), then agree(): throws this
 // rank's own exception when its step failed; else ConfigError "rank R could
-// not WHAT, so rank M stops too: ..." when another rank's did.
+// not WHAT, so rank M stops too: ..." when another rank's did (an
+// AgreementTimedOut with that text when rank R timed out waiting).
 void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl, std::string_view what,
                     const std::function<void()>& step);
 

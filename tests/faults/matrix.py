@@ -159,6 +159,13 @@ def expected(c):
         return "stop", stop_bound
     if c.moment == "exit":
         return "recover", None  # the survivors had finished
+    if c.fault == "sigstop" and c.moment == "shrink":
+        # Stopped inside the shrink: a victim that had arrived is in the
+        # decision, and the new group's check-in waits a timeout for it (the
+        # survivors then agree again without it, at once). One stopped
+        # between its arrival's two store requests (listed, not counted)
+        # also holds the decision until the timeout: two timeouts in all.
+        return "recover", 2 * TIMEOUT_MS / 1000 + 2
     if c.fault == "sigstop":
         return "recover", detect
     if c.moment == "grow":
@@ -195,8 +202,10 @@ SUBSET = [
     "sigkill/large/cpu/middle/replace",
     "sigkill/first/gloo/last/stop",
     "sigkill/first/gloo/middle/continue",
+    "sigkill/p2p/gloo/first/continue",  # recv posted before its send, after a shrink (hung: fixed)
     "sigstop/first/cpu/middle/stop",
     "sigstop/large/cpu/last/continue",
+    "sigstop/shrink/cpu/middle/continue",  # stopped inside the shrink (the survivors failed: fixed)
     "abort/p2p/cpu/middle/stop",
     "abort/large/cpu/first/continue",
     "abort/first/gloo/middle/stop",
@@ -257,8 +266,11 @@ class Job:
 
     def env(self):
         c = self.cell
+        # The caller's job settings stay out; its MCI_LOG_LEVEL is kept, so a
+        # cell rerun with --keep can log at debug level.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("MCI_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC"))}
+               if k == "MCI_LOG_LEVEL"
+               or not k.startswith(("MCI_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC"))}
         k, v = self.mark.split("=")
         env.update({k: v, "MCI_JOB_TOKEN": f"fault-{v}", "OMP_NUM_THREADS": "1",
                     "FAULT_TIMEOUT_MS": str(TIMEOUT_MS), "MCI_HANG_REPORT_WAIT_MS": str(REPORT_WAIT_MS),

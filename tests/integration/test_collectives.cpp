@@ -120,6 +120,32 @@ MCI_SCENARIO(p2p_exchange) {
   return 0;
 }
 
+// Each rank posts its async recv before its async send, around a ring (at
+// 2 ranks both to the same peer): every rank waits in a recv whose send its
+// peer has not posted yet, so they complete only if posted sends and recvs
+// progress side by side. On gloo they used to run one after the other and
+// every rank waited for its timeout (found by the fault matrix, issue 51).
+MCI_SCENARIO(p2p_recv_first) {
+  auto pg = join();
+  const int n = pg->size(), r = pg->rank();
+  std::vector<float> out(1u << 18, static_cast<float>(r)), in(1u << 18, -1.0f);
+  for (int round = 0; round < 3; ++round) {
+    auto wr = pg->recv(mci::view(in), (r + n - 1) % n, 7, Exec::async);
+    auto ws = pg->send(mci::view(out), (r + 1) % n, 7, Exec::async);
+    wr.wait();
+    ws.wait();
+    for (float x : in) {
+      if (x != static_cast<float>((r + n - 1) % n)) {
+        say(fmt::format("rank {} received {} in round {}", r, x, round));
+        return 1;
+      }
+    }
+    std::fill(in.begin(), in.end(), -1.0f);
+  }
+  say("recv first ok");
+  return 0;
+}
+
 // The worker's "algorithms:" line: which algorithms each collective ran with.
 std::string algorithms_of(const std::string& kind, const std::string& out) {
   const auto line = out.find("algorithms:");
@@ -240,6 +266,17 @@ TEST(PointToPoint, AsyncSendAndRecvOfLargeBuffersProgressTogether) {
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(job.status(r).code, 0) << job.all_output();
       EXPECT_NE(job.output(r).find("exchange ok"), std::string::npos) << job.output(r);
+    }
+  }
+}
+
+TEST(PointToPoint, AsyncRecvPostedBeforeItsSendCompletes) {
+  for (int world : {2, 3}) {
+    Job job(world, Scenario{"p2p_recv_first"}, {{"MCI_TEST_TIMEOUT_MS", "10000"}});
+    job.wait(std::chrono::seconds(60));
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(job.status(r).code, 0) << job.all_output();
+      EXPECT_NE(job.output(r).find("recv first ok"), std::string::npos) << job.output(r);
     }
   }
 }

@@ -71,6 +71,21 @@ TEST(GlooPointToPoint, ReceivesMatchSendsByTagNotArrivalOrder) {
   }
 }
 
+// Async recv then send between the same two ranks (and around a ring of
+// 3): Gloo's receive is posted at once and waited for once the send is
+// posted too, not run before the send is even posted.
+TEST(GlooPointToPoint, AsyncRecvPostedBeforeItsSendCompletes) {
+  MCI_REQUIRE_GLOO();
+  for (int world : {2, 3}) {
+    Job job(world, Scenario{"p2p_recv_first"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "10000"}}));
+    job.wait(std::chrono::seconds(60));
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(job.status(r).code, 0) << job.all_output();
+      EXPECT_NE(job.output(r).find("recv first ok"), std::string::npos) << job.output(r);
+    }
+  }
+}
+
 TEST(GlooTimeout, RankThatNeverArrivesGivesTimeoutError) {
   MCI_REQUIRE_GLOO();
   Job job(2, Scenario{"timeout"}, gloo_env({{"MCI_TEST_TIMEOUT_MS", "1500"}, {"MCI_TEST_SLEEP_MS", "6000"}}));

@@ -9,5 +9,5 @@ mci_optional(GLOO "Build the gloo backend: AUTO, ON or OFF" mci_find_gloo
   "Gloo not found: the gloo backend is not built (apt-get install libgloo-dev)"
   TARGET gloo)
 mci_backend_parts(GLOO
-  SOURCES gloo/gloo_backend.cpp gloo/gloo_sends.cpp gloo/gloo_store.cpp
+  SOURCES gloo/gloo_backend.cpp gloo/gloo_recvs.cpp gloo/gloo_sends.cpp gloo/gloo_store.cpp
   LIBRARIES gloo)

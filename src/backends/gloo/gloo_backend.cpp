@@ -49,6 +49,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include "backends/gloo/gloo_recvs.hpp"
 #include "backends/gloo/gloo_sends.hpp"
 #include "backends/gloo/gloo_store.hpp"
 #include "backends/gloo/sigpipe_guard.hpp"
@@ -66,6 +67,7 @@ namespace {
 
 using gloo_backend::GlooStore;
 using gloo_backend::PendingSends;
+using gloo_backend::PostedRecvs;
 using Func = ::gloo::AllreduceOptions::Func;
 
 // Slot prefix for point-to-point messages, clear of the prefixes Gloo's own
@@ -206,6 +208,15 @@ class GlooBackend final : public Backend {
     d.algo = Algo::library;
   }
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override;
+  // Async sends and receives overlap: an isend and an irecv between the same
+  // two ranks, posted in either order, must not wait for each other (two
+  // ranks that each posted recv then send waited for their timeouts: the
+  // front end ran the recv before the send was even queued). A send is
+  // buffered and never waits (gloo_sends.hpp); a recv is posted to Gloo
+  // here and waited for beside them (gloo_recvs.hpp).
+  std::uint64_t post_p2p(const coll::CollectiveDesc& d, const Deadline& dl) override;
+  bool p2p_done(std::uint64_t ticket) override;
+  void progress_p2p(std::chrono::milliseconds max_wait, const Deadline& dl) override;
   void abort(const std::string& reason) noexcept override;
   void close() noexcept override;
 
@@ -257,6 +268,9 @@ class GlooBackend final : public Backend {
   coll::Scratch wide_;  // bf16 widened to f32
   // How Gloo names each peer in its messages ("[ip]:port") -> peer rank.
   std::map<std::string, int> peer_names_;
+  std::unique_ptr<PostedRecvs> recvs_;
+  // Throws when the context is closed or an earlier send or recv failed.
+  void check_usable(const coll::CollectiveDesc& d);
 };
 
 GlooBackend::GlooBackend(const BackendContext& ctx)
@@ -310,18 +324,18 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
     }
   });
   sends_ = std::make_unique<PendingSends>(context_, kMaxPendingSendBytes);
+  recvs_ = std::make_unique<PostedRecvs>(context_);
 }
 
 GlooBackend::~GlooBackend() {
+  recvs_.reset();
   if (sends_) sends_->drop();
   sends_.reset();
   context_.reset();  // closes the pairs; the peers see end-of-file
   device_.reset();   // joins Gloo's device thread
 }
 
-void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
-  // Gloo writes on this thread too; the reaper thread started here inherits it.
-  const gloo_backend::SigpipeGuard no_sigpipe;
+void GlooBackend::check_usable(const coll::CollectiveDesc& d) {
   if (!context_) {
     throw Error(fmt::format("mci gloo backend: {} on rank {}: the group's Gloo context is closed", describe(d), rank_));
   }
@@ -333,6 +347,20 @@ void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
                          nullptr);
     }
   }
+  if (auto f = recvs_->failure()) {
+    try {
+      std::rethrow_exception(f->error);
+    } catch (...) {
+      rethrow_translated(OpKind::recv, fmt::format("{} (an earlier {} failed first)", describe(d), f->what), f->budget,
+                         nullptr);
+    }
+  }
+}
+
+void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
+  // Gloo writes on this thread too; the reaper thread started here inherits it.
+  const gloo_backend::SigpipeGuard no_sigpipe;
+  check_usable(d);
   try {
     dispatch(d, dl);
   } catch (const Error&) {
@@ -343,6 +371,34 @@ void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
     const auto f = sends_->failure();
     const std::string what = f ? fmt::format("{} (an earlier {} failed first)", describe(d), f->what) : describe(d);
     rethrow_translated(d.kind, what, dl.budget(), &dl);
+  }
+}
+
+std::uint64_t GlooBackend::post_p2p(const coll::CollectiveDesc& d, const Deadline& dl) {
+  if (d.kind != OpKind::recv) {
+    run(d, dl);  // a send: buffered, it returns at once
+    return 0;
+  }
+  const gloo_backend::SigpipeGuard no_sigpipe;
+  check_usable(d);
+  try {
+    return recvs_->post(d.out, d.bytes(), d.peer, p2p_slot(d), dl, describe(d));
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    rethrow_translated(d.kind, describe(d), dl.budget(), &dl);
+  }
+}
+
+bool GlooBackend::p2p_done(std::uint64_t ticket) { return !recvs_ || recvs_->done(ticket); }
+
+void GlooBackend::progress_p2p(std::chrono::milliseconds max_wait, const Deadline& /*dl*/) {
+  if (!recvs_) return;
+  try {
+    recvs_->wait_any(max_wait);
+  } catch (...) {
+    const auto f = recvs_->failure();
+    rethrow_translated(OpKind::recv, f ? f->what : "recv", f ? f->budget : timeout_, nullptr);
   }
 }
 
@@ -692,6 +748,7 @@ void GlooBackend::abort(const std::string& reason) noexcept {
   } catch (const std::exception& e) {
     log::debug("gloo backend: closing connections on abort: {}", e.what());
   }
+  recvs_.reset();  // its waiter stops before the context goes
   sends_->drop();
   sends_.reset();
   context_.reset();
@@ -711,6 +768,7 @@ void GlooBackend::close() noexcept {
       log::warn("gloo backend: rank {} closes with {} sends its peers never received", rank_, sends_->pending());
     }
   }
+  recvs_.reset();
   sends_->drop();
   sends_.reset();
   // A plain close (no reset): bytes already written still reach the peers.

@@ -182,5 +182,40 @@ TEST(AllRanks, ARankArrivingAfterAnotherTimedOutDoesNotCompleteTheAgreement) {
   EXPECT_NE(late.failure.find("it timed out waiting for the others"), std::string::npos) << late.failure;
 }
 
+// What a shrink needs to try again without waiting a second timeout: the
+// rank that timed out learns who was silent, and a rank that read its
+// timeout gets a TimeoutError (not a ConfigError) saying so.
+TEST(AllRanks, ATimedOutAgreementNamesTheSilentRanksAndTellsTheOthersItTimedOut) {
+  Ranks job;
+  std::vector<int> silent;
+  std::atomic<bool> gave_up{false};
+  std::string late_error;
+  bool late_was_timeout = false;
+  auto errors = job.run(2, [&](Store& s, int r) {
+    if (r == 0) {
+      try {
+        agree_together(s, "t", 0, 4, Deadline(100ms), "join the group", [] {});
+      } catch (const AgreementTimedOut& e) {
+        silent = e.silent();
+        gave_up = true;
+        throw;
+      }
+      return;
+    }
+    while (!gave_up.load()) std::this_thread::sleep_for(1ms);
+    try {
+      agree_together(s, "t", 2, 4, Deadline(5000ms), "join the group", [] {});
+    } catch (const TimeoutError& e) {
+      late_was_timeout = dynamic_cast<const AgreementTimedOut*>(&e) != nullptr;
+      late_error = e.what();
+    }
+  });
+  EXPECT_EQ(silent, (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(late_was_timeout) << late_error;
+  EXPECT_NE(late_error.find("rank 0 could not join the group, so rank 2 stops too: it timed out waiting"),
+            std::string::npos)
+      << late_error;
+}
+
 }  // namespace
 }  // namespace mci
