@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,7 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
+#include "group/kept_ranks_watch.hpp"
 #include "mci/errors.hpp"
 #include "store/decide_once.hpp"
 #include "store/keys.hpp"
@@ -33,6 +36,10 @@ namespace {
 // A joiner's checks while it waits for a decision: the group that runs may
 // change meanwhile (a shrink), and a decision wakes it at once.
 constexpr auto kJoinPoll = std::chrono::milliseconds(50);
+
+// How often a member waiting for rank 0's grow decision reads the group's
+// death certificates; the decision itself wakes it at once.
+constexpr auto kGonePoll = std::chrono::milliseconds(5);
 
 constexpr const char* kDecisionName = "the store's grow decision (key grow/decision)";
 
@@ -61,8 +68,21 @@ bool ProcessGroup::Impl::joiners_waiting() {
 ProcessGroup::Grown ProcessGroup::Impl::grow() {
   // Rank 0 takes the joiners waiting now; the others read what it took.
   DecideOnce agreement = grow_agreement(*store_, "");
+  // The others wait for rank 0's decision, and stop as soon as the store
+  // has rank 0's death certificate (its connection ended): a rank 0 lost
+  // before deciding used to hold them for the whole timeout.
+  const auto rank0_lost = [&](bool) -> std::optional<std::string> {
+    const std::set<int> gone = records::decode_gone(to_string(store_->append(keys::kGone, {})), "store key 'gone'");
+    if (gone.count(0)) {
+      throw PeerError(fmt::format("grow() on rank {}: rank 0, which decides who joins, was lost before it decided; "
+                                  "shrink() the group (the joiners wait for the next grow)",
+                                  rank),
+                      0);
+    }
+    return std::nullopt;
+  };
   const std::string decision = rank == 0 ? agreement.decide(records::encode_grow_decision(size, agreement.arrivals()))
-                                         : agreement.await(Deadline(timeout()));
+                                         : agreement.settle(Deadline(timeout()), kGonePoll, rank0_lost);
   const records::GrowDecision d = records::decode_grow_decision(decision, kDecisionName);
   const std::string me = host_name();
   Place place{rank, d.members + static_cast<int>(d.joiners.size()), local_rank, local_size};
@@ -71,7 +91,13 @@ ProcessGroup::Grown ProcessGroup::Impl::grow() {
   }
   Grown g;
   g.joined = static_cast<int>(d.joiners.size());
-  g.group = join_group(origin_, session_.prefix + "/" + keys::kGrowGroup, place);
+  const std::string root = session_.prefix + "/" + keys::kGrowGroup;
+  // The members keep their ranks; the joiners come after them (not watched:
+  // they have no certificate in this group).
+  std::vector<int> kept(static_cast<std::size_t>(place.world), -1);
+  for (int r = 0; r < d.members; ++r) kept[static_cast<std::size_t>(r)] = r;
+  const KeptRanksWatch watch(store_, origin_.base, root, std::move(kept), kGonePoll * std::max(1, size / 64));
+  g.group = join_group(origin_, root, place);
   log::info("rank {} of {}: the group grew by {} joiner(s)", place.rank, place.world, g.joined);
   return g;
 }

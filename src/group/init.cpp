@@ -384,6 +384,24 @@ void finish_together(Store& store, const Place& place, std::chrono::milliseconds
 
 }  // namespace
 
+namespace {
+// Every agreement a group's forming runs (agree(), store/all_ranks.hpp): each
+// has a death certificate, so a rank lost at any of them stops the others.
+constexpr const char* kInitAgreements[] = {"checkin", "shm/mapped", "cpu/settings", "gloo/connected", "finished"};
+
+StoreValue lost_record(int rank) { return to_bytes(fmt::format(";lost {}", rank)); }
+
+// The session of a group's first generation under `root` (join_group's
+// arrivals count the generations there).
+std::string first_session(const std::string& root) { return root + "/0"; }
+}  // namespace
+
+void certify_lost_member(Store& base, const std::string& root, int place_rank) {
+  for (const char* topic : kInitAgreements) {
+    (void)base.append(fmt::format("{}/{}/failed", first_session(root), topic), lost_record(place_rank));
+  }
+}
+
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place) {
   const InitOptions& opts = origin.opts;
   const BackendEntry& entry = require_backend(opts.backend);
@@ -412,9 +430,8 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   // the others at once (a rank killed inside a shrink's new group used to
   // hold the survivor for its whole timeout at cpu/settings).
   bool certified = true;
-  for (const char* topic : {"checkin", "shm/mapped", "cpu/settings", "gloo/connected", "finished"}) {
-    certified = certified &&
-                store->append_on_close(fmt::format("{}/failed", topic), to_bytes(fmt::format(";lost {}", place.rank)));
+  for (const char* topic : kInitAgreements) {
+    certified = certified && store->append_on_close(fmt::format("{}/failed", topic), lost_record(place.rank));
   }
   certified = certified && store->append_on_close(keys::kGone, to_bytes(records::encode_gone(place.rank)));
   Coordinates c;

@@ -32,6 +32,13 @@ struct Place {
 // group: its generations count there) and connects the backend.
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place);
 
+// Writes, on behalf of `place_rank` (its rank in the group formed under
+// `root`), the death certificates its own process registers in join_group:
+// for a member known dead before it got there (shrink.cpp: a kept rank that
+// died after the decision), so that the others' agreements stop at once
+// rather than at their timeout. Only for the first generation under `root`.
+void certify_lost_member(Store& base, const std::string& root, int place_rank);
+
 // A replacement: waits until the running group's members grow it with this
 // process (group/grow.cpp).
 std::shared_ptr<ProcessGroup> wait_to_join(const GroupOrigin& origin, int local_rank);

@@ -26,6 +26,7 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
+#include "group/kept_ranks_watch.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"
 #include "store/decide_once.hpp"
@@ -79,6 +80,9 @@ std::optional<std::string> propose_survivors(DecideOnce& agreement, Store& s, in
       keep.push_back(m);
     }
   }
+  // Nobody to keep: this rank was left out (a decision exists, read next)
+  // or every other rank is gone. Not a decision to write.
+  if (keep.empty()) return std::nullopt;
   std::sort(keep.begin(), keep.end(), [](const Member& a, const Member& b) { return a.rank < b.rank; });
   return records::encode_members(keep);
 }
@@ -176,7 +180,9 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     }
     place.rank = found;
     try {
-      result.group = join_group(origin_, session_.prefix + "/" + keys::shrink(attempt, "group"), place);
+      const std::string root = session_.prefix + "/" + keys::shrink(attempt, "group");
+      const KeptRanksWatch watch(store_, origin_.base, root, result.kept, poll);
+      result.group = join_group(origin_, root, place);
       // Its members keep their job ranks in dumps (the files' names).
       if (dump_) {
         const std::vector<int> job = dump_->group().job_ranks;
@@ -187,18 +193,23 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
       log::info("rank {} is rank {} of {} after shrinking (lost: {})", rank, place.rank, place.world,
                 fmt::join(result.lost, ", "));
       return result;
-    } catch (const AgreementTimedOut& e) {
-      // A kept rank went silent while we met (stopped, or cut off): the
-      // check-in waited the group's timeout for it. The rank that timed out
-      // knows who and leaves them out of the next try, which it can then
-      // decide at once; the others learn only that it timed out and adopt
-      // its decision. A fresh timeout for that try; each try that times out
+    } catch (const TimeoutError& e) {
+      // A kept rank went silent while we met (stopped, or cut off): the new
+      // group's agreements waited the group's timeout for it. A rank that
+      // timed out at an agreement knows who (AgreementTimedOut::silent())
+      // and leaves them out of the next try, which it can then decide at
+      // once; the others (told that a rank timed out, or that timed out
+      // elsewhere: a Gloo connection) try again too, and whoever has not
+      // arrived within a short window is left out: the survivors all come
+      // at once, each having waited its timeout. Each try that times out
       // loses one more rank, so at most `size` of them.
       if (++timed_out_tries > size) throw;
       log::warn("rank {}: forming the shrunk group timed out ({}); agreeing again without the silent", rank, e.what());
       for (int r : result.lost) out_before.insert(r);
-      for (int r : e.silent()) out_before.insert(result.kept.at(static_cast<std::size_t>(r)));
-      dl = Deadline(timeout());
+      if (const auto* named = dynamic_cast<const AgreementTimedOut*>(&e)) {
+        for (int r : named->silent()) out_before.insert(result.kept.at(static_cast<std::size_t>(r)));
+      }
+      dl = Deadline(std::min(timeout(), report_wait_.count() > 0 ? report_wait_ : timeout() / 4));
     } catch (const Error& e) {
       // A kept rank died while we met: everyone of this decision fails
       // alike (the certificate stops the check-in) and agrees again.

@@ -352,7 +352,8 @@ nlohmann::json JobView::snapshot() const {
     row["rank"] = rank;
     row["node"] = rk.node;
     row["host"] = str(rk.view, "host");
-    row["pid"] = num(rk.view, "pid");
+    // An integer, as the docs show it (os.kill() refuses 10233.0).
+    row["pid"] = static_cast<std::int64_t>(num(rk.view, "pid"));
     row["process"] = process;
     row["exit"] = str(rk.view, "exit");
     row["dumps"] = rk.view.value("dumps", false);
@@ -453,6 +454,12 @@ nlohmann::json JobView::snapshot() const {
   return out;
 }
 
+namespace {
+// A gauge's value to 6 significant digits: a computed time or bandwidth
+// printed whole reads 2.1131273900000003.
+std::string gauge(double v) { return fmt::format("{:.6g}", v); }
+}  // namespace
+
 std::string JobView::metrics() const {
   const json j = snapshot();  // takes the lock itself
   std::lock_guard lk(mu_);
@@ -480,11 +487,12 @@ std::string JobView::metrics() const {
     }
   }
   help("mci_collective_exec_time_microseconds", "gauge", "Time of the rank's last call of this collective");
-  for (const auto& [l, v] : last) out += fmt::format("mci_collective_exec_time_microseconds{{{}}} {}\n", l, v.exec_us);
+  for (const auto& [l, v] : last)
+    out += fmt::format("mci_collective_exec_time_microseconds{{{}}} {}\n", l, gauge(v.exec_us));
   help("mci_algorithm_bandwidth_gbs", "gauge", "Bytes over time of the rank's last call (GB/s)");
-  for (const auto& [l, v] : last) out += fmt::format("mci_algorithm_bandwidth_gbs{{{}}} {}\n", l, v.algbw);
+  for (const auto& [l, v] : last) out += fmt::format("mci_algorithm_bandwidth_gbs{{{}}} {}\n", l, gauge(v.algbw));
   help("mci_bus_bandwidth_gbs", "gauge", "Bus bandwidth of the rank's last call, nccl-tests' busbw (GB/s)");
-  for (const auto& [l, v] : last) out += fmt::format("mci_bus_bandwidth_gbs{{{}}} {}\n", l, v.busbw);
+  for (const auto& [l, v] : last) out += fmt::format("mci_bus_bandwidth_gbs{{{}}} {}\n", l, gauge(v.busbw));
 
   help("mci_collectives_total", "counter", "Operations the rank completed, by kind");
   std::string bytes_lines, secs_lines, failed_lines;
@@ -510,7 +518,7 @@ std::string JobView::metrics() const {
   for (const auto& [k, us] : skew_us_) {
     const auto slash = k.rfind('/');
     out += fmt::format("mci_arrival_skew_microseconds{{group=\"{}\",collective=\"{}\"}} {}\n",
-                       label(k.substr(0, slash)), label(k.substr(slash + 1)), us);
+                       label(k.substr(0, slash)), label(k.substr(slash + 1)), gauge(us));
   }
   help("mci_last_to_arrive_total", "counter", "Collectives the rank entered last (of those the monitor saw)");
   for (const auto& [rank, rk] : ranks_) {
@@ -527,7 +535,7 @@ std::string JobView::metrics() const {
   help("mci_hang_state", "gauge", "0 in step, 1 slow (a straggler or a long wait), 2 stalled (a rank is missing)");
   out += fmt::format("mci_hang_state {}\n", state == "stalled" ? 2 : state == "slow" ? 1 : 0);
   help("mci_hang_waiting_seconds", "gauge", "How long ranks have waited in the current collective");
-  out += fmt::format("mci_hang_waiting_seconds {}\n", num(v, "waiting_s"));
+  out += fmt::format("mci_hang_waiting_seconds {}\n", gauge(num(v, "waiting_s")));
   help("mci_hang_rank", "gauge", "The rank the others wait for, or the straggler; -1 if none");
   out += fmt::format("mci_hang_rank {}\n", num(v, "rank", -1));
   auto count = [&](const char* k) {

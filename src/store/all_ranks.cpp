@@ -12,8 +12,9 @@ namespace mci {
 namespace {
 constexpr std::string_view kOk = "ok:";
 constexpr std::string_view kError = "error:";
+constexpr std::string_view kTimeout = "timeout:";  // an error that was a timeout
 
-std::string encode(const Verdict& v) { return std::string(v.ok ? kOk : kError) + v.text; }
+std::string encode(const Verdict& v) { return std::string(v.ok ? kOk : v.timed_out ? kTimeout : kError) + v.text; }
 
 // A failure is also written under topic/failed: the key that stops every
 // rank's read of the others at once, whoever has not arrived yet.
@@ -27,6 +28,7 @@ void publish(Store& store, std::string_view topic, int rank, const Verdict& v) {
 Verdict decode(const std::string& s) {
   if (s.starts_with(kOk)) return Verdict::value(s.substr(kOk.size()));
   if (s.starts_with(kError)) return Verdict::error(s.substr(kError.size()));
+  if (s.starts_with(kTimeout)) return Verdict::error(s.substr(kTimeout.size()), true);
   return Verdict::error(fmt::format("published an unreadable verdict '{}'", s));
 }
 }  // namespace
@@ -130,7 +132,9 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
     v.failure =
         fmt::format("it timed out waiting for the others ({} ms) before every rank had arrived", dl.budget().count());
   } else {
-    v.failure = decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left()))).text;
+    const Verdict failed = decode(to_string(store.get(fmt::format("{}/{}", topic, v.failed_rank), dl.wait_left())));
+    v.failure = failed.text;
+    v.gave_up = failed.timed_out;
   }
   return v;
 }
@@ -142,7 +146,7 @@ void agree_together(Store& store, std::string_view topic, int rank, int size, co
   } catch (const std::exception& e) {
     // Tell the others first; our own error is the one to raise here.
     try {
-      publish(store, topic, rank, Verdict::error(e.what()));
+      publish(store, topic, rank, Verdict::error(e.what(), dynamic_cast<const TimeoutError*>(&e) != nullptr));
     } catch (const std::exception&) {
     }
     throw;

@@ -19,9 +19,10 @@ namespace mci {
 
 struct Verdict {
   bool ok = true;
-  std::string text;  // the value, or the error
+  std::string text;        // the value, or the error
+  bool timed_out = false;  // an error that was a timeout (a peer silent): shrink() tries again without it
   static Verdict value(std::string v) { return {true, std::move(v)}; }
-  static Verdict error(std::string e) { return {false, std::move(e)}; }
+  static Verdict error(std::string e, bool timed_out = false) { return {false, std::move(e), timed_out}; }
 };
 
 struct RankVerdicts {
@@ -51,7 +52,7 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
 struct GroupVerdict {
   int failed_rank = -1;
   std::string failure;
-  bool gave_up = false;  // the failure is failed_rank's timeout, not an error or a death
+  bool gave_up = false;  // the failure is a timeout of failed_rank's (a silent peer), not an error or a death
   bool ok() const { return failed_rank < 0; }
 };
 
@@ -74,7 +75,8 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
 // Runs `step` on this rank (it throws to fail), then agree(): throws this
 // rank's own exception when its step failed; else ConfigError "rank R could
 // not WHAT, so rank M stops too: ..." when another rank's did (an
-// AgreementTimedOut with that text when rank R timed out waiting).
+// AgreementTimedOut with that text when rank R timed out: waiting here, or
+// in its step).
 void agree_together(Store& store, std::string_view topic, int rank, int size, const Deadline& dl, std::string_view what,
                     const std::function<void()>& step);
 

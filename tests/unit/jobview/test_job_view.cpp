@@ -124,6 +124,26 @@ TEST(JobView, AStragglerIsNamedWithHowLateAndHowOften) {
       << m;
 }
 
+// What a reader takes as is: a pid is an integer (os.kill() refuses a
+// float), and a gauge computed from times reads to 6 significant digits.
+TEST(JobView, PidsAreIntegersAndGaugesAreRounded) {
+  JobView v(options(2, 1));
+  auto third = [](std::uint64_t) { return 1000.0 / 3; };
+  v.update(node(0, {rank(0, 2, 30, third, std::nullopt, "running", 10233), rank(1, 2, 30, third)}));
+  const json j = v.snapshot();
+  EXPECT_TRUE(j["ranks"][0]["pid"].is_number_integer()) << j["ranks"][0]["pid"].dump();
+  EXPECT_NE(j.dump().find("\"pid\":10233,"), std::string::npos) << j.dump();
+  const std::string m = v.metrics();
+  EXPECT_NE(m.find("mci_collective_exec_time_microseconds{rank=\"0\",node=\"0\",group=\"default\",collective=\"all_"
+                   "reduce\",dtype=\"f32\"} 333.333\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("mci_algorithm_bandwidth_gbs{rank=\"0\",node=\"0\",group=\"default\",collective=\"all_reduce\","
+                   "dtype=\"f32\"} 0.012288\n"),
+            std::string::npos)
+      << m;
+}
+
 TEST(JobView, InStepWhenNothingStandsOut) {
   JobView v(options(2, 1));
   v.update(node(0, {rank(0, 2, 30, even), rank(1, 2, 30, [](std::uint64_t) { return 90.0; })}));
