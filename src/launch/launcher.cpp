@@ -42,7 +42,15 @@ int run_job(const JobConfig& job, const EnvLookup& env) {
   // Orphans of the ranks (a helper whose rank died) become our children, so
   // mcirun sees them exit and can wait for a rank's process group to empty.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  return JobRun(job, env, signals, guardian.get()).run();
+  const int code = JobRun(job, env, signals, guardian.get()).run();
+  // A stop signal that came once the job had ended is read here rather than
+  // left pending: when the signals are unblocked on the way out, its default
+  // action would end mcirun by the signal instead of with the job's code.
+  for (int sig : signals.take()) {
+    if (is_stop_signal(sig))
+      say(fmt::format("mcirun: {} came after the job had ended; nothing was left to stop", signal_name(sig)));
+  }
+  return code;
 }
 
 namespace {

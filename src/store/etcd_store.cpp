@@ -1,0 +1,429 @@
+#include "store/etcd_store.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "common/deadline.hpp"
+#include "mci/errors.hpp"
+
+namespace mci {
+
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// etcd's JSON gateway carries keys and values as base64 (proto3's bytes).
+std::string b64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+std::string unb64(const std::string& text) {
+  if (text.empty()) return {};
+  std::string out(3 * text.size() / 4, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) throw Error(fmt::format("etcd answered a value that is not base64: '{}'", text.substr(0, 80)));
+  // EVP_DecodeBlock counts the padding's zero bytes too.
+  std::size_t len = static_cast<std::size_t>(n);
+  if (text.size() >= 1 && text[text.size() - 1] == '=') --len;
+  if (text.size() >= 2 && text[text.size() - 2] == '=') --len;
+  out.resize(len);
+  return out;
+}
+
+std::string b64(const StoreValue& v) {
+  return b64(std::string_view(reinterpret_cast<const char*>(v.data()), v.size()));
+}
+
+// The end of the range of every key that starts with `prefix` (etcd's
+// range_end: the prefix with its last byte incremented).
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& c = reinterpret_cast<unsigned char&>(prefix.back());
+    if (c < 0xff) {
+      ++c;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');
+}
+
+// The gateway writes int64 fields as strings, and leaves out zeros.
+std::int64_t int_field(const json& j, const char* key) {
+  if (!j.contains(key)) return 0;
+  const json& v = j[key];
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  const std::string s = v.get<std::string>();
+  std::int64_t out = 0;
+  std::from_chars(s.data(), s.data() + s.size(), out);
+  return out;
+}
+
+struct Endpoint {
+  std::string host;
+  int port = 2379;
+  std::string text() const { return fmt::format("{}:{}", host, port); }
+};
+
+Endpoint parse_endpoint(std::string e) {
+  if (e.starts_with("http://")) e = e.substr(7);
+  if (e.starts_with("https://")) {
+    throw ConfigError(
+        fmt::format("etcd endpoint '{}': https is not supported yet; use http:// on a trusted network", e));
+  }
+  if (!e.empty() && e.back() == '/') e.pop_back();
+  Endpoint out;
+  const auto colon = e.rfind(':');
+  const auto bracket = e.find(']');  // an IPv6 literal: [::1]:2379
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
+    out.host = e;
+  } else {
+    out.host = e.substr(0, colon);
+    const std::string port = e.substr(colon + 1);
+    int p = 0;
+    const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || ptr != port.data() + port.size() || p <= 0 || p > 65535) {
+      throw ConfigError(fmt::format("etcd endpoint '{}': '{}' is not a port (HOST:PORT, e.g. node1:2379)", e, port));
+    }
+    out.port = p;
+  }
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
+    out.host = out.host.substr(1, out.host.size() - 2);
+  }
+  if (out.host.empty()) throw ConfigError(fmt::format("etcd endpoint '{}' names no host (HOST:PORT)", e));
+  return out;
+}
+
+// A key's value as read, and the revisions a write that read it compares.
+struct Read {
+  std::optional<StoreValue> value;
+  std::int64_t mod_revision = 0;  // 0: no such key
+  std::int64_t revision = 0;      // the store's revision when read
+};
+
+}  // namespace
+
+struct EtcdStore::Impl {
+  EtcdStoreOptions o;
+  std::vector<Endpoint> endpoints;
+  std::string ns;  // /mci/JOB/
+  std::mutex mu;   // one request at a time on the kept connections
+  std::size_t current = 0;
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+
+  explicit Impl(EtcdStoreOptions opts) : o(std::move(opts)) {
+    if (o.endpoints.empty()) throw ConfigError("the etcd store needs at least one endpoint (HOST:PORT)");
+    if (o.job_id.empty() || o.job_id.find('/') != std::string::npos) {
+      throw ConfigError(
+          fmt::format("the etcd store's job id '{}' must be a non-empty name without '/' "
+                      "(mcirun --rdzv_id)",
+                      o.job_id));
+    }
+    for (const auto& e : o.endpoints) endpoints.push_back(parse_endpoint(e));
+    clients.resize(endpoints.size());
+    ns = "/mci/" + o.job_id + "/";
+  }
+
+  std::string where() const {
+    std::string out;
+    for (const auto& e : endpoints) out += (out.empty() ? "" : ",") + e.text();
+    return "etcd " + out;
+  }
+
+  std::string key(const std::string& k) const { return ns + k; }
+
+  httplib::Client& client(std::size_t i) {
+    if (!clients[i]) {
+      clients[i] = std::make_unique<httplib::Client>(endpoints[i].host, endpoints[i].port);
+      clients[i]->set_keep_alive(true);
+      // Headers and body leave in two writes: without this, Nagle's wait
+      // for the first one's ACK costs each request ~40 ms (delayed ACK).
+      clients[i]->set_tcp_nodelay(true);
+    }
+    return *clients[i];
+  }
+
+  // One request, to the first endpoint that answers, starting with the one
+  // that answered last. Throws PeerError naming each endpoint tried.
+  json call(const std::string& path, const json& body, milliseconds budget) {
+    std::lock_guard lk(mu);
+    const std::string text = body.dump();
+    std::string tried;
+    for (std::size_t n = 0; n < endpoints.size(); ++n) {
+      const std::size_t i = (current + n) % endpoints.size();
+      httplib::Client& c = client(i);
+      const auto t = std::max(budget, milliseconds(1));
+      c.set_connection_timeout(std::min<milliseconds>(t, std::chrono::seconds(2)));
+      c.set_read_timeout(t);
+      c.set_write_timeout(t);
+      auto res = c.Post(path, text, "application/json");
+      if (!res) {
+        tried +=
+            fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(res.error()));
+        clients[i].reset();  // a fresh connection next time
+        continue;
+      }
+      json answer = json::parse(res->body, nullptr, false);
+      if (res->status != 200) {
+        const std::string why =
+            answer.is_object() && answer.contains("message") ? answer["message"].get<std::string>() : res->body;
+        // No leader, or this member is cut off from the others: another may serve.
+        tried += fmt::format("{}{} (HTTP {}: {})", tried.empty() ? "" : "; ", endpoints[i].text(), res->status, why);
+        continue;
+      }
+      if (answer.is_discarded()) {
+        throw Error(fmt::format("etcd at {} answered {} with something that is not JSON: '{}'", endpoints[i].text(),
+                                path, res->body.substr(0, 200)));
+      }
+      current = i;
+      return answer;
+    }
+    throw PeerError(fmt::format("the job's store on etcd could not be reached: tried {}. Check the endpoints "
+                                "(mcirun --rdzv_endpoint=HOST:PORT,...) and that a quorum of etcd's members runs",
+                                tried),
+                    -1);
+  }
+
+  json call(const std::string& path, const json& body) { return call(path, body, o.request_timeout); }
+
+  Read read(const std::string& k) {
+    const json r = call("/v3/kv/range", {{"key", b64(key(k))}});
+    Read out;
+    out.revision = int_field(r.value("header", json::object()), "revision");
+    if (r.contains("kvs") && !r["kvs"].empty()) {
+      const json& kv = r["kvs"][0];
+      out.value = to_bytes(unb64(kv.value("value", "")));
+      out.mod_revision = int_field(kv, "mod_revision");
+    }
+    return out;
+  }
+
+  // Puts `value` if the key is still as `was` read it; false when another
+  // client wrote it meanwhile.
+  bool put_if_unchanged(const std::string& k, const Read& was, const StoreValue& value) {
+    json cmp = {{"key", b64(key(k))}, {"result", "EQUAL"}};
+    if (was.value) {
+      cmp["target"] = "MOD";
+      cmp["mod_revision"] = std::to_string(was.mod_revision);
+    } else {
+      cmp["target"] = "VERSION";
+      cmp["version"] = "0";
+    }
+    const json r = call("/v3/kv/txn",
+                        {{"compare", json::array({cmp})},
+                         {"success", json::array({{{"request_put", {{"key", b64(key(k))}, {"value", b64(value)}}}}})}});
+    return r.value("succeeded", false);
+  }
+
+  // Every key's value in as few requests as etcd allows (it takes at most
+  // 128 operations in one transaction by default), and the lowest revision
+  // they were read at.
+  std::pair<std::vector<std::optional<StoreValue>>, std::int64_t> read_all(const std::vector<std::string>& keys) {
+    constexpr std::size_t kMaxOps = 128;
+    std::vector<std::optional<StoreValue>> values(keys.size());
+    std::int64_t revision = 0;
+    for (std::size_t from = 0; from < keys.size(); from += kMaxOps) {
+      json ops = json::array();
+      const std::size_t to = std::min(keys.size(), from + kMaxOps);
+      for (std::size_t i = from; i < to; ++i) ops.push_back({{"request_range", {{"key", b64(key(keys[i]))}}}});
+      const json r = call("/v3/kv/txn", {{"success", ops}});
+      const std::int64_t rev = int_field(r.value("header", json::object()), "revision");
+      revision = revision == 0 ? rev : std::min(revision, rev);
+      const json& rs = r.value("responses", json::array());
+      for (std::size_t i = from; i < to && i - from < rs.size(); ++i) {
+        const json& range = rs[i - from].value("response_range", json::object());
+        if (range.contains("kvs") && !range["kvs"].empty()) {
+          values[i] = to_bytes(unb64(range["kvs"][0].value("value", "")));
+        }
+      }
+    }
+    return {std::move(values), revision};
+  }
+
+  // Waits until a key of this job changes after `revision`, at most until
+  // `dl`: a watch on the job's keys, in a connection of its own (ending the
+  // watch closes it). False when the deadline came first.
+  bool wait_for_change(std::int64_t revision, const Deadline& dl) {
+    while (!dl.expired()) {
+      const json create = {
+          {"create_request",
+           {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(revision + 1)}}}};
+      std::size_t i;
+      {
+        std::lock_guard lk(mu);
+        i = current;
+      }
+      httplib::Client c(endpoints[i].host, endpoints[i].port);
+      c.set_tcp_nodelay(true);
+      c.set_connection_timeout(std::min<milliseconds>(dl.wait_left(), std::chrono::seconds(2)));
+      c.set_read_timeout(dl.wait_left());
+      std::string pending;
+      bool changed = false;
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v3/watch";
+      req.body = create.dump();
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        pending.append(data, n);
+        // One JSON object per message, each on its own line.
+        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+          const json m = json::parse(pending.substr(0, nl), nullptr, false);
+          pending.erase(0, nl + 1);
+          if (!m.is_object()) continue;
+          const json& r = m.value("result", json::object());
+          // An event, or the revision compacted away: read again.
+          if ((r.contains("events") && !r["events"].empty()) || int_field(r, "compact_revision") > 0 ||
+              r.value("canceled", false)) {
+            changed = true;
+            return false;  // ends the watch
+          }
+        }
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      c.send(req, res, err);
+      if (changed) return true;
+      if (err != httplib::Error::Success && err != httplib::Error::Canceled && err != httplib::Error::Read) {
+        // This member is gone: the next request finds another, and so will the next watch.
+        std::lock_guard lk(mu);
+        current = (i + 1) % endpoints.size();
+      }
+    }
+    return false;
+  }
+
+  TimeoutError timed_out(milliseconds t, const std::string& what) const {
+    return TimeoutError(
+        fmt::format("Timed out waiting {}ms for {} on {} (job '{}')", t.count(), what, where(), o.job_id));
+  }
+};
+
+EtcdStore::EtcdStore(EtcdStoreOptions o) : impl_(std::make_unique<Impl>(std::move(o))) {
+  set_timeout(impl_->o.timeout);
+  (void)impl_->call("/v3/kv/range", {{"key", b64(impl_->ns)}, {"count_only", true}});
+}
+
+EtcdStore::~EtcdStore() = default;
+
+void EtcdStore::set(const std::string& key, const StoreValue& value) {
+  (void)impl_->call("/v3/kv/put", {{"key", b64(impl_->key(key))}, {"value", b64(value)}});
+}
+
+StoreValue EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  const Deadline dl(std::max(timeout, milliseconds(0)));
+  for (;;) {
+    Read r = impl_->read(key);
+    if (r.value) return *std::move(r.value);
+    if (!impl_->wait_for_change(r.revision, dl)) throw impl_->timed_out(timeout, fmt::format("store key '{}'", key));
+  }
+}
+
+std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
+  for (;;) {
+    const Read r = impl_->read(key);
+    std::int64_t now = 0;
+    if (r.value) {
+      const std::string s = to_string(*r.value);
+      const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), now);
+      if (ec != std::errc() || ptr != s.data() + s.size()) {
+        throw Error(
+            fmt::format("store key '{}' holds '{}', not a number: add() needs a counter", key, s.substr(0, 80)));
+      }
+    }
+    const std::int64_t next = now + delta;
+    if (impl_->put_if_unchanged(key, r, to_bytes(std::to_string(next)))) return next;
+  }
+}
+
+StoreValue EtcdStore::compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) {
+  for (;;) {
+    const Read r = impl_->read(key);
+    const StoreValue now = r.value.value_or(StoreValue{});
+    if (now != expected) return now;
+    if (impl_->put_if_unchanged(key, r, desired)) return desired;
+  }
+}
+
+StoreValue EtcdStore::append(const std::string& key, const StoreValue& value) {
+  for (;;) {
+    const Read r = impl_->read(key);
+    StoreValue next = r.value.value_or(StoreValue{});
+    if (value.empty()) return next;  // a read: nothing to write
+    next.insert(next.end(), value.begin(), value.end());
+    if (impl_->put_if_unchanged(key, r, next)) return next;
+  }
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const Deadline dl(std::max(timeout, milliseconds(0)));
+  for (;;) {
+    const auto [values, revision] = impl_->read_all(keys);
+    std::string missing;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (!values[i]) missing += fmt::format("{}'{}'", missing.empty() ? "" : ", ", keys[i]);
+    }
+    if (missing.empty()) return;
+    if (!impl_->wait_for_change(revision, dl)) throw impl_->timed_out(timeout, "store keys " + missing);
+  }
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  const auto [values, revision] = impl_->read_all(keys);
+  return std::all_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
+}
+
+std::vector<std::optional<StoreValue>> EtcdStore::get_range(const std::string& prefix, std::int64_t first,
+                                                            std::int64_t count, const std::string& stop,
+                                                            std::chrono::milliseconds timeout) {
+  const Deadline dl(std::max(timeout, milliseconds(0)));
+  std::vector<std::string> keys;
+  for (std::int64_t i = 0; i < count; ++i) keys.push_back(fmt::format("{}/{}", prefix, first + i));
+  if (!stop.empty()) keys.push_back(stop);
+  for (;;) {
+    auto [values, revision] = impl_->read_all(keys);
+    const bool stopped = !stop.empty() && values.back().has_value();
+    if (!stop.empty()) values.pop_back();
+    const auto missing = std::count_if(values.begin(), values.end(), [](const auto& v) { return !v.has_value(); });
+    if (missing == 0 || stopped) return std::move(values);
+    if (!impl_->wait_for_change(revision, dl)) {
+      throw impl_->timed_out(timeout, fmt::format("store keys '{}/{}' to '{}/{}' ({} of {} missing)", prefix, first,
+                                                  prefix, first + count - 1, missing, count));
+    }
+  }
+}
+
+bool EtcdStore::remove(const std::string& key) {
+  const json r = impl_->call("/v3/kv/deleterange", {{"key", b64(impl_->key(key))}});
+  return int_field(r, "deleted") > 0;
+}
+
+std::int64_t EtcdStore::num_keys() {
+  const json r =
+      impl_->call("/v3/kv/range",
+                  {{"key", b64(impl_->ns)}, {"range_end", b64(prefix_end(impl_->ns))}, {"count_only", true}});
+  return int_field(r, "count");
+}
+
+std::shared_ptr<Store> EtcdStore::clone() const {
+  auto c = std::make_shared<EtcdStore>(impl_->o);
+  c->set_timeout(timeout());
+  return c;
+}
+
+}  // namespace mci

@@ -1,0 +1,64 @@
+// The job's store on etcd (v3 API, through etcd's JSON gateway): the same
+// Store interface as mci's own TCP store, so a job's control plane can live
+// on a replicated store that survives any one machine (issue 50). Built when
+// cpp-httplib is found (MCI_WITH_ETCD).
+//
+// Every key lives under /mci/JOB/ (JOB: the job's id), so two jobs never see
+// each other's keys. Writes that read first (add, compare_set, append) are
+// transactions on the key's mod revision, retried when another client won;
+// waits (get, wait, get_range) watch the job's keys from the revision they
+// read and read again on any change, so a wait costs one request per change,
+// not a poll. What etcd cannot do is append_on_close (a death certificate
+// written by the server when a client's connection ends): a group formed on
+// this store cannot shrink yet, and shrink() says so.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mci/store.hpp"
+
+namespace mci {
+
+struct EtcdStoreOptions {
+  // "host:port" or "http://host:port", tried in turn (torchrun's
+  // --rdzv_endpoint, comma-separated). A request goes to the first that
+  // answers; a member that stops answering is skipped.
+  std::vector<std::string> endpoints;
+  std::string job_id;                                                  // the job's keys live under /mci/JOB/
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};          // a wait's default
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};  // one request, at most
+};
+
+class EtcdStore final : public Store {
+ public:
+  // Reaches one endpoint first (at most request_timeout each): a wrong
+  // endpoint is an error naming every endpoint tried and what each said.
+  explicit EtcdStore(EtcdStoreOptions o);
+  ~EtcdStore() override;
+  EtcdStore(const EtcdStore&) = delete;
+  EtcdStore& operator=(const EtcdStore&) = delete;
+
+  using Store::get;
+  using Store::wait;
+  void set(const std::string& key, const StoreValue& value) override;
+  StoreValue get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  StoreValue compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) override;
+  StoreValue append(const std::string& key, const StoreValue& value) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  std::vector<std::optional<StoreValue>> get_range(const std::string& prefix, std::int64_t first, std::int64_t count,
+                                                   const std::string& stop, std::chrono::milliseconds timeout) override;
+  bool remove(const std::string& key) override;
+  std::int64_t num_keys() override;
+  std::shared_ptr<Store> clone() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mci
