@@ -258,6 +258,8 @@ struct EtcdStore::Impl {
   // `dl`: a watch on the job's keys, in a connection of its own (ending the
   // watch closes it). False when the deadline came first.
   bool wait_for_change(std::int64_t revision, const Deadline& dl) {
+    std::string unreachable;
+    std::size_t failed_in_a_row = 0;
     while (!dl.expired()) {
       const json create = {
           {"create_request",
@@ -299,11 +301,23 @@ struct EtcdStore::Impl {
       httplib::Error err = httplib::Error::Success;
       c.send(req, res, err);
       if (changed) return true;
-      if (err != httplib::Error::Success && err != httplib::Error::Canceled && err != httplib::Error::Read) {
-        // This member is gone: the next request finds another, and so will the next watch.
-        std::lock_guard lk(mu);
-        current = (i + 1) % endpoints.size();
+      if (err == httplib::Error::Success || err == httplib::Error::Canceled || err == httplib::Error::Read) {
+        unreachable.clear();  // answered (or the wait's time ran out): watch again while time is left
+        failed_in_a_row = 0;
+        continue;
       }
+      // This member is out of reach: watch on the next; none answering is
+      // the store lost, said as a request would say it.
+      unreachable +=
+          fmt::format("{}{} ({})", unreachable.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(err));
+      if (++failed_in_a_row >= endpoints.size()) {
+        throw PeerError(fmt::format("the job's store on etcd could not be reached while waiting: tried {}. Check "
+                                    "that a quorum of etcd's members runs",
+                                    unreachable),
+                        -1);
+      }
+      std::lock_guard lk(mu);
+      current = (i + 1) % endpoints.size();
     }
     return false;
   }

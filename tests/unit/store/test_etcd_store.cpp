@@ -76,17 +76,20 @@ class EtcdProcess {
     posix_spawn_file_actions_destroy(&fa);
   }
   ~EtcdProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-    }
+    stop(SIGTERM);
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
 
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
   std::string endpoint() const { return fmt::format("127.0.0.1:{}", client_port_); }
   bool started() const { return pid_ > 0; }
 
@@ -324,6 +327,44 @@ TEST_F(EtcdStoreTest, AWrongEndpointIsAClearErrorWithinItsBound) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   o.endpoints = {"node1:notaport"};
   EXPECT_THROW(EtcdStore bad(o), ConfigError);
+}
+
+// etcd lost while a rank waits on it: an error naming the endpoint once no
+// member answers, not a wait that spins on refused connections until its
+// deadline.
+TEST_F(EtcdStoreTest, TheStoreLostDuringAWaitIsAnErrorSoon) {
+  EtcdProcess own(find_etcd());
+  EtcdStoreOptions o;
+  o.endpoints = {own.endpoint()};
+  o.job_id = "lost";
+  o.request_timeout = 1000ms;
+  std::unique_ptr<EtcdStore> s;
+  const Deadline up(20000ms);
+  while (!s && !up.expired()) {
+    try {
+      s = std::make_unique<EtcdStore>(o);
+    } catch (const Error&) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ASSERT_TRUE(s) << "a second etcd did not start";
+  std::string error;
+  std::chrono::steady_clock::time_point failed;
+  std::thread waits([&] {
+    try {
+      s->get("never", 60000ms);
+    } catch (const std::exception& e) {
+      error = e.what();
+      failed = std::chrono::steady_clock::now();
+    }
+  });
+  std::this_thread::sleep_for(200ms);  // in its watch
+  const auto killed = std::chrono::steady_clock::now();
+  own.stop(SIGKILL);
+  waits.join();
+  EXPECT_NE(error.find("could not be reached"), std::string::npos) << error;
+  EXPECT_NE(error.find(own.endpoint()), std::string::npos) << error;
+  EXPECT_LT(failed - killed, 10s);
 }
 
 }  // namespace
