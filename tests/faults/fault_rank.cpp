@@ -133,9 +133,15 @@ class Rank {
       return failed(e, "init");
     }
     if (replacement) take_model_as_joiner();
+    // A replacement joined at the members' boundary check, after which they
+    // go on to the step: so does it, or their collectives would not match
+    // (as examples/elastic/elastic_train.cpp does; on gloo the mismatch cost
+    // a timeout after every replacement).
+    bool checked = replacement;
     for (int s = done_ + 1; s <= o_.steps;) {
       try {
-        if (o_.policy == "replace") maybe_grow();
+        if (o_.policy == "replace" && !checked) maybe_grow();
+        checked = false;
         step(s);
         ++done_;
         log_.line(fmt::format(R"({{"step":{},"world":{},"t_ns":{}}})", s, pg_->size(), now_ns()));
