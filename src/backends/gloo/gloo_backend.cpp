@@ -339,22 +339,19 @@ void GlooBackend::check_usable(const coll::CollectiveDesc& d) {
   if (!context_) {
     throw Error(fmt::format("mci gloo backend: {} on rank {}: the group's Gloo context is closed", describe(d), rank_));
   }
-  if (auto f = sends_->failure()) {
+  // An earlier send or recv that failed after its caller returned: this
+  // call fails with its error, naming both.
+  const auto earlier = [&](OpKind kind, const auto& f) {
+    if (!f) return;
     try {
       std::rethrow_exception(f->error);
     } catch (...) {
-      rethrow_translated(OpKind::send, fmt::format("{} (an earlier {} failed first)", describe(d), f->what), f->budget,
+      rethrow_translated(kind, fmt::format("{} (an earlier {} failed first)", describe(d), f->what), f->budget,
                          nullptr);
     }
-  }
-  if (auto f = recvs_->failure()) {
-    try {
-      std::rethrow_exception(f->error);
-    } catch (...) {
-      rethrow_translated(OpKind::recv, fmt::format("{} (an earlier {} failed first)", describe(d), f->what), f->budget,
-                         nullptr);
-    }
-  }
+  };
+  earlier(OpKind::send, sends_->failure());
+  earlier(OpKind::recv, recvs_->failure());
 }
 
 void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {

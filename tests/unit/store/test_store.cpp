@@ -2,12 +2,14 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "support/etcd_process.hpp"
 
 namespace mci {
 namespace {
@@ -26,7 +28,45 @@ struct StoreTest : ::testing::Test {
   }
 };
 
-TEST_F(StoreTest, SetGetRemoveAndCount) {
+// The Store contract, held by every implementation behind the interface:
+// mci's TCP store and, where it is built and etcd is installed, the store
+// on etcd (a real etcd the binary starts once; each test its own job, so
+// its keys start empty).
+struct StoreContract : ::testing::TestWithParam<std::string> {
+  void SetUp() override {
+    if (GetParam() != "etcd") return;
+#ifdef MCI_HAVE_ETCD
+    if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
+    std::string why;
+    ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+#else
+    GTEST_SKIP() << "this build has no store on etcd (cpp-httplib was not found)";
+#endif
+  }
+  std::shared_ptr<Store> client(std::chrono::milliseconds t = 5000ms) {
+#ifdef MCI_HAVE_ETCD
+    if (GetParam() == "etcd") {
+      EtcdStoreOptions o;
+      o.endpoints = {test::shared_etcd()->endpoint()};
+      o.job_id = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+      std::replace(o.job_id.begin(), o.job_id.end(), '/', '-');
+      o.timeout = t;
+      return std::make_shared<EtcdStore>(o);
+    }
+#endif
+    TcpStoreOptions o;
+    o.port = server.port();
+    o.timeout = t;
+    o.connect_timeout = 5000ms;
+    return std::make_shared<TcpStore>(o);
+  }
+  // How many operations a test of many makes: etcd commits each one through
+  // its log (about 1 ms here), mci's store in microseconds.
+  int scaled(int tcp) const { return GetParam() == "etcd" ? std::max(1, tcp / 8) : tcp; }
+  StoreServer server{StoreServerOptions{"127.0.0.1", 0, ""}};
+};
+
+TEST_P(StoreContract, SetGetRemoveAndCount) {
   auto s = client();
   s->set("a", to_bytes("1"));
   s->set("b", to_bytes("two"));
@@ -41,7 +81,7 @@ TEST_F(StoreTest, SetGetRemoveAndCount) {
   EXPECT_EQ(s->get("b").size(), 0u);
 }
 
-TEST_F(StoreTest, GetWaitsForAKeySetByAnotherClient) {
+TEST_P(StoreContract, GetWaitsForAKeySetByAnotherClient) {
   auto reader = client();
   auto writer = client();
   std::thread t([&] {
@@ -52,7 +92,7 @@ TEST_F(StoreTest, GetWaitsForAKeySetByAnotherClient) {
   t.join();
 }
 
-TEST_F(StoreTest, GetAndWaitTimeOutWithTheKeyNamed) {
+TEST_P(StoreContract, GetAndWaitTimeOutWithTheKeyNamed) {
   auto s = client(200ms);
   try {
     s->get("never");
@@ -76,7 +116,7 @@ TEST_F(StoreTest, GetAndWaitTimeOutWithTheKeyNamed) {
 // A wait whose deadline has already passed asks for a negative time: the
 // server used to drop the connection as malformed, and the client's every
 // later call failed (a shrink under a cut link lost its store that way).
-TEST_F(StoreTest, AWaitOfANegativeTimeIsAnAnswerAtOnceAndTheConnectionStays) {
+TEST_P(StoreContract, AWaitOfANegativeTimeIsAnAnswerAtOnceAndTheConnectionStays) {
   auto s = client();
   EXPECT_THROW(s->get("never", -5ms), TimeoutError);
   EXPECT_THROW(s->wait({"never"}, -5ms), TimeoutError);
@@ -85,8 +125,8 @@ TEST_F(StoreTest, AWaitOfANegativeTimeIsAnAnswerAtOnceAndTheConnectionStays) {
   EXPECT_EQ(to_string(s->get("k", -5ms)), "v");
 }
 
-TEST_F(StoreTest, ConcurrentAddsFromManyClientsAreAtomic) {
-  constexpr int kClients = 8, kAdds = 300;
+TEST_P(StoreContract, ConcurrentAddsFromManyClientsAreAtomic) {
+  const int kClients = 8, kAdds = scaled(300);
   std::vector<std::thread> ts;
   for (int c = 0; c < kClients; ++c) {
     ts.emplace_back([&] {
@@ -101,7 +141,7 @@ TEST_F(StoreTest, ConcurrentAddsFromManyClientsAreAtomic) {
   EXPECT_EQ(s->add("counter", -5), kClients * kAdds - 5);
 }
 
-TEST_F(StoreTest, CompareSetOnlyReplacesTheExpectedValue) {
+TEST_P(StoreContract, CompareSetOnlyReplacesTheExpectedValue) {
   auto s = client();
   EXPECT_EQ(to_string(s->compare_set("k", {}, to_bytes("first"))), "first");
   EXPECT_EQ(to_string(s->compare_set("k", {}, to_bytes("second"))), "first");
@@ -109,7 +149,7 @@ TEST_F(StoreTest, CompareSetOnlyReplacesTheExpectedValue) {
   EXPECT_EQ(to_string(s->compare_set("k", to_bytes("nope"), to_bytes("x"))), "third");
 }
 
-TEST_F(StoreTest, AppendGrowsTheValueAtomicallyAndAnswersIt) {
+TEST_P(StoreContract, AppendGrowsTheValueAtomicallyAndAnswersIt) {
   auto a = client();
   auto b = client();
   EXPECT_EQ(to_string(a->append("list", to_bytes("1;"))), "1;");
@@ -123,11 +163,11 @@ TEST_F(StoreTest, AppendGrowsTheValueAtomicallyAndAnswersIt) {
   for (int i = 0; i < 4; ++i) {
     ts.emplace_back([&, i] {
       auto c = client();
-      for (int j = 0; j < 50; ++j) c->append("many", to_bytes(std::to_string(i)));
+      for (int j = 0; j < scaled(50); ++j) c->append("many", to_bytes(std::to_string(i)));
     });
   }
   for (auto& t : ts) t.join();
-  EXPECT_EQ(a->get("many").size(), 200u);
+  EXPECT_EQ(a->get("many").size(), static_cast<std::size_t>(4 * scaled(50)));
 }
 
 TEST_F(StoreTest, AppendOnCloseIsWrittenWhenTheConnectionEndsAndWakesAWaiter) {
@@ -141,7 +181,7 @@ TEST_F(StoreTest, AppendOnCloseIsWrittenWhenTheConnectionEndsAndWakesAWaiter) {
   waits.join();
 }
 
-TEST_F(StoreTest, WaitReturnsOnceEveryKeyExists) {
+TEST_P(StoreContract, WaitReturnsOnceEveryKeyExists) {
   auto s = client();
   auto w = client();
   std::atomic<bool> done{false};
@@ -174,7 +214,7 @@ TEST_F(StoreTest, MalformedFramesCloseOnlyThatConnection) {
   EXPECT_GE(server.rejected_connections(), 3u);
 }
 
-TEST_F(StoreTest, ClientThatDisconnectsWhileWaitingDoesNotDisturbOthers) {
+TEST_P(StoreContract, ClientThatDisconnectsWhileWaitingDoesNotDisturbOthers) {
   {
     auto leaver = client();
     std::thread t([&] {
@@ -279,6 +319,9 @@ TEST(StoreServerBind, PortInUseIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::Values("tcp", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 TEST(PrefixStore, NamespacesKeys) {
   StoreServer server(StoreServerOptions{"127.0.0.1", 0, ""});

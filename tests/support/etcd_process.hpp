@@ -1,0 +1,140 @@
+// A real etcd for the store's tests (Debian's etcd-server): one member on
+// loopback, on ports the OS gives, its data on tmpfs (etcd syncs every write,
+// tens of ms each on a disk), ended and removed when its owner goes.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/deadline.hpp"
+#include "mci/errors.hpp"
+#include "ports.hpp"
+#ifdef MCI_HAVE_ETCD
+#include "store/etcd_store.hpp"
+#endif
+
+namespace mci::test {
+
+inline std::string find_etcd() {
+  for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
+    const std::string p = std::string(dir) + "/etcd";
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+// One etcd member on loopback, in a folder of its own, ended (and its
+// folder removed) when the suite ends.
+class EtcdProcess {
+ public:
+  explicit EtcdProcess(const std::string& etcd) {
+    // On tmpfs: etcd syncs every write to its log, which on this disk costs
+    // tens of ms a write (the tests make hundreds). Not named mci-*, which
+    // the leak checks of other tests look for.
+    char tmpl[] = "/dev/shm/etcd-test-XXXXXX";
+    char fallback[] = "/tmp/etcd-test-XXXXXX";
+    const char* made = ::mkdtemp(tmpl);
+    dir_ = made ? made : ::mkdtemp(fallback);
+    client_port_ = free_port();
+    int peer = free_port();
+    while (peer == client_port_) peer = free_port();
+    const std::string client = fmt::format("http://127.0.0.1:{}", client_port_);
+    const std::string peer_url = fmt::format("http://127.0.0.1:{}", peer);
+    std::vector<std::string> args = {etcd,
+                                     "--name=t",
+                                     "--data-dir=" + dir_ + "/data",
+                                     "--listen-client-urls=" + client,
+                                     "--advertise-client-urls=" + client,
+                                     "--listen-peer-urls=" + peer_url,
+                                     "--initial-advertise-peer-urls=" + peer_url,
+                                     "--initial-cluster=t=" + peer_url};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = dir_ + "/etcd.log";
+    const int out = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Ends with the test, however the test ends (a timeout's SIGKILL
+      // included): no etcd outlives its test.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::execv(etcd.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(out);
+    ::close(err);
+  }
+  ~EtcdProcess() {
+    stop(SIGTERM);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  EtcdProcess(const EtcdProcess&) = delete;
+  EtcdProcess& operator=(const EtcdProcess&) = delete;
+
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  std::string endpoint() const { return fmt::format("127.0.0.1:{}", client_port_); }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  std::string dir_;
+  int client_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+#ifdef MCI_HAVE_ETCD
+// A client of `job` on `etcd`, once it answers (at most 20 s from start);
+// nullptr and `why` set when it never does.
+inline std::unique_ptr<EtcdStore> etcd_client_when_up(const EtcdProcess& etcd, const std::string& job,
+                                                      std::string* why) {
+  const Deadline dl(std::chrono::milliseconds(20000));
+  while (etcd.started() && !dl.expired()) {
+    try {
+      EtcdStoreOptions o;
+      o.endpoints = {etcd.endpoint()};
+      o.job_id = job;
+      o.request_timeout = std::chrono::milliseconds(500);
+      return std::make_unique<EtcdStore>(o);
+    } catch (const std::exception& e) {
+      if (why) *why = e.what();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return nullptr;
+}
+
+// One etcd for the whole test binary, started on first use and ended at
+// exit; nullptr where etcd is not installed.
+inline EtcdProcess* shared_etcd() {
+  static const std::unique_ptr<EtcdProcess> etcd = [] {
+    const std::string path = find_etcd();
+    return path.empty() ? nullptr : std::make_unique<EtcdProcess>(path);
+  }();
+  return etcd.get();
+}
+#endif
+
+}  // namespace mci::test
