@@ -38,14 +38,16 @@ int run_job(const JobConfig& job, const EnvLookup& env) {
   SignalFd signals(job.stop_signals);  // before the store's thread, which must inherit the mask
   // Before any thread (it forks) and before we become a subreaper (it must
   // not be our child): what cleans up if mcirun is killed.
-  const std::unique_ptr<Guardian> guardian = Guardian::start();
+  std::unique_ptr<Guardian> guardian = Guardian::start();
   // Orphans of the ranks (a helper whose rank died) become our children, so
   // mcirun sees them exit and can wait for a rank's process group to empty.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const int code = JobRun(job, env, signals, guardian.get()).run();
+  guardian.reset();  // its goodbye, while the signals are still ours
   // A stop signal that came once the job had ended is read here rather than
   // left pending: when the signals are unblocked on the way out, its default
-  // action would end mcirun by the signal instead of with the job's code.
+  // action would end mcirun by the signal instead of with the job's code
+  // (~SignalFd drains again, just before it unblocks them).
   for (int sig : signals.take()) {
     if (is_stop_signal(sig))
       say(fmt::format("mcirun: {} came after the job had ended; nothing was left to stop", signal_name(sig)));

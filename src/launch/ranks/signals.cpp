@@ -36,6 +36,9 @@ SignalFd::SignalFd(const std::vector<int>& stop_signals) {
 }
 
 SignalFd::~SignalFd() {
+  // What is still pending would take its default action once unblocked:
+  // read it first (the owner had its chance to act on it).
+  (void)take();
   fd_.reset();
   ::sigaction(SIGPIPE, &old_pipe_, nullptr);
   ::sigaction(SIGCHLD, &old_chld_, nullptr);
