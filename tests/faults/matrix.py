@@ -589,7 +589,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--table")
     ap.add_argument("--from-json", nargs="+",
-                    help="write --table from earlier runs' --json (parts are merged), running nothing")
+                    help="write --table (and --json) from earlier runs' --json (parts are merged), running nothing")
     args = ap.parse_args()
     if args.from_json:
         # Parts in order; a cell run again in a later part (a rerun after a
@@ -608,7 +608,12 @@ def main():
             how += f"; {rerun} cell(s) of an earlier part run again in a later one, the later result kept"
         order = {c.name: i for i, c in enumerate(all_cells())}
         cells = sorted(by_name.values(), key=lambda r: order.get(r["cell"], len(order)))
-        write_table(args.table, cells, seconds, how)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"seconds": round(seconds, 1), "how": how, "cells": cells}, f, separators=(",", ":"))
+                f.write("\n")
+        if args.table:
+            write_table(args.table, cells, seconds, how)
         return 0
     args.mcirun = os.path.abspath(os.path.join(args.build, "bin", "mcirun"))
     args.fault_rank = os.path.abspath(os.path.join(args.build, "bin", "fault_rank"))
