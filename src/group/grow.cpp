@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
+#include "group/join.hpp"
 #include "group/kept_ranks_watch.hpp"
 #include "mci/errors.hpp"
 #include "store/decide_once.hpp"
@@ -72,8 +72,7 @@ ProcessGroup::Grown ProcessGroup::Impl::grow() {
   // has rank 0's death certificate (its connection ended): a rank 0 lost
   // before deciding used to hold them for the whole timeout.
   const auto rank0_lost = [&](bool) -> std::optional<std::string> {
-    const std::set<int> gone = records::decode_gone(to_string(store_->append(keys::kGone, {})), "store key 'gone'");
-    if (gone.count(0)) {
+    if (certified_gone(*store_).count(0)) {
       throw PeerError(fmt::format("grow() on rank {}: rank 0, which decides who joins, was lost before it decided; "
                                   "shrink() the group (the joiners wait for the next grow)",
                                   rank),

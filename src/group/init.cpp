@@ -391,14 +391,21 @@ constexpr const char* kInitAgreements[] = {"checkin", "shm/mapped", "cpu/setting
 
 StoreValue lost_record(int rank) { return to_bytes(fmt::format(";lost {}", rank)); }
 
-// The session of a group's first generation under `root` (join_group's
-// arrivals count the generations there).
-std::string first_session(const std::string& root) { return root + "/0"; }
+// The session of a group's generation under `root` (join_group's arrivals
+// count the generations there).
+std::string session_of(const std::string& root, std::int64_t generation) {
+  return fmt::format("{}/{}", root, generation);
+}
 }  // namespace
+
+std::set<int> certified_gone(Store& group) {
+  // An append of nothing reads the list without waiting for it to exist.
+  return records::decode_gone(to_string(group.append(keys::kGone, {})), "store key 'gone'");
+}
 
 void certify_lost_member(Store& base, const std::string& root, int place_rank) {
   for (const char* topic : kInitAgreements) {
-    (void)base.append(fmt::format("{}/{}/failed", first_session(root), topic), lost_record(place_rank));
+    (void)base.append(fmt::format("{}/{}/failed", session_of(root, 0), topic), lost_record(place_rank));
   }
 }
 
@@ -418,7 +425,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
   auto named = std::make_shared<PrefixStore>(root, origin.base);
   const std::int64_t arrival = named->add("arrivals", 1);
   const std::int64_t generation = (arrival - 1) / place.world;
-  const std::string session = fmt::format("{}/{}", root, generation);
+  const std::string session = session_of(root, generation);
   auto store = std::make_shared<PrefixStore>(session, origin.base);
   // Death certificates, written by the store when this process's connection
   // ends: a rank lost while the others meet stops their check-in at once

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "mci/init.hpp"
@@ -31,6 +32,10 @@ struct Place {
 // Meets the group's other ranks under `root` (a store prefix unique to this
 // group: its generations count there) and connects the backend.
 std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::string& root, const Place& place);
+
+// The ranks of the group whose store is `group` that the store certified
+// gone (their connection ended: the certificate join_group registers).
+std::set<int> certified_gone(Store& group);
 
 // Writes, on behalf of `place_rank` (its rank in the group formed under
 // `root`), the death certificates its own process registers in join_group:

@@ -4,8 +4,6 @@
 
 #include "common/log.hpp"
 #include "group/join.hpp"
-#include "store/keys.hpp"
-#include "store/records.hpp"
 
 namespace mci {
 
@@ -29,7 +27,7 @@ void KeptRanksWatch::watch() {
     std::unique_lock lk(mu_);
     while (!cv_.wait_for(lk, poll_, [&] { return stop_; })) {
       lk.unlock();
-      const std::set<int> gone = records::decode_gone(to_string(group_->append(keys::kGone, {})), "store key 'gone'");
+      const std::set<int> gone = certified_gone(*group_);
       for (std::size_t i = 0; i < kept_.size(); ++i) {
         if (kept_[i] >= 0 && gone.count(kept_[i])) {
           certify_lost_member(*base_, root_, static_cast<int>(i));

@@ -26,6 +26,7 @@
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "group/group_impl.hpp"
+#include "group/join.hpp"
 #include "group/kept_ranks_watch.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"
@@ -61,7 +62,7 @@ DecideOnce::Terms shrink_terms(int attempt, int rank, int size) {
 // rank order.
 std::optional<std::string> propose_survivors(DecideOnce& agreement, Store& s, int size, const std::set<int>& excluded,
                                              const std::set<int>& out_before, bool last) {
-  const std::set<int> gone = records::decode_gone(to_string(s.append(keys::kGone, {})), "store key 'gone'");
+  const std::set<int> gone = certified_gone(s);
   // Each poll costs O(1) bytes (a counter, the short list of the gone); the
   // whole list is read only when the counts say everyone may be in.
   const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
