@@ -173,6 +173,10 @@ Fd connect_tcp(const std::string& host, int port, const Deadline& dl, const std:
           r = -1;
         }
       }
+      if (r == 0 && connected_to_itself(fd.get())) {
+        r = -1;
+        errno = ECONNREFUSED;
+      }
       if (r == 0) {
         set_nodelay(fd.get());
         return fd;
@@ -210,6 +214,26 @@ std::string peer_address(int fd) {
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
   return sockaddr_ip(reinterpret_cast<const sockaddr*>(&ss));
+}
+
+bool connected_to_itself(int fd) {
+  sockaddr_storage me{}, peer{};
+  socklen_t me_len = sizeof me, peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &me_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || me.ss_family != peer.ss_family) {
+    return false;
+  }
+  if (me.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(me);
+    const auto& b = reinterpret_cast<const sockaddr_in&>(peer);
+    return a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr;
+  }
+  if (me.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(me);
+    const auto& b = reinterpret_cast<const sockaddr_in6&>(peer);
+    return a.sin6_port == b.sin6_port && std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
+  }
+  return false;
 }
 
 void set_nonblocking(int fd) {

@@ -54,6 +54,12 @@ std::string local_address(int fd);
 // "fd00::5"); "" for another family.
 std::string sockaddr_ip(const sockaddr* sa);
 std::string peer_address(int fd);
+// True when a connected socket's two ends are the same address and port: a
+// dial to a port nobody listens on any more (a peer that just exited) can
+// be given that very port as its own source, and TCP's simultaneous open
+// then connects the socket to itself. Such a connection must count as
+// refused, or the dialler waits forever for an answer from itself.
+bool connected_to_itself(int fd);
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);

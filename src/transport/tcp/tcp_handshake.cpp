@@ -152,6 +152,8 @@ Handshake::Result Handshake::advance(const std::function<bool(int)>& dial_wins) 
     int err = 0;
     socklen_t len = sizeof err;
     ::getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    // The peer's port, free since it exited, was given to this very dial.
+    if (err == 0 && connected_to_itself(fd_.get())) err = ECONNREFUSED;
     if (err != 0) {
       const bool unreachable = err == EHOSTUNREACH || err == ENETUNREACH || err == ETIMEDOUT;
       const std::string host = addr_.substr(0, addr_.rfind(':'));

@@ -1,14 +1,21 @@
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
 
+#include "common/deadline.hpp"
 #include "common/net_interfaces.hpp"
 #include "common/socket.hpp"
 
@@ -28,6 +35,27 @@ TEST(Socket, RouteTowardLoopbackIsTheLoopbackInterface) {
 }
 
 TEST(Socket, RouteTowardNowhereIsNone) { EXPECT_FALSE(route_toward("no-such-host.invalid").has_value()); }
+
+// A dial whose source port is its destination port (what the kernel may pick
+// when a peer's listener just closed) connects to itself by TCP's
+// simultaneous open: made here on purpose by binding first.
+TEST(Socket, ASocketConnectedToItselfIsToldFromARealConnection) {
+  Fd self(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(self.valid());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(self.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  a.sin_port = htons(static_cast<std::uint16_t>(local_port(self.get())));
+  ASSERT_EQ(::connect(self.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_TRUE(connected_to_itself(self.get()));
+
+  Fd listener = listen_tcp("127.0.0.1", 0);
+  Fd dial = connect_tcp("127.0.0.1", local_port(listener.get()), Deadline(std::chrono::seconds(5)), "the listener");
+  EXPECT_FALSE(connected_to_itself(dial.get()));
+  Fd unconnected(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_FALSE(connected_to_itself(unconnected.get()));
+}
 
 }  // namespace
 }  // namespace mci
