@@ -25,17 +25,31 @@ import time
 
 # Inside each host: its hosts file over /etc/hosts, its hostname, its own
 # /tmp and /dev/shm, and a sysfs of its network namespace (so /sys/class/net
-# shows its interfaces only). unshare and exec keep the pid: the Popen's
+# shows its interfaces only). The folders of /tmp named in $5 (the code and
+# build a test runs from, when they live there) stay visible, as a shared
+# home would be on real hosts. unshare and exec keep the pid: the Popen's
 # pid is the program's.
 _ENTER = """set -e
 mount --bind "$1" /etc/hosts
 hostname "$2"
-mount --bind "$3" /tmp
+for d in $5; do mkdir -p "$3/$d" && mount --bind "/tmp/$d" "$3/$d"; done
+mount --rbind "$3" /tmp
 mount --bind "$4" /dev/shm
 umount -l /sys && mount -t sysfs sysfs /sys
-shift 4
+shift 5
 exec "$@"
 """
+
+
+def _shared_under_tmp(paths):
+    """The top folders of /tmp that hold any of `paths` ("ci-check" for
+    /tmp/ci-check/build): each host's own /tmp would hide them."""
+    tops = set()
+    for p in paths:
+        parts = os.path.realpath(p).split("/")
+        if len(parts) > 2 and parts[1] == "tmp" and parts[2]:
+            tops.add(parts[2])
+    return " ".join(sorted(tops))
 
 
 def _ip(*args, check=True):
@@ -54,13 +68,15 @@ class NetnsHosts:
         return None
 
     def __init__(self, count, mtu=1500, subnet="10.77.0", tag=None, networks=1, ipv4=True, ipv6=False,
-                 hosts_file=None):
+                 hosts_file=None, shared=()):
         """count hosts, each with one interface per network (eth0, eth1, ...)
         on that network's bridge. Network k's IPv4 addresses are
         SUBNET.(i+1) with the third number raised by k (10.77.0.x, 10.77.1.x),
         its IPv6 ones fd00:0:0:k::(i+1) (with ipv6). hosts_file(i), if given,
         returns host i's /etc/hosts (default: every host's first address
-        under its name, and localhost)."""
+        under its name, and localhost). The code this test runs (this file's
+        tree and the working folder) and the paths in `shared` stay visible
+        on every host even where they live under /tmp."""
         if not 1 <= count <= 250:
             raise ValueError("between 1 and 250 hosts")
         self.count = count
@@ -70,6 +86,8 @@ class NetnsHosts:
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.hosts_file = hosts_file
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.shared = _shared_under_tmp([here, os.getcwd(), sys.executable, *shared])
         self.prefix = f"mci{tag or ''}{os.getpid()}h"
         self.hub = self.prefix + "hub"
         self.root = f"/var/tmp/mci-netns/{self.prefix}"
@@ -181,7 +199,7 @@ class NetnsHosts:
         """argv run on host i (for Popen)."""
         ns = self.name(i)
         return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--uts", "--propagation", "private",
-                "sh", "-c", _ENTER, "sh", self.hosts_path(i), ns, self.tmp_dir(i), self.shm_dir(i), *argv]
+                "sh", "-c", _ENTER, "sh", self.hosts_path(i), ns, self.tmp_dir(i), self.shm_dir(i), self.shared, *argv]
 
     def popen(self, i, argv, **kwargs):
         return subprocess.Popen(self.command(i, argv), **kwargs)
