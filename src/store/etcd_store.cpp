@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,9 @@ struct EtcdStore::Impl {
   std::vector<Endpoint> endpoints;
   std::string ns;  // /mci/JOB/
   std::mutex mu;   // one request at a time on the kept connections
+  std::atomic<bool> interrupted{false};
+  std::mutex watch_mu;                  // guards watching
+  httplib::Client* watching = nullptr;  // the watch in progress, for interrupt()
   std::size_t current = 0;
   std::vector<std::unique_ptr<httplib::Client>> clients;
 
@@ -159,7 +163,12 @@ struct EtcdStore::Impl {
 
   // One request, to the first endpoint that answers, starting with the one
   // that answered last. Throws PeerError naming each endpoint tried.
+  void check_interrupted() const {
+    if (interrupted) throw Error(fmt::format("the job's store on {} was closed while a call waited", where()));
+  }
+
   json call(const std::string& path, const json& body, milliseconds budget) {
+    check_interrupted();
     std::lock_guard lk(mu);
     const std::string text = body.dump();
     std::string tried;
@@ -261,6 +270,7 @@ struct EtcdStore::Impl {
     std::string unreachable;
     std::size_t failed_in_a_row = 0;
     while (!dl.expired()) {
+      check_interrupted();
       const json create = {
           {"create_request",
            {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(revision + 1)}}}};
@@ -299,7 +309,17 @@ struct EtcdStore::Impl {
       };
       httplib::Response res;
       httplib::Error err = httplib::Error::Success;
-      c.send(req, res, err);
+      {
+        std::lock_guard lk(watch_mu);
+        watching = &c;
+      }
+      // interrupt() stops the watch from here on (checked under watch_mu).
+      if (!interrupted) c.send(req, res, err);
+      {
+        std::lock_guard lk(watch_mu);
+        watching = nullptr;
+      }
+      check_interrupted();
       if (changed) return true;
       if (err == httplib::Error::Success || err == httplib::Error::Canceled || err == httplib::Error::Read) {
         unreachable.clear();  // answered (or the wait's time ran out): watch again while time is left
@@ -432,6 +452,55 @@ std::int64_t EtcdStore::num_keys() {
       impl_->call("/v3/kv/range",
                   {{"key", b64(impl_->ns)}, {"range_end", b64(prefix_end(impl_->ns))}, {"count_only", true}});
   return int_field(r, "count");
+}
+
+void EtcdStore::interrupt() {
+  impl_->interrupted = true;
+  std::lock_guard lk(impl_->watch_mu);
+  if (impl_->watching) impl_->watching->stop();
+}
+
+std::int64_t EtcdStore::grant_lease(std::chrono::seconds ttl, std::chrono::seconds* granted) {
+  const json r = impl_->call("/v3/lease/grant", {{"TTL", std::to_string(ttl.count())}});
+  if (granted) *granted = std::chrono::seconds(int_field(r, "TTL"));
+  const std::int64_t id = int_field(r, "ID");
+  if (id == 0) throw Error(fmt::format("etcd granted no lease: {}", r.dump().substr(0, 200)));
+  return id;
+}
+
+bool EtcdStore::keep_alive(std::int64_t lease) {
+  // A stream in etcd's API; through the gateway one message in, one out.
+  const json r = impl_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}});
+  return int_field(r.value("result", json::object()), "TTL") > 0;
+}
+
+void EtcdStore::revoke_lease(std::int64_t lease) {
+  (void)impl_->call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
+}
+
+void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_t lease) {
+  (void)impl_->call("/v3/kv/put",
+                    {{"key", b64(impl_->key(key))}, {"value", b64(value)}, {"lease", std::to_string(lease)}});
+}
+
+std::vector<std::vector<std::pair<std::string, StoreValue>>> EtcdStore::list(const std::vector<std::string>& prefixes) {
+  json ops = json::array();
+  for (const auto& p : prefixes) {
+    const std::string k = impl_->key(p);
+    ops.push_back({{"request_range", {{"key", b64(k)}, {"range_end", b64(prefix_end(k))}}}});
+  }
+  const json r = impl_->call("/v3/kv/txn", {{"success", ops}});
+  std::vector<std::vector<std::pair<std::string, StoreValue>>> out(prefixes.size());
+  const json& rs = r.value("responses", json::array());
+  for (std::size_t i = 0; i < prefixes.size() && i < rs.size(); ++i) {
+    const json& range = rs[i].value("response_range", json::object());
+    for (const json& kv : range.value("kvs", json::array())) {
+      std::string k = unb64(kv.value("key", ""));
+      if (k.starts_with(impl_->ns)) k.erase(0, impl_->ns.size());
+      out[i].emplace_back(std::move(k), to_bytes(unb64(kv.value("value", ""))));
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<Store> EtcdStore::clone() const {

@@ -9,8 +9,9 @@
 // waits (get, wait, get_range) watch the job's keys from the revision they
 // read and read again on any change, so a wait costs one request per change,
 // not a poll. What etcd cannot do is append_on_close (a death certificate
-// written by the server when a client's connection ends): a group formed on
-// this store cannot shrink yet, and shrink() says so.
+// written by the server when a client's connection ends): ranks reach etcd
+// through their node's StoreRelay (store_relay.hpp), which can, and whose
+// promises outlive it on etcd's leases.
 #pragma once
 
 #include <chrono>
@@ -55,6 +56,22 @@ class EtcdStore final : public Store {
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
   std::shared_ptr<Store> clone() const override;
+  // Ends a wait in progress on another thread (it throws Error); every call
+  // after fails the same way.
+  void interrupt() override;
+
+  // Leases: a key written under one is deleted when the lease is revoked or
+  // not kept alive for its TTL (etcd raises a TTL below its minimum, about
+  // 1.5 s with its default election timeout, to that minimum). A lease's id;
+  // the TTL it was granted in `granted`.
+  std::int64_t grant_lease(std::chrono::seconds ttl, std::chrono::seconds* granted = nullptr);
+  // Renews it; false when it has ended (expired or revoked).
+  bool keep_alive(std::int64_t lease);
+  void revoke_lease(std::int64_t lease);
+  void set(const std::string& key, const StoreValue& value, std::int64_t lease);
+  // Every key under each prefix with its value, all read at one revision
+  // (one transaction); keys are given without the job's namespace.
+  std::vector<std::vector<std::pair<std::string, StoreValue>>> list(const std::vector<std::string>& prefixes);
 
  private:
   struct Impl;

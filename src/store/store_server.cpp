@@ -34,6 +34,7 @@
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "store/server_auth.hpp"
 #include "store/wire.hpp"
 
 namespace mci {
@@ -246,10 +247,7 @@ void StoreServer::Impl::accept_some() {
     auto [it, ok] = clients.emplace(id, std::move(c));
     unauthed.emplace_back(Clock::now(), id);
     ++unauthed_live;
-    store::Response hello;
-    hello.value.assign(it->second.nonce.begin(), it->second.nonce.end());
-    hello.num = token.empty() ? 0 : 1;
-    reply(it->second, hello);
+    reply(it->second, store::greeting(it->second.nonce, !token.empty()));
   }
 }
 
@@ -319,26 +317,13 @@ void StoreServer::Impl::handle(std::uint64_t id, Client& c, store::Request& r) {
         drop(id, "second authentication");
         return;
       }
-      if (!token.empty()) {
-        auth::Proof got{};
-        if (r.value.size() != got.size()) {
-          note_refusal(id, "without a job token");
-          drop(id, "no job token proof (set MCI_JOB_TOKEN to the job's token)");
-          return;
-        }
-        std::copy(r.value.begin(), r.value.end(), got.begin());
-        if (!auth::equal(got, auth::prove(token, "mci-store-client", c.nonce))) {
-          note_refusal(id, "with another job token");
-          drop(id, "wrong job token proof");
-          return;
-        }
-        if (r.value2.size() == sizeof(auth::Nonce)) {
-          auth::Nonce cn{};
-          std::copy(r.value2.begin(), r.value2.end(), cn.begin());
-          auto p = auth::prove(token, "mci-store-server", cn);
-          resp.value.assign(p.begin(), p.end());
-        }
+      store::AuthCheck check = store::check_auth(token, c.nonce, r);
+      if (!check.ok) {
+        note_refusal(id, check.refusal);
+        drop(id, check.why);
+        return;
       }
+      resp = std::move(check.answer);
       c.authed = true;
       unauthed_gone();
       break;

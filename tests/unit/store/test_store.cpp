@@ -10,6 +10,9 @@
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 #include "support/etcd_process.hpp"
+#ifdef MCI_HAVE_ETCD
+#include "store/store_relay.hpp"
+#endif
 
 namespace mci {
 namespace {
@@ -34,36 +37,47 @@ struct StoreTest : ::testing::Test {
 // its keys start empty).
 struct StoreContract : ::testing::TestWithParam<std::string> {
   void SetUp() override {
-    if (GetParam() != "etcd") return;
+    if (GetParam() == "tcp") return;
 #ifdef MCI_HAVE_ETCD
     if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
     std::string why;
     ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+    // A node's relay in front of etcd, reached with mci's own client.
+    if (GetParam() == "relay")
+      relay = std::make_unique<StoreRelay>(StoreRelayOptions{"127.0.0.1", 0, "", etcd(5000ms)});
 #else
     GTEST_SKIP() << "this build has no store on etcd (cpp-httplib was not found)";
 #endif
   }
-  std::shared_ptr<Store> client(std::chrono::milliseconds t = 5000ms) {
 #ifdef MCI_HAVE_ETCD
-    if (GetParam() == "etcd") {
-      EtcdStoreOptions o;
-      o.endpoints = {test::shared_etcd()->endpoint()};
-      o.job_id = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-      std::replace(o.job_id.begin(), o.job_id.end(), '/', '-');
-      o.timeout = t;
-      return std::make_shared<EtcdStore>(o);
-    }
+  static EtcdStoreOptions etcd(std::chrono::milliseconds t) {
+    EtcdStoreOptions e;
+    e.endpoints = {test::shared_etcd()->endpoint()};
+    e.job_id = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(e.job_id.begin(), e.job_id.end(), '/', '-');
+    e.timeout = t;
+    return e;
+  }
+#endif
+  std::shared_ptr<Store> client(std::chrono::milliseconds t = 5000ms) {
+    int port = server.port();
+#ifdef MCI_HAVE_ETCD
+    if (GetParam() == "etcd") return std::make_shared<EtcdStore>(etcd(t));
+    if (relay) port = relay->port();
 #endif
     TcpStoreOptions o;
-    o.port = server.port();
+    o.port = port;
     o.timeout = t;
     o.connect_timeout = 5000ms;
     return std::make_shared<TcpStore>(o);
   }
   // How many operations a test of many makes: etcd commits each one through
   // its log (about 1 ms here), mci's store in microseconds.
-  int scaled(int tcp) const { return GetParam() == "etcd" ? std::max(1, tcp / 8) : tcp; }
+  int scaled(int tcp) const { return GetParam() == "tcp" ? tcp : std::max(1, tcp / 8); }
   StoreServer server{StoreServerOptions{"127.0.0.1", 0, ""}};
+#ifdef MCI_HAVE_ETCD
+  std::unique_ptr<StoreRelay> relay;
+#endif
 };
 
 TEST_P(StoreContract, SetGetRemoveAndCount) {
@@ -320,7 +334,7 @@ TEST(StoreServerBind, PortInUseIsAClearError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::Values("tcp", "etcd"),
+INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::Values("tcp", "etcd", "relay"),
                          [](const auto& info) { return info.param; });
 
 TEST(PrefixStore, NamespacesKeys) {

@@ -1,0 +1,473 @@
+// One thread per client connection, blocked either on its socket or in its
+// request to etcd (a wait may last minutes); one thread that accepts and
+// watches every connection for its end, so that a connection's promises are
+// kept the moment it closes even while its request still waits; one that
+// keeps the lease alive; one that keeps lost relays' promises.
+#include "store/store_relay.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/auth.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "mci/errors.hpp"
+#include "store/server_auth.hpp"
+#include "store/wire.hpp"
+
+namespace mci {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr auto kAuthLimit = std::chrono::seconds(10);
+constexpr auto kFrameLimit = std::chrono::seconds(60);  // the rest of a frame once its first byte came
+const std::string kAlive = "mci/relay/alive/";
+const std::string kPromise = "mci/relay/promise/";
+
+StoreValue encode_promise(const std::string& key, const StoreValue& value) {
+  const auto n = static_cast<std::uint32_t>(key.size());
+  std::array<std::uint8_t, 4> len{};
+  std::memcpy(len.data(), &n, 4);
+  StoreValue out(len.begin(), len.end());
+  out.reserve(4 + key.size() + value.size());
+  out.insert(out.end(), key.begin(), key.end());
+  out.insert(out.end(), value.begin(), value.end());
+  return out;
+}
+
+bool decode_promise(const StoreValue& in, std::string& key, StoreValue& value) {
+  if (in.size() < 4) return false;
+  std::uint32_t n = 0;
+  std::memcpy(&n, in.data(), 4);
+  if (in.size() - 4 < n) return false;
+  key.assign(in.begin() + 4, in.begin() + 4 + n);
+  value.assign(in.begin() + 4 + n, in.end());
+  return true;
+}
+
+std::string random_part() {
+  const auto n = auth::random_nonce();
+  return fmt::format("{:02x}{:02x}{:02x}{:02x}", n[0], n[1], n[2], n[3]);
+}
+
+struct Promise {
+  std::string key;
+  StoreValue value;
+  std::string mirror;  // its copy on etcd, for when this relay is lost
+};
+
+struct Conn {
+  Fd fd;
+  auth::Nonce nonce{};
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::mutex mu;  // guards what follows
+  std::vector<Promise> promises;
+  bool kept = false;                 // its promises are written: it is over
+  std::shared_ptr<EtcdStore> store;  // its requests' own connection to etcd
+};
+
+}  // namespace
+
+struct StoreRelay::Impl {
+  StoreRelayOptions o;
+  std::string rid;
+  Fd listener;
+  int port = 0;
+  Fd wake_read, wake_write;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> lost{false};
+  std::atomic<std::uint64_t> kept_for_others{0};
+  std::atomic<std::uint64_t> next_promise{0};
+  // Promises, lost relays' sweeps; the lease's renewals on a connection of
+  // their own, never queued behind a slow request.
+  std::shared_ptr<EtcdStore> control;
+  std::shared_ptr<EtcdStore> keeper;
+  std::int64_t lease = 0;
+  std::chrono::seconds granted{0};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  std::mutex conns_mu;
+  std::vector<std::shared_ptr<Conn>> conns;
+  std::thread door, keep_thread, sweep_thread;
+
+  void run_door();
+  void accept_one();
+  void serve(const std::shared_ptr<Conn>& c);
+  bool handle(Conn& c, store::Request& r, store::Response& resp);
+  // Writes a connection's promises, once, and ends a request it still waits on.
+  void keep_promises(Conn& c);
+  void run_keeper();
+  void run_sweeper();
+  void sweep();
+  void become_lost();
+  void wake() {
+    char b = 1;
+    ssize_t ignored = ::write(wake_write.get(), &b, 1);
+    (void)ignored;
+  }
+  // Sleeps up to `d`; false when the relay is stopping.
+  bool pause(milliseconds d) {
+    std::unique_lock lk(stop_mu);
+    return !stop_cv.wait_for(lk, d, [&] { return stopping.load(); });
+  }
+};
+
+StoreRelay::StoreRelay(StoreRelayOptions o) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.o = std::move(o);
+  m.rid = fmt::format("{}-{}-{}", host_name(), ::getpid(), random_part());
+  m.control = std::make_shared<EtcdStore>(m.o.etcd);
+  m.keeper = std::make_shared<EtcdStore>(m.o.etcd);
+  m.lease = m.keeper->grant_lease(m.o.lease_ttl, &m.granted);
+  m.control->set(kAlive + m.rid, to_bytes(host_name()), m.lease);
+  m.listener = listen_tcp(m.o.host, m.o.port, 1024);
+  set_nonblocking(m.listener.get());
+  m.port = local_port(m.listener.get());
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("mci store relay: pipe2 failed");
+  m.wake_read.reset(p[0]);
+  m.wake_write.reset(p[1]);
+  m.door = std::thread([&m] { m.run_door(); });
+  m.keep_thread = std::thread([&m] { m.run_keeper(); });
+  m.sweep_thread = std::thread([&m] { m.run_sweeper(); });
+  log::info("store relay {}: serving {}:{} from etcd (job '{}', lease TTL {} s)", m.rid, m.o.host, m.port,
+            m.o.etcd.job_id, m.granted.count());
+}
+
+StoreRelay::~StoreRelay() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lk(m.stop_mu);
+    m.stopping = true;
+  }
+  m.stop_cv.notify_all();
+  m.wake();
+  if (m.door.joinable()) m.door.join();
+  // Every connection still open ends now, and keeps its promises (its
+  // process outlived this relay, which a death certificate must not wait for).
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    std::lock_guard lk(m.conns_mu);
+    conns.swap(m.conns);
+  }
+  for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
+  for (auto& c : conns) {
+    m.keep_promises(*c);
+    if (c->thread.joinable()) c->thread.join();
+  }
+  if (m.keep_thread.joinable()) m.keep_thread.join();
+  if (m.sweep_thread.joinable()) m.sweep_thread.join();
+  // Its promises are kept: the lease can go, and its alive key with it.
+  try {
+    if (!m.lost) m.keeper->revoke_lease(m.lease);
+  } catch (const std::exception& e) {
+    log::warn("store relay {}: could not revoke its lease ({}); it ends within {} s", m.rid, e.what(),
+              m.granted.count());
+  }
+}
+
+int StoreRelay::port() const { return impl_->port; }
+const std::string& StoreRelay::host() const { return impl_->o.host; }
+const std::string& StoreRelay::id() const { return impl_->rid; }
+std::chrono::seconds StoreRelay::lease_ttl() const { return impl_->granted; }
+std::int64_t StoreRelay::lease() const { return impl_->lease; }
+bool StoreRelay::lost() const { return impl_->lost; }
+std::uint64_t StoreRelay::kept_for_others() const { return impl_->kept_for_others; }
+
+// The door: accepts, and hears each connection end (POLLRDHUP) while its
+// thread may be blocked in a request to etcd.
+void StoreRelay::Impl::run_door() {
+  std::vector<pollfd> fds;
+  std::vector<std::shared_ptr<Conn>> watched;
+  while (!stopping) {
+    fds.clear();
+    watched.clear();
+    fds.push_back({wake_read.get(), POLLIN, 0});
+    // Lost, it serves nobody: a newcomer is refused at once, not left waiting.
+    if (lost && listener.valid()) listener.reset();
+    fds.push_back({listener.get(), POLLIN, 0});  // -1 once closed, which poll skips
+    {
+      std::lock_guard lk(conns_mu);
+      // Threads that ended are joined here; their sockets close with them.
+      std::erase_if(conns, [](const std::shared_ptr<Conn>& c) {
+        if (!c->done) return false;
+        if (c->thread.joinable()) c->thread.join();
+        return true;
+      });
+      for (const auto& c : conns) {
+        std::lock_guard ck(c->mu);
+        if (c->kept) continue;
+        fds.push_back({c->fd.get(), POLLRDHUP, 0});
+        watched.push_back(c);
+      }
+    }
+    // The timeout only bounds how long an ended thread waits to be joined.
+    if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) {
+      log::error("store relay {}: poll failed: {}", rid, std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents) {
+      char sink[64];
+      while (::read(wake_read.get(), sink, sizeof sink) > 0) {
+      }
+    }
+    if (fds[1].revents & POLLIN) accept_one();
+    for (std::size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) keep_promises(*watched[i - 2]);
+    }
+  }
+}
+
+void StoreRelay::Impl::accept_one() {
+  const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  set_nodelay(fd);
+  auto c = std::make_shared<Conn>();
+  c->fd.reset(fd);
+  c->nonce = auth::random_nonce();
+  std::lock_guard lk(conns_mu);
+  conns.push_back(c);
+  c->thread = std::thread([this, c] { serve(c); });
+}
+
+void StoreRelay::Impl::serve(const std::shared_ptr<Conn>& cp) {
+  Conn& c = *cp;
+  const int fd = c.fd.get();
+  StoreValue frame;
+  auto send = [&](const store::Response& r) {
+    frame.clear();
+    store::encode(r, frame);
+    return send_all(fd, frame.data(), frame.size(), Deadline(kFrameLimit)) == Io::ok;
+  };
+  bool authed = false;
+  std::string why;
+  if (send(store::greeting(c.nonce, !o.token.empty()))) {
+    for (;;) {
+      std::array<std::uint8_t, store::kHeaderSize> head{};
+      if (authed) {
+        pollfd p{fd, POLLIN, 0};
+        while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+        }
+      }
+      if (recv_all(fd, head.data(), head.size(), Deadline(authed ? kFrameLimit : kAuthLimit)) != Io::ok) break;
+      const auto len = store::body_length(head);
+      StoreValue body(len.value_or(0));
+      if (!len || recv_all(fd, body.data(), body.size(), Deadline(kFrameLimit)) != Io::ok) {
+        why = "malformed or cut frame";
+        break;
+      }
+      auto req = store::decode_request(body);
+      if (!req) {
+        why = "malformed request body";
+        break;
+      }
+      store::Response resp;
+      if (!authed) {
+        store::AuthCheck check =
+            req->op == store::Op::auth ? store::check_auth(o.token, c.nonce, *req) : store::AuthCheck{};
+        if (!check.ok) {
+          why = check.why ? check.why : "request before authentication";
+          if (check.refusal) {
+            const std::string text =
+                fmt::format("a process that connected {}, from {}", check.refusal, peer_address(fd));
+            try {
+              control->set(std::string(store::kRefusedKey), to_bytes(text));
+            } catch (const std::exception&) {
+            }
+          }
+          break;
+        }
+        authed = true;
+        resp = std::move(check.answer);
+      } else {
+        try {
+          if (!handle(c, *req, resp)) {
+            why = "unexpected opcode";
+            break;
+          }
+        } catch (const Error& e) {
+          // etcd out of reach, or this relay closing: the client hears its
+          // store go away, as it would from mci's own store server.
+          if (!stopping) log::warn("store relay {}: a request failed, closing its connection: {}", rid, e.what());
+          break;
+        }
+      }
+      if (!send(resp)) break;
+    }
+  }
+  if (!why.empty() && !stopping)
+    log::warn("store relay {}: dropped a connection from {}: {}", rid, peer_address(fd), why);
+  ::shutdown(fd, SHUT_RDWR);
+  keep_promises(c);
+  c.done = true;
+  wake();
+}
+
+// One request, on the connection's own etcd client (a wait blocks that
+// connection only). False for an opcode a client never sends.
+bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp) {
+  using store::Op;
+  std::shared_ptr<EtcdStore> s;
+  {
+    std::lock_guard lk(c.mu);
+    if (c.kept) throw Error("the connection ended");
+    if (!c.store) c.store = std::make_shared<EtcdStore>(o.etcd);
+    s = c.store;
+  }
+  const milliseconds wait(std::max<std::int64_t>(r.num, 0));
+  switch (r.op) {
+    case Op::set: s->set(r.keys[0], r.value); return true;
+    case Op::get: try { resp.value = s->get(r.keys[0], wait);
+      } catch (const TimeoutError&) {
+        resp.status = store::Status::timeout;
+      }
+      return true;
+    case Op::wait: try { s->wait(r.keys, wait);
+      } catch (const TimeoutError&) {
+        resp.status = store::Status::timeout;
+      }
+      return true;
+    case Op::get_range: {
+      std::vector<std::optional<StoreValue>> values;
+      try {
+        values = s->get_range(r.keys[0], r.first, r.count, r.keys[1], wait);
+      } catch (const TimeoutError&) {
+        // A range that timed out still says which keys were there, so that
+        // the client can name the missing ones.
+        resp.status = store::Status::timeout;
+        for (std::int64_t i = 0; i < r.count; ++i) {
+          const std::string k = fmt::format("{}/{}", r.keys[0], r.first + i);
+          values.push_back(s->check({k}) ? std::optional(s->get(k, milliseconds(0))) : std::nullopt);
+        }
+      }
+      std::vector<const StoreValue*> ptrs;
+      for (const auto& v : values) ptrs.push_back(v ? &*v : nullptr);
+      store::encode_range(ptrs, resp.value);
+      return true;
+    }
+    case Op::add: resp.num = s->add(r.keys[0], r.num); return true;
+    case Op::compare_set: {
+      resp.value = s->compare_set(r.keys[0], r.value, r.value2);
+      return true;
+    }
+    case Op::append: resp.value = s->append(r.keys[0], r.value); return true;
+    case Op::append_on_close: {
+      Promise p{r.keys[0], r.value, fmt::format("{}{}/{}", kPromise, rid, next_promise++)};
+      s->set(p.mirror, encode_promise(p.key, p.value));
+      std::lock_guard lk(c.mu);
+      if (c.kept) throw Error("the connection ended");
+      c.promises.push_back(std::move(p));
+      return true;
+    }
+    case Op::check: resp.num = s->check(r.keys) ? 1 : 0; return true;
+    case Op::remove: resp.num = s->remove(r.keys[0]) ? 1 : 0; return true;
+    case Op::num_keys:  // the job's keys, not the relays' own
+      resp.num = s->num_keys() - static_cast<std::int64_t>(s->list({"mci/relay/"})[0].size());
+      return true;
+    default: return false;
+  }
+}
+
+void StoreRelay::Impl::keep_promises(Conn& c) {
+  std::vector<Promise> promises;
+  std::shared_ptr<EtcdStore> s;
+  {
+    std::lock_guard lk(c.mu);
+    if (c.kept) return;
+    c.kept = true;
+    promises.swap(c.promises);
+    s = c.store;
+  }
+  if (s) s->interrupt();  // a wait still running is for nobody now
+  // A lost relay's promises are the other relays' to keep (they may have
+  // already): writing them again would repeat a certificate.
+  if (lost) return;
+  for (const auto& p : promises) {
+    try {
+      // Claim it first: a sweeper that thinks this relay lost may race us.
+      if (control->remove(p.mirror)) control->append(p.key, p.value);
+    } catch (const std::exception& e) {
+      log::error("store relay {}: could not write '{}' for a connection that ended: {}", rid, p.key, e.what());
+    }
+  }
+}
+
+void StoreRelay::Impl::run_keeper() {
+  const milliseconds every = std::max<milliseconds>(granted / 3, milliseconds(100));
+  auto last_renewed = Clock::now();
+  while (pause(every)) {
+    try {
+      if (!keeper->keep_alive(lease)) {
+        become_lost();
+        return;
+      }
+      last_renewed = Clock::now();
+    } catch (const std::exception& e) {
+      if (Clock::now() - last_renewed > granted) {
+        log::warn("store relay {}: cannot renew its lease for {} s: {}", rid, granted.count(), e.what());
+      }
+    }
+  }
+}
+
+void StoreRelay::Impl::become_lost() {
+  lost = true;
+  log::error(
+      "store relay {}: this node was cut off from etcd for longer than its lease ({} s): the other nodes counted its "
+      "processes gone; closing their store connections so that they stop",
+      rid, granted.count());
+  std::lock_guard lk(conns_mu);
+  for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
+  wake();
+}
+
+void StoreRelay::Impl::run_sweeper() {
+  while (pause(o.sweep_every)) {
+    if (lost) return;
+    try {
+      sweep();
+    } catch (const std::exception& e) {
+      log::debug("store relay {}: sweep failed: {}", rid, e.what());
+    }
+  }
+}
+
+// Keeps the promises of relays whose lease has ended. The alive keys and the
+// promises are read in one transaction: a relay that starts meanwhile
+// writes its alive key before any promise, so it is never taken for lost.
+void StoreRelay::Impl::sweep() {
+  const auto lists = control->list({kAlive, kPromise});
+  std::set<std::string> alive;
+  for (const auto& [k, v] : lists[0]) alive.insert(k.substr(kAlive.size()));
+  for (const auto& [k, v] : lists[1]) {
+    const std::string rest = k.substr(kPromise.size());
+    const std::string owner = rest.substr(0, rest.find('/'));
+    if (owner == rid || alive.count(owner)) continue;
+    std::string key;
+    StoreValue value;
+    if (!decode_promise(v, key, value)) continue;
+    if (!control->remove(k)) continue;  // another relay claimed it
+    ++kept_for_others;
+    control->append(key, value);
+    log::info("store relay {}: relay {} is lost (its lease ended): wrote '{}' for it", rid, owner, key);
+  }
+}
+
+}  // namespace mci

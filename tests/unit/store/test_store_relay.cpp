@@ -1,0 +1,173 @@
+// A node's relay to the job's store on etcd (store_relay.hpp), beyond the
+// Store contract it holds through mci's own client (StoreContract.*/relay):
+// its death certificates, written when a client's connection ends (also
+// while that client's request still waits on etcd) and, when the relay
+// itself dies with its node, by another relay once the dead one's lease
+// ends; a relay cut off from etcd stops its clients; the job token. Against
+// a real etcd; skipped where etcd is not installed.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "mci/errors.hpp"
+#include "mci/store.hpp"
+#include "store/etcd_store.hpp"
+#include "store/store_relay.hpp"
+#include "support/etcd_process.hpp"
+
+namespace mci {
+namespace {
+
+using namespace std::chrono_literals;
+
+class StoreRelayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
+    std::string why;
+    ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+  }
+  static EtcdStoreOptions etcd() {
+    EtcdStoreOptions o;
+    o.endpoints = {test::shared_etcd()->endpoint()};
+    o.job_id = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    o.timeout = 20000ms;
+    return o;
+  }
+  static StoreRelayOptions relay_options(const std::string& token = "") {
+    StoreRelayOptions o;
+    o.token = token;
+    o.etcd = etcd();
+    o.lease_ttl = 1s;  // etcd raises it to its minimum
+    return o;
+  }
+  static std::unique_ptr<TcpStore> client_of(const StoreRelay& r, const std::string& token = "",
+                                             std::chrono::milliseconds connect = 5000ms) {
+    TcpStoreOptions o;
+    o.port = r.port();
+    o.token = token;
+    o.timeout = 20000ms;
+    o.connect_timeout = connect;
+    return std::make_unique<TcpStore>(o);
+  }
+};
+
+// The relay writes a connection's promises the moment it ends, though its
+// handler is still blocked in that connection's wait on etcd (the wait
+// would last 60 s).
+TEST_F(StoreRelayTest, PromisesAreKeptWhenTheConnectionEndsMidWait) {
+  StoreRelay relay(relay_options());
+  EtcdStore watcher(etcd());
+  auto dying = client_of(relay);
+  ASSERT_TRUE(dying->append_on_close("gone", to_bytes("3;")));
+  ASSERT_TRUE(dying->append_on_close("gone", to_bytes("3b;")));
+  EXPECT_FALSE(watcher.check({"gone"}));  // nothing while it lives
+  std::thread waits([&] {
+    dying->set("waiting", to_bytes("1"));
+    EXPECT_THROW(dying->get("never", 60000ms), Error);
+  });
+  // Its get comes right after this key (whether it reached the relay yet or
+  // not, the promises must be written when the connection closes).
+  watcher.get("waiting", 15000ms);
+  dying->interrupt();  // its connection closes, the get most likely parked on etcd
+  EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "3;3b;");
+  waits.join();
+}
+
+// A relay killed with its node cannot write its promises: another relay
+// does, once the dead one's lease ends, and only once.
+TEST_F(StoreRelayTest, ALostRelaysPromisesAreKeptByAnotherRelay) {
+  // Forked before this process has any thread (the relays below start them).
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    try {
+      StoreRelay doomed(relay_options());
+      auto rank = client_of(doomed);
+      rank->append_on_close("gone", to_bytes("A;"));
+      char b = 1;
+      if (::write(ready[1], &b, 1) != 1) ::_exit(2);
+      for (;;) ::pause();
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  ::close(ready[1]);
+  pollfd p{ready[0], POLLIN, 0};
+  const bool up = ::poll(&p, 1, 20000) == 1;
+  ::close(ready[0]);
+  if (!up) ::kill(child, SIGKILL);
+  ASSERT_TRUE(up) << "the doomed relay did not start";
+
+  StoreRelay survivor(relay_options());
+  EtcdStore watcher(etcd());
+  ::kill(child, SIGKILL);  // the relay, its client and its lease's renewals, at once
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "A;");
+  EXPECT_EQ(survivor.kept_for_others(), 1u);
+  // Claimed once: no promise is left for anyone to write again.
+  EXPECT_TRUE(watcher.list({"mci/relay/promise/"})[0].empty());
+}
+
+// A relay that closes with its clients still connected writes their promises
+// itself, then revokes its lease: nothing is left for another relay.
+TEST_F(StoreRelayTest, AClosedRelayKeepsItsPromisesAndLeavesNothingBehind) {
+  EtcdStore watcher(etcd());
+  {
+    StoreRelay relay(relay_options());
+    auto rank = client_of(relay);
+    rank->append_on_close("gone", to_bytes("B;"));
+    EXPECT_EQ(watcher.list({"mci/relay/alive/"})[0].size(), 1u);
+    rank.reset();
+    EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "B;");
+  }
+  const auto left = watcher.list({"mci/relay/alive/", "mci/relay/promise/"});
+  EXPECT_TRUE(left[0].empty());
+  EXPECT_TRUE(left[1].empty());
+}
+
+// A relay whose lease ended while it ran (its node cut off from etcd for
+// longer than the TTL) has been counted lost: its clients' calls fail at
+// once instead of running on beside a group that left them.
+TEST_F(StoreRelayTest, ARelayCutOffFromItsLeaseStopsItsClients) {
+  StoreRelay cut(relay_options());
+  StoreRelay other(relay_options());
+  EtcdStore watcher(etcd());
+  auto rank = client_of(cut);
+  rank->append_on_close("gone", to_bytes("C;"));
+  watcher.revoke_lease(cut.lease());  // what etcd does when the renewals stop coming
+  try {
+    rank->get("never", 20000ms);
+    ADD_FAILURE() << "the call went on";
+  } catch (const TimeoutError& e) {
+    ADD_FAILURE() << "waited its whole timeout: " << e.what();
+  } catch (const Error&) {
+  }
+  EXPECT_TRUE(cut.lost());
+  EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "C;");  // kept by the other relay
+  EXPECT_THROW(client_of(cut), Error);                       // and no newcomer is served
+}
+
+TEST_F(StoreRelayTest, ClientsMustProveTheJobToken) {
+  StoreRelay relay(relay_options("tok"));
+  auto good = client_of(relay, "tok");
+  good->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(good->get("k")), "v");
+  EXPECT_THROW(client_of(relay, "other"), Error);
+  EXPECT_THROW(client_of(relay, ""), Error);
+}
+
+}  // namespace
+}  // namespace mci
