@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -399,12 +400,26 @@ void StoreRelay::Impl::keep_promises(Conn& c) {
   // A lost relay's promises are the other relays' to keep (they may have
   // already): writing them again would repeat a certificate.
   if (lost) return;
+  // Claimed first (a sweeper that thinks this relay lost may race it), then
+  // one append per key: a reader sees a connection's certificates at once,
+  // as mci's own store writes them.
+  std::vector<std::pair<std::string, StoreValue>> writes;
   for (const auto& p : promises) {
     try {
-      // Claim it first: a sweeper that thinks this relay lost may race us.
-      if (control->remove(p.mirror)) control->append(p.key, p.value);
+      if (!control->remove(p.mirror)) continue;
     } catch (const std::exception& e) {
-      log::error("store relay {}: could not write '{}' for a connection that ended: {}", rid, p.key, e.what());
+      log::error("store relay {}: could not claim '{}' for a connection that ended: {}", rid, p.key, e.what());
+      continue;
+    }
+    auto it = std::find_if(writes.begin(), writes.end(), [&](const auto& w) { return w.first == p.key; });
+    if (it == writes.end()) it = writes.insert(writes.end(), {p.key, {}});
+    it->second.insert(it->second.end(), p.value.begin(), p.value.end());
+  }
+  for (const auto& [key, value] : writes) {
+    try {
+      control->append(key, value);
+    } catch (const std::exception& e) {
+      log::error("store relay {}: could not write '{}' for a connection that ended: {}", rid, key, e.what());
     }
   }
 }

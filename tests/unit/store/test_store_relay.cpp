@@ -157,7 +157,7 @@ TEST_F(StoreRelayTest, ARelayCutOffFromItsLeaseStopsItsClients) {
   }
   EXPECT_TRUE(cut.lost());
   EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "C;");  // kept by the other relay
-  EXPECT_THROW(client_of(cut), Error);                       // and no newcomer is served
+  EXPECT_THROW(client_of(cut, "", 500ms), Error);            // and no newcomer is served
 }
 
 TEST_F(StoreRelayTest, ClientsMustProveTheJobToken) {
