@@ -150,6 +150,13 @@ struct EtcdStore::Impl {
 
   std::string key(const std::string& k) const { return ns + k; }
 
+  // A put's body: under `lease` unless 0.
+  json put(const std::string& k, const StoreValue& value, std::int64_t lease) const {
+    json p = {{"key", b64(key(k))}, {"value", b64(value)}};
+    if (lease != 0) p["lease"] = std::to_string(lease);
+    return p;
+  }
+
   httplib::Client& client(std::size_t i) {
     if (!clients[i]) {
       clients[i] = std::make_unique<httplib::Client>(endpoints[i].host, endpoints[i].port);
@@ -232,9 +239,8 @@ struct EtcdStore::Impl {
       cmp["target"] = "VERSION";
       cmp["version"] = "0";
     }
-    const json r = call("/v3/kv/txn",
-                        {{"compare", json::array({cmp})},
-                         {"success", json::array({{{"request_put", {{"key", b64(key(k))}, {"value", b64(value)}}}}})}});
+    const json r = call("/v3/kv/txn", {{"compare", json::array({cmp})},
+                                       {"success", json::array({{{"request_put", put(k, value, o.lease)}}})}});
     return r.value("succeeded", false);
   }
 
@@ -356,7 +362,7 @@ EtcdStore::EtcdStore(EtcdStoreOptions o) : impl_(std::make_unique<Impl>(std::mov
 EtcdStore::~EtcdStore() = default;
 
 void EtcdStore::set(const std::string& key, const StoreValue& value) {
-  (void)impl_->call("/v3/kv/put", {{"key", b64(impl_->key(key))}, {"value", b64(value)}});
+  (void)impl_->call("/v3/kv/put", impl_->put(key, value, impl_->o.lease));
 }
 
 StoreValue EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -479,8 +485,7 @@ void EtcdStore::revoke_lease(std::int64_t lease) {
 }
 
 void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_t lease) {
-  (void)impl_->call("/v3/kv/put",
-                    {{"key", b64(impl_->key(key))}, {"value", b64(value)}, {"lease", std::to_string(lease)}});
+  (void)impl_->call("/v3/kv/put", impl_->put(key, value, lease));
 }
 
 std::vector<std::vector<std::pair<std::string, StoreValue>>> EtcdStore::list(const std::vector<std::string>& prefixes) {

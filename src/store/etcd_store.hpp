@@ -31,6 +31,10 @@ struct EtcdStoreOptions {
   std::string job_id;                                                  // the job's keys live under /mci/JOB/
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};          // a wait's default
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};  // one request, at most
+  // Every key this client writes is under this lease (0: none): the job's
+  // lease, which the relays keep alive (store_relay.hpp), so that a dead
+  // job's keys expire.
+  std::int64_t lease = 0;
 };
 
 class EtcdStore final : public Store {

@@ -39,6 +39,9 @@ using std::chrono::milliseconds;
 constexpr auto kAuthLimit = std::chrono::seconds(10);
 constexpr auto kFrameLimit = std::chrono::seconds(60);  // the rest of a frame once its first byte came
 const std::string kAlive = "mci/relay/alive/";
+const std::string kJobLease = "mci/relay/job_lease";
+// The job's lease lives this long past the last relay: a dead job's keys go.
+constexpr auto kJobLeaseTtl = std::chrono::seconds(10);
 const std::string kPromise = "mci/relay/promise/";
 
 StoreValue encode_promise(const std::string& key, const StoreValue& value) {
@@ -100,8 +103,9 @@ struct StoreRelay::Impl {
   // their own, never queued behind a slow request.
   std::shared_ptr<EtcdStore> control;
   std::shared_ptr<EtcdStore> keeper;
-  std::int64_t lease = 0;
+  std::int64_t lease = 0;  // this relay's: its alive key
   std::chrono::seconds granted{0};
+  std::int64_t job_lease = 0;  // the job's: every key of the job
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   std::mutex conns_mu;
@@ -118,6 +122,7 @@ struct StoreRelay::Impl {
   void run_sweeper();
   void sweep();
   void become_lost();
+  std::int64_t acquire_job_lease();
   void wake() {
     char b = 1;
     ssize_t ignored = ::write(wake_write.get(), &b, 1);
@@ -134,8 +139,10 @@ StoreRelay::StoreRelay(StoreRelayOptions o) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.o = std::move(o);
   m.rid = fmt::format("{}-{}-{}", host_name(), ::getpid(), random_part());
-  m.control = std::make_shared<EtcdStore>(m.o.etcd);
   m.keeper = std::make_shared<EtcdStore>(m.o.etcd);
+  m.job_lease = m.acquire_job_lease();
+  m.o.etcd.lease = m.job_lease;  // every write of the job's, from here on
+  m.control = std::make_shared<EtcdStore>(m.o.etcd);
   m.lease = m.keeper->grant_lease(m.o.lease_ttl, &m.granted);
   m.control->set(kAlive + m.rid, to_bytes(host_name()), m.lease);
   m.listener = listen_tcp(m.o.host, m.o.port, 1024);
@@ -181,6 +188,32 @@ StoreRelay::~StoreRelay() {
   } catch (const std::exception& e) {
     log::warn("store relay {}: could not revoke its lease ({}); it ends within {} s", m.rid, e.what(),
               m.granted.count());
+  }
+}
+
+// The job's lease: the first relay grants it and publishes it under itself;
+// the others renew that one. Its key goes with it, so a published lease is
+// a live one (unless it ends just now: then look again).
+std::int64_t StoreRelay::Impl::acquire_job_lease() {
+  for (int tries = 0; tries < 10; ++tries) {
+    const std::int64_t mine = keeper->grant_lease(std::max(kJobLeaseTtl, o.lease_ttl));
+    EtcdStoreOptions under = o.etcd;
+    under.lease = mine;
+    const std::string won = to_string(EtcdStore(under).compare_set(kJobLease, {}, to_bytes(std::to_string(mine))));
+    if (won == std::to_string(mine)) return mine;
+    keeper->revoke_lease(mine);
+    const std::int64_t theirs = std::stoll(won);
+    if (keeper->keep_alive(theirs)) return theirs;
+  }
+  throw Error(fmt::format("the job's lease on etcd kept ending while this relay started (job '{}')", o.etcd.job_id));
+}
+
+void StoreRelay::end_job() {
+  try {
+    impl_->keeper->revoke_lease(impl_->job_lease);
+  } catch (const std::exception& e) {
+    log::warn("store relay {}: could not end the job's keys on etcd ({}): they expire within {} s", impl_->rid,
+              e.what(), kJobLeaseTtl.count());
   }
 }
 
@@ -431,6 +464,12 @@ void StoreRelay::Impl::run_keeper() {
     try {
       if (!keeper->keep_alive(lease)) {
         become_lost();
+        return;
+      }
+      // The job's lease too: while any relay runs, the job's keys stay. Its
+      // end while this relay's own lease lives is node 0 ending the job.
+      if (!keeper->keep_alive(job_lease)) {
+        log::debug("store relay {}: the job's keys were ended (node 0 finished the job)", rid);
         return;
       }
       last_renewed = Clock::now();

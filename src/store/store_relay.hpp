@@ -13,7 +13,9 @@
 //    for promises whose relay's lease has ended and keeps them, once: the
 //    delete that claims a promise succeeds for one relay only. A lost node's
 //    certificates thus come within its lease's TTL.
-// A relay whose own lease ended while it ran (its node cut off from etcd for
+// Every key of the job is under the job's lease, which every relay keeps
+// alive: a dead job's keys expire, and two jobs never see each other's (their
+// ids differ). A relay whose own lease ended while it ran (its node cut off from etcd for
 // longer than the TTL) has had its promises kept by the others: its clients
 // are counted gone, so it closes their connections and refuses new ones,
 // and its ranks stop instead of running on beside a group that left them.
@@ -57,6 +59,10 @@ class StoreRelay {
   std::int64_t lease() const;
   // Its lease ended while it ran: its clients were counted gone.
   bool lost() const;
+  // Ends the job's lease: every key of the job goes at once (node 0's
+  // mcirun, once every node has finished). Without it they go 10 s after
+  // the last relay.
+  void end_job();
   // Promises of other, lost relays this one kept.
   std::uint64_t kept_for_others() const;
 

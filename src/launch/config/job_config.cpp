@@ -170,6 +170,8 @@ void apply_rdzv_conf(const CliArgs& a, bool elastic, JobConfig& c, ElasticNodes&
                              key == "keep_alive_max_attempt" || key == "is_host";
     if (elastic_key && !elastic) {
       ignored.push_back(key);
+    } else if (c.etcd && (key == "protocol" || key == "read_timeout")) {
+      // etcd's, read by resolve_etcd
     } else if (key == "join_timeout" || key == "timeout") {
       c.join_timeout = std::chrono::seconds(whole(1));
     } else if (key == "last_call_timeout") {
@@ -592,6 +594,68 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int defa
   return {host, port.empty() ? default_port : parse_port("rdzv_endpoint", port)};
 }
 
+namespace {
+
+// --rdzv_backend=etcd: the members (--rdzv_endpoint, comma-separated, port
+// 2379 when left out) and what of torchrun's --rdzv_conf applies to them.
+JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
+  const std::string backend = a.named("rdzv_backend") + "=" + *a.rdzv_backend;
+  if (a.standalone) {
+    throw UsageError(fmt::format("{} with --standalone: a one-node job needs no etcd; drop one of them", backend));
+  }
+  if (!a.rdzv_endpoint || a.rdzv_endpoint->empty()) {
+    throw UsageError(fmt::format(
+        "{} needs {}=HOST1:2379,HOST2:2379,HOST3:2379: the client endpoints of the etcd cluster", backend,
+        a.named("rdzv_endpoint")));
+  }
+  if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes).elastic()) {
+    throw UsageError(fmt::format("{} runs a fixed number of nodes for now: give --nnodes=N, not a range MIN:MAX",
+                                 backend));
+  }
+  JobConfig::Etcd e;
+  for (const std::string& item : split_list(*a.rdzv_endpoint)) {
+    std::string hostport = item;
+    if (hostport.starts_with("http://")) hostport = hostport.substr(7);
+    if (hostport.starts_with("https://")) {
+      throw UsageError(fmt::format("{}: '{}': etcd over https is not supported yet; give http:// endpoints on a "
+                                   "network only the job's hosts reach",
+                                   a.named("rdzv_endpoint"), item));
+    }
+    const auto [host, port] = parse_endpoint(hostport, 2379);
+    e.endpoints.push_back(host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                                               : fmt::format("{}:{}", host, port));
+  }
+  if (a.rdzv_conf) {
+    for (const std::string& item : split_list(*a.rdzv_conf)) {
+      const auto eq = item.find('=');
+      if (eq == std::string::npos) continue;  // apply_rdzv_conf says what is wrong
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      if (key == "protocol" && value != "http") {
+        throw UsageError(fmt::format("{}: protocol={}: etcd over https is not supported yet; use protocol=http",
+                                     a.named("rdzv_conf"), value));
+      }
+      if (key == "read_timeout") {
+        const auto s = parse_int(value);
+        if (!s || *s < 1 || *s > 3600) {
+          throw UsageError(fmt::format("{}: read_timeout={} is not valid: give whole seconds, 1 or more",
+                                       a.named("rdzv_conf"), value));
+        }
+        e.read_timeout = std::chrono::seconds(*s);
+      }
+    }
+  }
+  if (const auto ttl = env("MCI_ETCD_LEASE_TTL")) {
+    const auto s = parse_int(*ttl);
+    if (!s || *s < 1 || *s > 600) {
+      throw ConfigError(fmt::format("MCI_ETCD_LEASE_TTL={} is not valid: give whole seconds, 1 to 600", *ttl));
+    }
+    e.lease_ttl = std::chrono::seconds(*s);
+  }
+  return e;
+}
+
+}  // namespace
+
 JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string& dev_dir) {
   JobConfig c;
   if (a.rdzv_id && !a.rdzv_id->empty()) {
@@ -602,12 +666,14 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   if (a.max_restarts) {
     c.max_restarts = parse_count(a.named("max_restarts"), *a.max_restarts, 0, "a number of restarts, 0 or more");
   }
-  if (a.rdzv_backend && *a.rdzv_backend != "static" && *a.rdzv_backend != "c10d") {
+  const bool on_etcd = a.rdzv_backend && (*a.rdzv_backend == "etcd" || *a.rdzv_backend == "etcd-v2");
+  if (a.rdzv_backend && !on_etcd && *a.rdzv_backend != "static" && *a.rdzv_backend != "c10d") {
     throw UsageError(
-        fmt::format("{}={}: mcirun's store is its own; use static or c10d "
-                    "(or drop the flag)",
+        fmt::format("{}={}: use static or c10d (mcirun's own store, on node 0), or etcd (etcd-v2): the job's store "
+                    "on an etcd cluster, which survives the loss of any node",
                     a.named("rdzv_backend"), *a.rdzv_backend));
   }
+  if (on_etcd) c.etcd = resolve_etcd(a, env);
   note_torchrun_leftovers(a, c);
   ElasticNodes elastic;
   if (a.rdzv_conf) {
@@ -624,7 +690,8 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   }
   c.virtual_local_rank = a.virtual_local_rank;
 
-  const StoreFlags f = store_flags(a, c);
+  StoreFlags f = store_flags(a, c);
+  if (c.etcd) f.endpoint.reset();  // etcd's members, not a store of mcirun's
   c.grace = resolve_grace(a, env);
   c.bind = resolve_bind(a, c.notices);
   c.prefix = a.prefix;

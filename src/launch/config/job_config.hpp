@@ -92,6 +92,15 @@ struct JobConfig {
   // --nnodes MIN:MAX: the range (nnodes is then MAX, and node_rank what
   // --node_rank said); each attempt's nodes and ranks are in its Attempt.
   std::optional<ElasticNodes> elastic;
+  // --rdzv_backend=etcd (or etcd-v2, torchrun's name): the job's store on
+  // etcd, reached through a relay on every node (store/store_relay.hpp), so
+  // that no node holds it and node 0 is lost like any other.
+  struct Etcd {
+    std::vector<std::string> endpoints;  // HOST:PORT of its members (--rdzv_endpoint)
+    std::chrono::milliseconds read_timeout{std::chrono::seconds(5)};  // --rdzv_conf read_timeout
+    std::chrono::seconds lease_ttl{2};  // MCI_ETCD_LEASE_TTL: how soon a lost node's certificates come
+  };
+  std::optional<Etcd> etcd;
 
   // As the command line places this node when every node runs as many
   // processes: a guess until the nodes agree on their counts (a static
@@ -101,7 +110,7 @@ struct JobConfig {
   // Whether the configuration says this node hosts the store; under
   // --nnodes MIN:MAX without is_host or --node_rank, binding decides
   // (JobStore::hosted_here).
-  bool hosts_store() const { return elastic ? elastic->is_host.value_or(false) : node_rank == 0; }
+  bool hosts_store() const { return !etcd && (elastic ? elastic->is_host.value_or(false) : node_rank == 0); }
 };
 
 // --nproc_per_node: a number >= 1, cpu, gpu or auto. Throws UsageError for

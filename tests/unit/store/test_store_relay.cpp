@@ -171,3 +171,24 @@ TEST_F(StoreRelayTest, ClientsMustProveTheJobToken) {
 
 }  // namespace
 }  // namespace mci
+
+namespace mci {
+namespace {
+
+// Every key of a job is under the job's lease, which the relays share and
+// renew: node 0's end_job() takes them all at once; a second relay renews
+// the lease the first granted, not one of its own.
+TEST_F(StoreRelayTest, AJobsKeysGoWhenItEnds) {
+  EtcdStore watcher(etcd());
+  StoreRelay first(relay_options());
+  StoreRelay second(relay_options());
+  client_of(first)->set("weights", to_bytes("w"));
+  client_of(second)->set("step", to_bytes("7"));
+  EXPECT_TRUE(watcher.check({"weights", "step"}));
+  first.end_job();
+  EXPECT_FALSE(watcher.check({"weights"}));
+  EXPECT_FALSE(watcher.check({"step"}));
+}
+
+}  // namespace
+}  // namespace mci
