@@ -22,7 +22,13 @@ struct JobConfig;
 // it at --master_addr:--master_port. The token is MCI_JOB_TOKEN, or the
 // one-node job's own; empty: unauthenticated.
 struct JobStore : StoreAddress {
+  // This node leads the job's setup and end (node 0): it hosts mci's own
+  // store, or, on etcd, publishes the program's port and waits for the
+  // other nodes at the end.
   bool hosted_here = false;
+  // The store lives on etcd, reached at this node's relay: no node holds it,
+  // and node 0 is lost like any other.
+  bool replicated = false;
 };
 
 struct Attempt {

@@ -21,6 +21,9 @@
 #include "launch/ranks/supervisor.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#ifdef MCI_HAVE_ETCD
+#include "store/store_relay.hpp"
+#endif
 
 namespace mci::launch {
 
@@ -87,7 +90,14 @@ int JobRun::run() {
   if (auto rc = agree_program_port()) return *rc;
   if (auto rc = agree_node_sizes()) return *rc;
   if (auto rc = prepare_node()) return *rc;
-  return run_attempts();
+  const int rc = run_attempts();
+#ifdef MCI_HAVE_ETCD
+  // Every node has finished (node 0 waited for them): the job's keys go now,
+  // not when their lease runs out. A failed job's stay until then, for a
+  // node still reading the news.
+  if (relay_ && base_.store.hosted_here && rc == 0) relay_->end_job();
+#endif
+  return rc;
 }
 
 std::optional<int> JobRun::check_limits() {
@@ -104,6 +114,8 @@ std::optional<int> JobRun::check_limits() {
 
 std::optional<int> JobRun::reach_store() {
   JobStore s{{job_.master_addr, job_.master_port, choose_token(env_, job_.nnodes)}, job_.hosts_store()};
+  toward_ = job_.master_addr;
+  if (job_.etcd) return reach_etcd(s);
   if (job_.elastic && !job_.elastic->is_host) {
     // Neither --node_rank nor is_host says which node hosts the store: the
     // first mcirun that can bind --master_addr:--master_port does
@@ -137,6 +149,45 @@ std::optional<int> JobRun::reach_store() {
   return std::nullopt;
 }
 
+// On etcd, every node serves its processes a relay to the store, on the
+// address it reaches etcd's first member from (so that a rank's store
+// connection names the interface its peers reach it on, as node 0's store
+// does otherwise). Node 0 still leads (the program's port, the nodes'
+// sizes, the exit barrier) but holds nothing the others need.
+std::optional<int> JobRun::reach_etcd(JobStore& s) {
+#ifdef MCI_HAVE_ETCD
+  const JobConfig::Etcd& e = *job_.etcd;
+  const std::string first = e.endpoints.front();
+  toward_ = first.substr(0, first.rfind(':'));
+  if (toward_.size() > 2 && toward_.front() == '[') toward_ = toward_.substr(1, toward_.size() - 2);
+  const auto route = route_toward(toward_);
+  StoreRelayOptions o;
+  o.host = route ? route->address : "127.0.0.1";
+  o.token = s.token;
+  o.etcd.endpoints = e.endpoints;
+  o.etcd.job_id = job_.run_id;
+  o.etcd.request_timeout = e.read_timeout;
+  o.lease_ttl = e.lease_ttl;
+  try {
+    relay_ = std::make_unique<StoreRelay>(o);
+  } catch (const Error& err) {
+    say(fmt::format("mcirun: cannot reach the job's store on etcd (--rdzv_id={}): {}", job_.run_id, err.what()));
+    return 1;
+  }
+  s.host = o.host;
+  s.port = relay_->port();
+  s.hosted_here = job_.node_rank == 0;
+  s.replicated = true;
+  base_ = first_attempt(job_, std::move(s));
+  return std::nullopt;
+#else
+  (void)s;
+  say("mcirun: --rdzv_backend=etcd: this mcirun was built without the store on etcd (cpp-httplib was not found "
+      "when it was built): install libcpp-httplib-dev and build again");
+  return 1;
+#endif
+}
+
 void JobRun::say_where() const {
   const JobStore& s = base_.store;
   const std::string placed = job_.placement_source.empty() ? "" : " (placed by " + job_.placement_source + ")";
@@ -144,6 +195,12 @@ void JobRun::say_where() const {
     log::info("mcirun: elastic job of {} to {} nodes, {} process(es) on this node, {} the store {}:{}{}",
               job_.elastic->min_nodes, job_.elastic->max_nodes, job_.nproc_per_node,
               s.hosted_here ? "hosting" : "using", s.host, s.port, placed);
+  } else if (s.replicated) {
+    say(
+        fmt::format("mcirun: node {} of {}, {} process(es) on this node, the job's store on etcd ({}, job '{}') "
+                    "through this node's relay {}:{}{}",
+                    job_.node_rank, job_.nnodes, job_.nproc_per_node, fmt::join(job_.etcd->endpoints, ","), job_.run_id,
+                    s.host, s.port, placed));
   } else {
     log::info("mcirun: node {} of {}, {} process(es) on this node, store {}:{}{}", job_.node_rank, job_.nnodes,
               job_.nproc_per_node, s.host, s.port, placed);
@@ -163,7 +220,9 @@ std::optional<int> JobRun::agree_program_port() {
   try {
     if (base_.store.hosted_here) {
       program_port_.emplace();
-      const ProgramEndpoint e{job_.local_addr.value_or(job_.master_addr), program_port_->port(),
+      // On etcd without --master_addr, node 0's address toward etcd.
+      const std::string here = job_.etcd && job_.master_addr.empty() ? base_.store.host : job_.master_addr;
+      const ProgramEndpoint e{job_.local_addr.value_or(here), program_port_->port(),
                               on_rank_loss_name(job_.on_rank_loss)};
       publish_program_endpoint(ports, e);
       base_.program_addr = e.addr;
@@ -262,7 +321,7 @@ std::optional<int> JobRun::prepare_node() {
 void JobRun::choose_interfaces() {
   if (job_.nnodes < 2) return;
   const bool toward_node1 = base_.store.hosted_here && !other_node_addr_.empty();
-  const std::string target = toward_node1 ? other_node_addr_ : job_.master_addr;
+  const std::string target = toward_node1 ? other_node_addr_ : toward_;
   const auto route = route_toward(target);
   if (!route || is_loopback_address(route->address)) {
     // A loopback target is a job whose nodes all run on this machine (tests,

@@ -1,6 +1,7 @@
 // One mcirun's share of the job, as named phases:
 //   check_limits        the job's open files fit (the ranks inherit ours);
-//   reach_store         node 0 hosts the job's store, the others find it;
+//   reach_store         node 0 hosts the job's store, the others find it
+//                       (on etcd: every node serves its own relay to it);
 //   agree_program_port  node 0 reserves the program's MASTER_PORT, the
 //                       others read it (and --on-rank-loss must agree);
 //   agree_node_sizes    the nodes of a static multi-node job share how many
@@ -34,7 +35,8 @@
 
 namespace mci {
 class StoreServer;
-}
+class StoreRelay;
+}  // namespace mci
 namespace mci::jobview {
 class JobMonitor;
 }
@@ -60,6 +62,7 @@ class JobRun {
   // Each returns an exit code when the job ends there, nullopt to go on.
   std::optional<int> check_limits();
   std::optional<int> reach_store();
+  std::optional<int> reach_etcd(JobStore& s);
   void say_where() const;
   std::optional<int> agree_program_port();
   std::optional<int> agree_node_sizes();
@@ -92,6 +95,10 @@ class JobRun {
   Attempt base_;  // what every attempt is made from
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<StoreRelay> relay_;  // --rdzv_backend=etcd: this node's door to the store
+  // Where this node's processes reach the others: toward node 0, or, on
+  // etcd, toward its first member.
+  std::string toward_;
   // Node 0: where node 1 reached the store from (node_sizes.hpp).
   std::string other_node_addr_;
   // Node 0 holds the program's port until the job ends, so that no other

@@ -139,7 +139,11 @@ StoreRelay::StoreRelay(StoreRelayOptions o) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.o = std::move(o);
   m.rid = fmt::format("{}-{}-{}", host_name(), ::getpid(), random_part());
-  m.keeper = std::make_shared<EtcdStore>(m.o.etcd);
+  // A renewal that waits on an unreachable member must not outlast the
+  // lease it renews.
+  EtcdStoreOptions renewals = m.o.etcd;
+  renewals.request_timeout = std::max<milliseconds>(m.o.lease_ttl / 3, milliseconds(300));
+  m.keeper = std::make_shared<EtcdStore>(renewals);
   m.job_lease = m.acquire_job_lease();
   m.o.etcd.lease = m.job_lease;  // every write of the job's, from here on
   m.control = std::make_shared<EtcdStore>(m.o.etcd);
@@ -339,7 +343,14 @@ void StoreRelay::Impl::serve(const std::shared_ptr<Conn>& cp) {
         } catch (const Error& e) {
           // etcd out of reach, or this relay closing: the client hears its
           // store go away, as it would from mci's own store server.
-          if (!stopping) log::warn("store relay {}: a request failed, closing its connection: {}", rid, e.what());
+          bool ended = false;  // its client went first: nobody to tell
+          {
+            std::lock_guard lk(c.mu);
+            ended = c.kept;
+          }
+          if (!stopping && !ended) {
+            log::warn("store relay {}: a request failed, closing its connection: {}", rid, e.what());
+          }
           break;
         }
       }
@@ -474,8 +485,13 @@ void StoreRelay::Impl::run_keeper() {
       }
       last_renewed = Clock::now();
     } catch (const std::exception& e) {
-      if (Clock::now() - last_renewed > granted) {
-        log::warn("store relay {}: cannot renew its lease for {} s: {}", rid, granted.count(), e.what());
+      // Unrenewed for its whole TTL, the lease has ended on etcd's side
+      // (whose clock this one only approximates: a little early is the
+      // safe side, the others having counted this node gone by then).
+      if (Clock::now() - last_renewed >= granted) {
+        log::warn("store relay {}: could not renew its lease for {} s: {}", rid, granted.count(), e.what());
+        become_lost();
+        return;
       }
     }
   }

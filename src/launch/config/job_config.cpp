@@ -531,7 +531,7 @@ void resolve_nodes(const CliArgs& a, const EnvLookup& env, const StoreFlags& f, 
       c.placement_source = p->source;
       if (!a.nnodes) c.nnodes = p->nnodes;
       if (!a.node_rank) c.node_rank = p->node_rank;
-      if (c.nnodes > 1 && !f.addr && !f.endpoint) {
+      if (c.nnodes > 1 && !f.addr && !f.endpoint && !c.etcd) {
         c.master_addr = node0_host(*p, env, fmt::format("{} nodes", c.nnodes));
       }
     } else if (c.nnodes > 1 && !a.node_rank) {
@@ -604,26 +604,27 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
     throw UsageError(fmt::format("{} with --standalone: a one-node job needs no etcd; drop one of them", backend));
   }
   if (!a.rdzv_endpoint || a.rdzv_endpoint->empty()) {
-    throw UsageError(fmt::format(
-        "{} needs {}=HOST1:2379,HOST2:2379,HOST3:2379: the client endpoints of the etcd cluster", backend,
-        a.named("rdzv_endpoint")));
+    throw UsageError(
+        fmt::format("{} needs {}=HOST1:2379,HOST2:2379,HOST3:2379: the client endpoints of the etcd cluster", backend,
+                    a.named("rdzv_endpoint")));
   }
   if (a.nnodes && parse_nnodes(a.named("nnodes"), *a.nnodes).elastic()) {
-    throw UsageError(fmt::format("{} runs a fixed number of nodes for now: give --nnodes=N, not a range MIN:MAX",
-                                 backend));
+    throw UsageError(
+        fmt::format("{} runs a fixed number of nodes for now: give --nnodes=N, not a range MIN:MAX", backend));
   }
   JobConfig::Etcd e;
   for (const std::string& item : split_list(*a.rdzv_endpoint)) {
     std::string hostport = item;
     if (hostport.starts_with("http://")) hostport = hostport.substr(7);
     if (hostport.starts_with("https://")) {
-      throw UsageError(fmt::format("{}: '{}': etcd over https is not supported yet; give http:// endpoints on a "
-                                   "network only the job's hosts reach",
-                                   a.named("rdzv_endpoint"), item));
+      throw UsageError(
+          fmt::format("{}: '{}': etcd over https is not supported yet; give http:// endpoints on a "
+                      "network only the job's hosts reach",
+                      a.named("rdzv_endpoint"), item));
     }
     const auto [host, port] = parse_endpoint(hostport, 2379);
     e.endpoints.push_back(host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                                               : fmt::format("{}:{}", host, port));
+                                                              : fmt::format("{}:{}", host, port));
   }
   if (a.rdzv_conf) {
     for (const std::string& item : split_list(*a.rdzv_conf)) {
@@ -703,6 +704,9 @@ JobConfig resolve_job(const CliArgs& a, const EnvLookup& env, const std::string&
   } else {
     resolve_nodes(a, env, f, elastic, c);
   }
+  // On etcd no node hosts the store: without --master_addr, node 0 gives
+  // the program its own address (JobRun::agree_program_port).
+  if (c.etcd && !f.addr) c.master_addr.clear();
   if (static_cast<long long>(c.nnodes) * c.nproc_per_node > kMaxProcesses) {
     throw UsageError(fmt::format("{} nodes x {} processes is more than mcirun supports ({})", c.nnodes,
                                  c.nproc_per_node, kMaxProcesses));
