@@ -96,7 +96,7 @@ struct JobConfig {
   // etcd, reached through a relay on every node (store/store_relay.hpp), so
   // that no node holds it and node 0 is lost like any other.
   struct Etcd {
-    std::vector<std::string> endpoints;  // HOST:PORT of its members (--rdzv_endpoint)
+    std::vector<std::string> endpoints;                               // HOST:PORT of its members (--rdzv_endpoint)
     std::chrono::milliseconds read_timeout{std::chrono::seconds(5)};  // --rdzv_conf read_timeout
     std::chrono::seconds lease_ttl{2};  // MCI_ETCD_LEASE_TTL: how soon a lost node's certificates come
   };
