@@ -126,6 +126,10 @@ class TcpStore final : public Store {
   // The local address this client uses to reach the server: the interface a
   // rank should listen on for its peers.
   std::string local_address() const;
+  // Holds the connection idle, at most `timeout`: true as soon as the server
+  // closes it (it exited, or was killed). How one store relay watches
+  // another (store_relay.hpp).
+  bool wait_for_close(std::chrono::milliseconds timeout);
 
   struct Impl;
 

@@ -1,12 +1,16 @@
 #include "store/etcd_store.hpp"
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -21,6 +25,11 @@ namespace {
 
 using json = nlohmann::json;
 using std::chrono::milliseconds;
+
+// How long a request waits on one member before the next is
+// tried: etcd answers in milliseconds; a member that takes this long is cut
+// off or overloaded.
+constexpr milliseconds kSafeShare{500};
 
 // etcd's JSON gateway carries keys and values as base64 (proto3's bytes).
 std::string b64(std::string_view bytes) {
@@ -109,6 +118,16 @@ Endpoint parse_endpoint(std::string e) {
   return out;
 }
 
+// Where compare-and-set markers live (EtcdStore::Impl::put_if_unchanged):
+// mci's own keys, which num_keys() leaves out.
+const std::string kMarkers = "mci/relay/txn/";
+
+std::string random_tag() {
+  unsigned char b[6];
+  if (RAND_bytes(b, sizeof b) != 1) throw Error("no random bytes for an etcd client's tag");
+  return fmt::format("{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
+}
+
 // A key's value as read, and the revisions a write that read it compares.
 struct Read {
   std::optional<StoreValue> value;
@@ -126,8 +145,11 @@ struct EtcdStore::Impl {
   std::atomic<bool> interrupted{false};
   std::mutex watch_mu;                  // guards watching
   httplib::Client* watching = nullptr;  // the watch in progress, for interrupt()
-  std::size_t current = 0;
+  std::atomic<std::size_t> current{0};  // written under mu; read without it by endpoint_in_use()
   std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::string tag = random_tag();  // names this client's write markers
+  std::uint64_t writes = 0;
+  std::string last_marker;
 
   explicit Impl(EtcdStoreOptions opts) : o(std::move(opts)) {
     if (o.endpoints.empty()) throw ConfigError("the etcd store needs at least one endpoint (HOST:PORT)");
@@ -174,39 +196,66 @@ struct EtcdStore::Impl {
     if (interrupted) throw Error(fmt::format("the job's store on {} was closed while a call waited", where()));
   }
 
-  json call(const std::string& path, const json& body, milliseconds budget) {
+  // Members are tried in turn, starting with the one that answered last,
+  // and tried again while the budget lasts when none answered in a way that
+  // says the request was not carried out (no connection, no leader yet: a
+  // leader's election, after a member was lost, takes an election timeout).
+  // Every request here is safe to send again (reads, puts, deletes, and
+  // transactions whose compare fails once they took effect), so each member
+  // gets a short time: one cut off, holding a kept connection, answers
+  // nothing, and the next must get its turn well within the caller's wait.
+  // `unanswered`, when given, says whether an attempt before the answer was
+  // sent and never answered (it may have taken effect: see put_if_unchanged).
+  json call(const std::string& path, const json& body, milliseconds budget, bool* unanswered = nullptr) {
     check_interrupted();
     std::lock_guard lk(mu);
     const std::string text = body.dump();
+    const Deadline dl(std::max(budget, milliseconds(1)));
     std::string tried;
-    for (std::size_t n = 0; n < endpoints.size(); ++n) {
-      const std::size_t i = (current + n) % endpoints.size();
-      httplib::Client& c = client(i);
-      const auto t = std::max(budget, milliseconds(1));
-      c.set_connection_timeout(std::min<milliseconds>(t, std::chrono::seconds(2)));
-      c.set_read_timeout(t);
-      c.set_write_timeout(t);
-      auto res = c.Post(path, text, "application/json");
-      if (!res) {
-        tried +=
-            fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(res.error()));
-        clients[i].reset();  // a fresh connection next time
-        continue;
+    for (;;) {
+      tried.clear();
+      bool again = true;  // every failure of this round left the request undone
+      for (std::size_t n = 0; n < endpoints.size(); ++n) {
+        const std::size_t i = (current + n) % endpoints.size();
+        httplib::Client& c = client(i);
+        // A member that holds a kept connection but answers nothing (cut
+        // off) must not take the whole budget: the others get their turn.
+        const bool last = n + 1 == endpoints.size();
+        const auto t = !last ? std::min(dl.wait_left(), kSafeShare) : dl.wait_left();
+        c.set_connection_timeout(std::min<milliseconds>(t, std::chrono::seconds(2)));
+        c.set_read_timeout(t);
+        c.set_write_timeout(t);
+        auto res = c.Post(path, text, "application/json");
+        if (!res) {
+          const auto e = res.error();
+          tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(e));
+          const bool unsent = e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout;
+          again = again && unsent;
+          if (!unsent && unanswered) *unanswered = true;
+          clients[i].reset();  // a fresh connection next time
+          continue;
+        }
+        json answer = json::parse(res->body, nullptr, false);
+        if (res->status != 200) {
+          const std::string why =
+              answer.is_object() && answer.contains("message") ? answer["message"].get<std::string>() : res->body;
+          // No leader, or this member is cut off from the others: another may serve.
+          tried += fmt::format("{}{} (HTTP {}: {})", tried.empty() ? "" : "; ", endpoints[i].text(), res->status, why);
+          again = again && res->status >= 500;
+          // etcd's own timeout (the proposal may still be applied).
+          if (res->status >= 500 && unanswered) *unanswered = true;
+          continue;
+        }
+        if (answer.is_discarded()) {
+          throw Error(fmt::format("etcd at {} answered {} with something that is not JSON: '{}'", endpoints[i].text(),
+                                  path, res->body.substr(0, 200)));
+        }
+        current = i;
+        return answer;
       }
-      json answer = json::parse(res->body, nullptr, false);
-      if (res->status != 200) {
-        const std::string why =
-            answer.is_object() && answer.contains("message") ? answer["message"].get<std::string>() : res->body;
-        // No leader, or this member is cut off from the others: another may serve.
-        tried += fmt::format("{}{} (HTTP {}: {})", tried.empty() ? "" : "; ", endpoints[i].text(), res->status, why);
-        continue;
-      }
-      if (answer.is_discarded()) {
-        throw Error(fmt::format("etcd at {} answered {} with something that is not JSON: '{}'", endpoints[i].text(),
-                                path, res->body.substr(0, 200)));
-      }
-      current = i;
-      return answer;
+      if (!again || dl.expired()) break;
+      std::this_thread::sleep_for(std::min<milliseconds>(milliseconds(50), dl.wait_left()));
+      check_interrupted();
     }
     throw PeerError(fmt::format("the job's store on etcd could not be reached: tried {}. Check the endpoints "
                                 "(mcirun --rdzv_endpoint=HOST:PORT,...) and that a quorum of etcd's members runs",
@@ -229,7 +278,12 @@ struct EtcdStore::Impl {
   }
 
   // Puts `value` if the key is still as `was` read it; false when another
-  // client wrote it meanwhile.
+  // client wrote it meanwhile. A marker key of this client's goes with the
+  // put, and must not exist yet: so the same transaction sent again (its
+  // first answer lost with a member) cannot take effect twice, and when a
+  // resend fails its compare, the marker says whether the first did take
+  // effect (else a caller's add() would add again). The marker of this
+  // client's previous write goes with the next one: one at a time.
   bool put_if_unchanged(const std::string& k, const Read& was, const StoreValue& value) {
     json cmp = {{"key", b64(key(k))}, {"result", "EQUAL"}};
     if (was.value) {
@@ -239,9 +293,16 @@ struct EtcdStore::Impl {
       cmp["target"] = "VERSION";
       cmp["version"] = "0";
     }
-    const json r = call("/v3/kv/txn", {{"compare", json::array({cmp})},
-                                       {"success", json::array({{{"request_put", put(k, value, o.lease)}}})}});
-    return r.value("succeeded", false);
+    const std::string marker = fmt::format("{}{}/{}", kMarkers, tag, ++writes);
+    const json fresh = {{"key", b64(key(marker))}, {"target", "VERSION"}, {"result", "EQUAL"}, {"version", "0"}};
+    json ops = json::array({{{"request_put", put(k, value, o.lease)}}, {{"request_put", put(marker, {}, o.lease)}}});
+    if (!last_marker.empty()) ops.push_back({{"request_delete_range", {{"key", b64(key(last_marker))}}}});
+    bool unanswered = false;
+    const json r =
+        call("/v3/kv/txn", {{"compare", json::array({cmp, fresh})}, {"success", ops}}, o.request_timeout, &unanswered);
+    const bool done = r.value("succeeded", false) || (unanswered && read(marker).value.has_value());
+    if (done) last_marker = marker;
+    return done;
   }
 
   // Every key's value in as few requests as etcd allows (it takes at most
@@ -269,17 +330,31 @@ struct EtcdStore::Impl {
     return {std::move(values), revision};
   }
 
-  // Waits until a key of this job changes after `revision`, at most until
-  // `dl`: a watch on the job's keys, in a connection of its own (ending the
-  // watch closes it). False when the deadline came first.
-  bool wait_for_change(std::int64_t revision, const Deadline& dl) {
+  // Waits until a key of this job in [from, to) changes after `revision`
+  // (`to` empty: the key `from` alone; both empty: any key of the job), at
+  // most until `dl`: a watch in a connection of its own (ending the watch
+  // closes it). Watching only what a wait misses keeps a write from waking
+  // every waiter of the job. False when the deadline came first.
+  bool wait_for_change(std::int64_t revision, const Deadline& dl, const std::string& from = "",
+                       const std::string& to = "") {
+    if (o.changes) {
+      const bool changed = o.changes->wait(revision, from, to, dl.at(), interrupted);
+      check_interrupted();
+      return changed;
+    }
     std::string unreachable;
-    std::size_t failed_in_a_row = 0;
+    std::optional<Deadline> failing;  // since every member failed, in a row: how long that may last
     while (!dl.expired()) {
       check_interrupted();
-      const json create = {
-          {"create_request",
-           {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(revision + 1)}}}};
+      json range = {{"start_revision", std::to_string(revision + 1)}};
+      if (from.empty()) {
+        range["key"] = b64(ns);
+        range["range_end"] = b64(prefix_end(ns));
+      } else {
+        range["key"] = b64(key(from));
+        if (!to.empty()) range["range_end"] = b64(key(to));
+      }
+      const json create = {{"create_request", range}};
       std::size_t i;
       {
         std::lock_guard lk(mu);
@@ -296,6 +371,10 @@ struct EtcdStore::Impl {
       req.path = "/v3/watch";
       req.body = create.dump();
       req.set_header("Content-Type", "application/json");
+      // A member cut off from the others (no leader) cancels the watch
+      // instead of keeping it silent: etcd's WithRequireLeader, as gRPC
+      // metadata through the gateway.
+      req.set_header("Grpc-Metadata-hasleader", "true");
       req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
         pending.append(data, n);
         // One JSON object per message, each on its own line.
@@ -329,14 +408,15 @@ struct EtcdStore::Impl {
       if (changed) return true;
       if (err == httplib::Error::Success || err == httplib::Error::Canceled || err == httplib::Error::Read) {
         unreachable.clear();  // answered (or the wait's time ran out): watch again while time is left
-        failed_in_a_row = 0;
+        failing.reset();
         continue;
       }
-      // This member is out of reach: watch on the next; none answering is
-      // the store lost, said as a request would say it.
+      // This member is out of reach: watch on the next; none answering for
+      // a request's time is the store lost, said as a request would say it.
       unreachable +=
           fmt::format("{}{} ({})", unreachable.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(err));
-      if (++failed_in_a_row >= endpoints.size()) {
+      if (!failing) failing.emplace(o.request_timeout);
+      if (failing->expired()) {
         throw PeerError(fmt::format("the job's store on etcd could not be reached while waiting: tried {}. Check "
                                     "that a quorum of etcd's members runs",
                                     unreachable),
@@ -344,6 +424,7 @@ struct EtcdStore::Impl {
       }
       std::lock_guard lk(mu);
       current = (i + 1) % endpoints.size();
+      if (current.load() == 0) std::this_thread::sleep_for(milliseconds(20));  // a round done: not a busy loop
     }
     return false;
   }
@@ -370,7 +451,9 @@ StoreValue EtcdStore::get(const std::string& key, std::chrono::milliseconds time
   for (;;) {
     Read r = impl_->read(key);
     if (r.value) return *std::move(r.value);
-    if (!impl_->wait_for_change(r.revision, dl)) throw impl_->timed_out(timeout, fmt::format("store key '{}'", key));
+    if (!impl_->wait_for_change(r.revision, dl, key)) {
+      throw impl_->timed_out(timeout, fmt::format("store key '{}'", key));
+    }
   }
 }
 
@@ -415,11 +498,14 @@ void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
   for (;;) {
     const auto [values, revision] = impl_->read_all(keys);
     std::string missing;
+    const std::string* first = nullptr;  // watched: the others are read again once it comes
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (!values[i]) missing += fmt::format("{}'{}'", missing.empty() ? "" : ", ", keys[i]);
+      if (values[i]) continue;
+      missing += fmt::format("{}'{}'", missing.empty() ? "" : ", ", keys[i]);
+      if (!first) first = &keys[i];
     }
     if (missing.empty()) return;
-    if (!impl_->wait_for_change(revision, dl)) throw impl_->timed_out(timeout, "store keys " + missing);
+    if (!impl_->wait_for_change(revision, dl, *first)) throw impl_->timed_out(timeout, "store keys " + missing);
   }
 }
 
@@ -441,7 +527,11 @@ std::vector<std::optional<StoreValue>> EtcdStore::get_range(const std::string& p
     if (!stop.empty()) values.pop_back();
     const auto missing = std::count_if(values.begin(), values.end(), [](const auto& v) { return !v.has_value(); });
     if (missing == 0 || stopped) return std::move(values);
-    if (!impl_->wait_for_change(revision, dl)) {
+    // Without a stop key, the range's keys alone; with one, the job's keys
+    // (one watch cannot hold two ranges).
+    const std::string from = stop.empty() ? prefix + "/" : "";
+    const std::string to = stop.empty() ? prefix_end(prefix + "/") : "";
+    if (!impl_->wait_for_change(revision, dl, from, to)) {
       throw impl_->timed_out(timeout, fmt::format("store keys '{}/{}' to '{}/{}' ({} of {} missing)", prefix, first,
                                                   prefix, first + count - 1, missing, count));
     }
@@ -453,15 +543,27 @@ bool EtcdStore::remove(const std::string& key) {
   return int_field(r, "deleted") > 0;
 }
 
+// The job's keys, not mci's own under mci/relay/ (relays' liveness and
+// promises, write markers).
 std::int64_t EtcdStore::num_keys() {
+  const std::string own = impl_->key("mci/relay/");
+  auto count = [&](const std::string& from, const std::string& to) {
+    return json{{"request_range", {{"key", b64(from)}, {"range_end", b64(to)}, {"count_only", true}}}};
+  };
   const json r =
-      impl_->call("/v3/kv/range",
-                  {{"key", b64(impl_->ns)}, {"range_end", b64(prefix_end(impl_->ns))}, {"count_only", true}});
-  return int_field(r, "count");
+      impl_->call("/v3/kv/txn",
+                  {{"success", json::array({count(impl_->ns, prefix_end(impl_->ns)), count(own, prefix_end(own))})}});
+  const json& rs = r.value("responses", json::array());
+  if (rs.size() != 2) throw Error("etcd answered a count with something else");
+  return int_field(rs[0].value("response_range", json::object()), "count") -
+         int_field(rs[1].value("response_range", json::object()), "count");
 }
+
+std::string EtcdStore::endpoint_in_use() const { return impl_->endpoints[impl_->current.load()].text(); }
 
 void EtcdStore::interrupt() {
   impl_->interrupted = true;
+  if (impl_->o.changes) impl_->o.changes->wake();
   std::lock_guard lk(impl_->watch_mu);
   if (impl_->watching) impl_->watching->stop();
 }
@@ -488,6 +590,51 @@ void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_
   (void)impl_->call("/v3/kv/put", impl_->put(key, value, lease));
 }
 
+bool EtcdStore::settle(const std::vector<std::string>& claims,
+                       const std::vector<std::pair<std::string, StoreValue>>& appends) {
+  using json = nlohmann::json;
+  std::vector<std::string> keys = claims;
+  for (const auto& a : appends) keys.push_back(a.first);
+  for (;;) {
+    // The keys' values and revisions, in one transaction.
+    json reads = json::array();
+    for (const auto& k : keys) reads.push_back({{"request_range", {{"key", b64(impl_->key(k))}}}});
+    const json r = impl_->call("/v3/kv/txn", {{"success", reads}});
+    const json& rs = r.value("responses", json::array());
+    json compare = json::array(), ops = json::array();
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const json range = i < rs.size() ? rs[i].value("response_range", json::object()) : json::object();
+      const bool there = range.contains("kvs") && !range["kvs"].empty();
+      const json kv = there ? range["kvs"][0] : json::object();
+      const std::string k = b64(impl_->key(keys[i]));
+      if (i < claims.size()) {
+        if (!there) return false;  // settled already
+        compare.push_back({{"key", k},
+                           {"target", "MOD"},
+                           {"result", "EQUAL"},
+                           {"mod_revision", std::to_string(int_field(kv, "mod_revision"))}});
+        ops.push_back({{"request_delete_range", {{"key", k}}}});
+        continue;
+      }
+      StoreValue next = there ? to_bytes(unb64(kv.value("value", ""))) : StoreValue{};
+      const auto& add = appends[i - claims.size()].second;
+      next.insert(next.end(), add.begin(), add.end());
+      if (there) {
+        compare.push_back({{"key", k},
+                           {"target", "MOD"},
+                           {"result", "EQUAL"},
+                           {"mod_revision", std::to_string(int_field(kv, "mod_revision"))}});
+      } else {
+        compare.push_back({{"key", k}, {"target", "VERSION"}, {"result", "EQUAL"}, {"version", "0"}});
+      }
+      ops.push_back({{"request_put", impl_->put(keys[i], next, impl_->o.lease)}});
+    }
+    const json t = impl_->call("/v3/kv/txn", {{"compare", compare}, {"success", ops}});
+    if (t.value("succeeded", false)) return true;
+    // Another client wrote one of the keys meanwhile: read them again.
+  }
+}
+
 std::vector<std::vector<std::pair<std::string, StoreValue>>> EtcdStore::list(const std::vector<std::string>& prefixes) {
   json ops = json::array();
   for (const auto& p : prefixes) {
@@ -512,6 +659,157 @@ std::shared_ptr<Store> EtcdStore::clone() const {
   auto c = std::make_shared<EtcdStore>(impl_->o);
   c->set_timeout(timeout());
   return c;
+}
+
+// --- EtcdChanges ---------------------------------------------------------
+
+struct EtcdChanges::Impl {
+  std::vector<Endpoint> endpoints;
+  std::string ns;
+  std::mutex mu;  // guards what follows
+  std::condition_variable cv;
+  std::map<std::string, std::int64_t> changed;  // key (without ns) -> revision of its last change
+  std::int64_t latest = 0;                      // the last revision the watch delivered
+  std::int64_t start = 0;                       // the watch's next start revision
+  std::uint64_t epoch = 0;                      // bumped when the watch starts over after a gap
+  std::int64_t wanted = 0;                      // the newest revision a wait has read
+  bool stopping = false;
+  httplib::Client* client = nullptr;  // the stream in progress, stopped by the destructor
+  std::thread thread;
+
+  void run();
+};
+
+EtcdChanges::EtcdChanges(const EtcdStoreOptions& o) : impl_(std::make_unique<Impl>()) {
+  EtcdStoreOptions plain = o;
+  plain.changes.reset();
+  EtcdStore probe(plain);  // reaches a member, or throws as a store would
+  for (const auto& e : plain.endpoints) impl_->endpoints.push_back(parse_endpoint(e));
+  impl_->ns = "/mci/" + o.job_id + "/";
+  // From the present revision on: every wait reads after this.
+  const std::string first = probe.endpoint_in_use();
+  httplib::Client c(first.substr(0, first.rfind(':')), std::stoi(first.substr(first.rfind(':') + 1)));
+  auto res = c.Post("/v3/kv/range", json{{"key", b64(impl_->ns)}, {"count_only", true}}.dump(), "application/json");
+  if (!res || res->status != 200) throw PeerError("the job's store on etcd could not be reached to watch it", -1);
+  const json r = json::parse(res->body, nullptr, false);
+  impl_->latest = int_field(r.is_object() ? r.value("header", json::object()) : json::object(), "revision");
+  impl_->start = impl_->latest + 1;
+  impl_->thread = std::thread([m = impl_.get()] { m->run(); });
+}
+
+EtcdChanges::~EtcdChanges() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+    if (impl_->client) impl_->client->stop();
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void EtcdChanges::wake() {
+  std::lock_guard lk(impl_->mu);
+  impl_->cv.notify_all();
+}
+
+bool EtcdChanges::wait(std::int64_t revision, const std::string& from, const std::string& to,
+                       std::chrono::steady_clock::time_point until, const std::atomic<bool>& interrupted) {
+  std::unique_lock lk(impl_->mu);
+  const std::uint64_t epoch = impl_->epoch;
+  impl_->wanted = std::max(impl_->wanted, revision);
+  auto seen = [&] {
+    if (interrupted || impl_->epoch != epoch) return true;
+    if (from.empty()) return impl_->latest > revision;
+    if (to.empty()) {
+      const auto it = impl_->changed.find(from);
+      return it != impl_->changed.end() && it->second > revision;
+    }
+    for (auto it = impl_->changed.lower_bound(from); it != impl_->changed.end() && it->first < to; ++it) {
+      if (it->second > revision) return true;
+    }
+    return false;
+  };
+  return impl_->cv.wait_until(lk, until, seen);
+}
+
+void EtcdChanges::Impl::run() {
+  std::size_t i = 0;
+  while (true) {
+    httplib::Client c(endpoints[i].host, endpoints[i].port);
+    c.set_tcp_nodelay(true);
+    c.set_connection_timeout(std::chrono::seconds(2));
+    // A member cut off from here sends nothing, not even its cancel: a
+    // stream silent this long is looked at (below).
+    c.set_read_timeout(std::chrono::seconds(1));
+    std::int64_t from;
+    {
+      std::lock_guard lk(mu);
+      if (stopping) return;
+      client = &c;
+      from = start;
+    }
+    const json create = {
+        {"create_request",
+         {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(from)}}}};
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v3/watch";
+    req.body = create.dump();
+    req.set_header("Content-Type", "application/json");
+    req.set_header("Grpc-Metadata-hasleader", "true");  // canceled, not silent, on a member without a leader
+    std::string pending;
+    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+      pending.append(data, n);
+      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+        const json m = json::parse(pending.substr(0, nl), nullptr, false);
+        pending.erase(0, nl + 1);
+        if (!m.is_object()) continue;
+        const json& r = m.value("result", json::object());
+        std::lock_guard lk(mu);
+        if (int_field(r, "compact_revision") > 0) {
+          // What it missed is gone: every wait reads again.
+          start = int_field(r, "compact_revision");
+          ++epoch;
+          cv.notify_all();
+          return false;
+        }
+        if (r.value("canceled", false)) return false;
+        for (const json& ev : r.value("events", json::array())) {
+          const json& kv = ev.value("kv", json::object());
+          std::string k = unb64(kv.value("key", ""));
+          if (k.starts_with(ns)) k.erase(0, ns.size());
+          const std::int64_t rev = int_field(kv, "mod_revision");
+          changed[k] = std::max(changed[k], rev);
+          latest = std::max(latest, rev);
+          start = std::max(start, rev + 1);
+        }
+        // A progress header moves the revision on without events.
+        latest = std::max(latest, int_field(r.value("header", json::object()), "revision"));
+        cv.notify_all();
+      }
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    c.send(req, res, err);
+    {
+      std::lock_guard lk(mu);
+      client = nullptr;
+      if (stopping) return;
+    }
+    // The stream ended: idle for a while (a member in good health: the
+    // same, from where it stopped), or failed, or behind what the waits
+    // read elsewhere (a member lost, cut off, or without a leader: the next).
+    bool behind;
+    {
+      std::lock_guard lk(mu);
+      behind = latest < wanted;
+    }
+    if (err != httplib::Error::Read || behind) {
+      i = (i + 1) % endpoints.size();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 }
 
 }  // namespace mci

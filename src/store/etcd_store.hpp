@@ -14,6 +14,7 @@
 // promises outlive it on etcd's leases.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,6 +23,8 @@
 #include "mci/store.hpp"
 
 namespace mci {
+
+class EtcdChanges;
 
 struct EtcdStoreOptions {
   // "host:port" or "http://host:port", tried in turn (torchrun's
@@ -35,6 +38,35 @@ struct EtcdStoreOptions {
   // lease, which the relays keep alive (store_relay.hpp), so that a dead
   // job's keys expire.
   std::int64_t lease = 0;
+  // Where waits learn of changes: one watch shared by every client of a
+  // process (a relay's), instead of a watch of its own per wait.
+  std::shared_ptr<EtcdChanges> changes;
+};
+
+// One watch on a job's keys, kept by a thread of its own and moved to
+// another member when one fails: what the waits of every EtcdStore given
+// it learn changes from. A relay's clients thus cost etcd one watch per
+// node, not a watch per waiting request.
+class EtcdChanges {
+ public:
+  // Starts watching the job's keys from etcd's present revision.
+  explicit EtcdChanges(const EtcdStoreOptions& o);
+  ~EtcdChanges();
+  EtcdChanges(const EtcdChanges&) = delete;
+  EtcdChanges& operator=(const EtcdChanges&) = delete;
+
+  // Waits until a key in [from, to) (`to` empty: the key `from` alone; both
+  // empty: any key of the job) changed after `revision`, or the watch had
+  // to start over (a change may have been missed), or `until`, or wake():
+  // true unless the time ran out.
+  bool wait(std::int64_t revision, const std::string& from, const std::string& to,
+            std::chrono::steady_clock::time_point until, const std::atomic<bool>& interrupted);
+  // Wakes every wait (to look at its interrupted flag).
+  void wake();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 class EtcdStore final : public Store {
@@ -60,6 +92,9 @@ class EtcdStore final : public Store {
   bool remove(const std::string& key) override;
   std::int64_t num_keys() override;
   std::shared_ptr<Store> clone() const override;
+  // The member that answered last ("host:port"): where a new client of the
+  // same cluster should start.
+  std::string endpoint_in_use() const;
   // Ends a wait in progress on another thread (it throws Error); every call
   // after fails the same way.
   void interrupt() override;
@@ -73,6 +108,11 @@ class EtcdStore final : public Store {
   bool keep_alive(std::int64_t lease);
   void revoke_lease(std::int64_t lease);
   void set(const std::string& key, const StoreValue& value, std::int64_t lease);
+  // In one transaction, only if every key in `claims` still exists: deletes
+  // them and appends each value to its key. False when a claim was gone
+  // (another client settled it first). How a relay writes the promises of
+  // a connection that ended: all of a rank's certificates at once, once.
+  bool settle(const std::vector<std::string>& claims, const std::vector<std::pair<std::string, StoreValue>>& appends);
   // Every key under each prefix with its value, all read at one revision
   // (one transaction); keys are given without the job's namespace.
   std::vector<std::vector<std::pair<std::string, StoreValue>>> list(const std::vector<std::string>& prefixes);

@@ -2,7 +2,9 @@
 // request to etcd (a wait may last minutes); one thread that accepts and
 // watches every connection for its end, so that a connection's promises are
 // kept the moment it closes even while its request still waits; one that
-// keeps the lease alive; one that keeps lost relays' promises.
+// keeps the lease alive; one that keeps lost relays' promises; one per
+// watched relay (the next two, in the order of their names), holding an
+// idle connection to it.
 #include "store/store_relay.hpp"
 
 #include <fcntl.h>
@@ -14,7 +16,9 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -77,6 +81,7 @@ struct Promise {
 };
 
 struct Conn {
+  std::uint64_t id = 0;  // names its promises' copies: a lost relay's are settled a connection at a time
   Fd fd;
   auth::Nonce nonce{};
   std::thread thread;
@@ -97,8 +102,10 @@ struct StoreRelay::Impl {
   Fd wake_read, wake_write;
   std::atomic<bool> stopping{false};
   std::atomic<bool> lost{false};
+  std::atomic<bool> reachable{true};  // the last renewal got through
   std::atomic<std::uint64_t> kept_for_others{0};
   std::atomic<std::uint64_t> next_promise{0};
+  std::uint64_t next_conn = 0;  // the door's
   // Promises, lost relays' sweeps; the lease's renewals on a connection of
   // their own, never queued behind a slow request.
   std::shared_ptr<EtcdStore> control;
@@ -111,6 +118,9 @@ struct StoreRelay::Impl {
   std::mutex conns_mu;
   std::vector<std::shared_ptr<Conn>> conns;
   std::thread door, keep_thread, sweep_thread;
+  std::mutex peers_mu;
+  std::set<std::string> dead;                   // relays their watchers found gone
+  std::map<std::string, std::thread> watchers;  // by relay, started by the sweeper
 
   void run_door();
   void accept_one();
@@ -118,11 +128,18 @@ struct StoreRelay::Impl {
   bool handle(Conn& c, store::Request& r, store::Response& resp);
   // Writes a connection's promises, once, and ends a request it still waits on.
   void keep_promises(Conn& c);
+  // Marks a connection ended and ends a request it still waits on; its own
+  // thread then keeps its promises (keep_promises).
+  void end_conn(Conn& c);
   void run_keeper();
   void run_sweeper();
   void sweep();
   void become_lost();
+  void watch_next(const std::vector<std::pair<std::string, StoreValue>>& alive);
+  void watch(const std::string& peer, const std::string& addr);
   std::int64_t acquire_job_lease();
+  // Writes promises and removes their copies, once (false: already done).
+  bool settle(const std::vector<Promise>& promises);
   void wake() {
     char b = 1;
     ssize_t ignored = ::write(wake_write.get(), &b, 1);
@@ -146,12 +163,17 @@ StoreRelay::StoreRelay(StoreRelayOptions o) : impl_(std::make_unique<Impl>()) {
   m.keeper = std::make_shared<EtcdStore>(renewals);
   m.job_lease = m.acquire_job_lease();
   m.o.etcd.lease = m.job_lease;  // every write of the job's, from here on
+  // Every wait of its clients learns of changes from one watch.
+  m.o.etcd.changes = std::make_shared<EtcdChanges>(m.o.etcd);
   m.control = std::make_shared<EtcdStore>(m.o.etcd);
-  m.lease = m.keeper->grant_lease(m.o.lease_ttl, &m.granted);
-  m.control->set(kAlive + m.rid, to_bytes(host_name()), m.lease);
   m.listener = listen_tcp(m.o.host, m.o.port, 1024);
   set_nonblocking(m.listener.get());
   m.port = local_port(m.listener.get());
+  m.lease = m.keeper->grant_lease(m.o.lease_ttl, &m.granted);
+  // Its address: where the others watch it.
+  const std::string at = m.o.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", m.o.host, m.port)
+                                                                 : fmt::format("{}:{}", m.o.host, m.port);
+  m.control->set(kAlive + m.rid, to_bytes(at), m.lease);
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("mci store relay: pipe2 failed");
   m.wake_read.reset(p[0]);
@@ -179,13 +201,17 @@ StoreRelay::~StoreRelay() {
     std::lock_guard lk(m.conns_mu);
     conns.swap(m.conns);
   }
-  for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
   for (auto& c : conns) {
-    m.keep_promises(*c);
-    if (c->thread.joinable()) c->thread.join();
+    ::shutdown(c->fd.get(), SHUT_RDWR);
+    m.end_conn(*c);
+  }
+  for (auto& c : conns) {
+    if (c->thread.joinable()) c->thread.join();  // it keeps its promises on its way out
+    m.keep_promises(*c);                         // nothing left, unless it never ran
   }
   if (m.keep_thread.joinable()) m.keep_thread.join();
   if (m.sweep_thread.joinable()) m.sweep_thread.join();
+  for (auto& [peer, t] : m.watchers) t.join();
   // Its promises are kept: the lease can go, and its alive key with it.
   try {
     if (!m.lost) m.keeper->revoke_lease(m.lease);
@@ -268,7 +294,8 @@ void StoreRelay::Impl::run_door() {
     }
     if (fds[1].revents & POLLIN) accept_one();
     for (std::size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) keep_promises(*watched[i - 2]);
+      // Its thread writes the promises: the door must not wait on etcd.
+      if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) end_conn(*watched[i - 2]);
     }
   }
 }
@@ -278,6 +305,7 @@ void StoreRelay::Impl::accept_one() {
   if (fd < 0) return;
   set_nodelay(fd);
   auto c = std::make_shared<Conn>();
+  c->id = next_conn++;
   c->fd.reset(fd);
   c->nonce = auth::random_nonce();
   std::lock_guard lk(conns_mu);
@@ -373,7 +401,15 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
   {
     std::lock_guard lk(c.mu);
     if (c.kept) throw Error("the connection ended");
-    if (!c.store) c.store = std::make_shared<EtcdStore>(o.etcd);
+    if (!c.store) {
+      // Starting where the relay's own requests were last answered: not at
+      // a member that may be out of reach.
+      EtcdStoreOptions e = o.etcd;
+      const std::string first = control->endpoint_in_use();
+      const auto it = std::find(e.endpoints.begin(), e.endpoints.end(), first);
+      if (it != e.endpoints.end()) std::rotate(e.endpoints.begin(), it, e.endpoints.end());
+      c.store = std::make_shared<EtcdStore>(e);
+    }
     s = c.store;
   }
   const milliseconds wait(std::max<std::int64_t>(r.num, 0));
@@ -414,7 +450,7 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
     }
     case Op::append: resp.value = s->append(r.keys[0], r.value); return true;
     case Op::append_on_close: {
-      Promise p{r.keys[0], r.value, fmt::format("{}{}/{}", kPromise, rid, next_promise++)};
+      Promise p{r.keys[0], r.value, fmt::format("{}{}/{}-{}", kPromise, rid, c.id, next_promise++)};
       s->set(p.mirror, encode_promise(p.key, p.value));
       std::lock_guard lk(c.mu);
       if (c.kept) throw Error("the connection ended");
@@ -423,49 +459,57 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
     }
     case Op::check: resp.num = s->check(r.keys) ? 1 : 0; return true;
     case Op::remove: resp.num = s->remove(r.keys[0]) ? 1 : 0; return true;
-    case Op::num_keys:  // the job's keys, not the relays' own
-      resp.num = s->num_keys() - static_cast<std::int64_t>(s->list({"mci/relay/"})[0].size());
-      return true;
+    case Op::num_keys: resp.num = s->num_keys(); return true;
     default: return false;
   }
 }
 
-void StoreRelay::Impl::keep_promises(Conn& c) {
-  std::vector<Promise> promises;
+void StoreRelay::Impl::end_conn(Conn& c) {
   std::shared_ptr<EtcdStore> s;
   {
     std::lock_guard lk(c.mu);
     if (c.kept) return;
     c.kept = true;
-    promises.swap(c.promises);
     s = c.store;
   }
-  if (s) s->interrupt();  // a wait still running is for nobody now
+  if (s) s->interrupt();  // a wait still running is for nobody now: its thread keeps the promises
+}
+
+void StoreRelay::Impl::keep_promises(Conn& c) {
+  end_conn(c);
+  std::vector<Promise> promises;
+  {
+    std::lock_guard lk(c.mu);
+    promises.swap(c.promises);
+  }
   // A lost relay's promises are the other relays' to keep (they may have
-  // already): writing them again would repeat a certificate.
-  if (lost) return;
-  // Claimed first (a sweeper that thinks this relay lost may race it), then
-  // one append per key: a reader sees a connection's certificates at once,
-  // as mci's own store writes them.
+  // already): writing them again would repeat a certificate. While etcd is
+  // out of reach (the last renewal failed), it leaves them to the others
+  // too: its lease ends soon, and a write would hold this thread a request
+  // timeout for nothing.
+  if (lost || !reachable) return;
+  // One transaction: the claims (a sweeper that thinks this relay lost may
+  // race it) and one append per key, so a reader sees a connection's
+  // certificates at once, as mci's own store writes them.
+  if (promises.empty()) return;
+  try {
+    settle(promises);
+  } catch (const std::exception& e) {
+    log::error("store relay {}: could not write the promises of a connection that ended ('{}'...): {}", rid,
+               promises.front().key, e.what());
+  }
+}
+
+bool StoreRelay::Impl::settle(const std::vector<Promise>& promises) {
+  std::vector<std::string> claims;
   std::vector<std::pair<std::string, StoreValue>> writes;
   for (const auto& p : promises) {
-    try {
-      if (!control->remove(p.mirror)) continue;
-    } catch (const std::exception& e) {
-      log::error("store relay {}: could not claim '{}' for a connection that ended: {}", rid, p.key, e.what());
-      continue;
-    }
+    claims.push_back(p.mirror);
     auto it = std::find_if(writes.begin(), writes.end(), [&](const auto& w) { return w.first == p.key; });
     if (it == writes.end()) it = writes.insert(writes.end(), {p.key, {}});
     it->second.insert(it->second.end(), p.value.begin(), p.value.end());
   }
-  for (const auto& [key, value] : writes) {
-    try {
-      control->append(key, value);
-    } catch (const std::exception& e) {
-      log::error("store relay {}: could not write '{}' for a connection that ended: {}", rid, key, e.what());
-    }
-  }
+  return control->settle(claims, writes);
 }
 
 void StoreRelay::Impl::run_keeper() {
@@ -477,6 +521,7 @@ void StoreRelay::Impl::run_keeper() {
         become_lost();
         return;
       }
+      reachable = true;
       // The job's lease too: while any relay runs, the job's keys stay. Its
       // end while this relay's own lease lives is node 0 ending the job.
       if (!keeper->keep_alive(job_lease)) {
@@ -485,10 +530,13 @@ void StoreRelay::Impl::run_keeper() {
       }
       last_renewed = Clock::now();
     } catch (const std::exception& e) {
-      // Unrenewed for its whole TTL, the lease has ended on etcd's side
-      // (whose clock this one only approximates: a little early is the
-      // safe side, the others having counted this node gone by then).
-      if (Clock::now() - last_renewed >= granted) {
+      reachable = false;
+      // Unrenewed for three TTLs, the lease has ended on etcd's side: etcd
+      // extends leases across a leader's election (an election timeout), so
+      // a single TTL without an answer, while the members elect a new
+      // leader, is not yet the end; this node cut off from the quorum for
+      // that long is (the others have counted its processes gone).
+      if (Clock::now() - last_renewed >= 3 * granted) {
         log::warn("store relay {}: could not renew its lease for {} s: {}", rid, granted.count(), e.what());
         become_lost();
         return;
@@ -524,19 +572,90 @@ void StoreRelay::Impl::run_sweeper() {
 // writes its alive key before any promise, so it is never taken for lost.
 void StoreRelay::Impl::sweep() {
   const auto lists = control->list({kAlive, kPromise});
+  watch_next(lists[0]);
   std::set<std::string> alive;
-  for (const auto& [k, v] : lists[0]) alive.insert(k.substr(kAlive.size()));
+  {
+    std::lock_guard lk(peers_mu);
+    for (const auto& [k, v] : lists[0]) {
+      if (!dead.count(k.substr(kAlive.size()))) alive.insert(k.substr(kAlive.size()));
+    }
+  }
+  // A lost relay's promises, a connection at a time (mirror keys are
+  // RELAY/CONN-N): each connection's certificates in one transaction.
+  std::map<std::string, std::vector<Promise>> orphans;
   for (const auto& [k, v] : lists[1]) {
     const std::string rest = k.substr(kPromise.size());
     const std::string owner = rest.substr(0, rest.find('/'));
     if (owner == rid || alive.count(owner)) continue;
-    std::string key;
-    StoreValue value;
-    if (!decode_promise(v, key, value)) continue;
-    if (!control->remove(k)) continue;  // another relay claimed it
-    ++kept_for_others;
-    control->append(key, value);
-    log::info("store relay {}: relay {} is lost (its lease ended): wrote '{}' for it", rid, owner, key);
+    Promise p;
+    if (!decode_promise(v, p.key, p.value)) continue;
+    p.mirror = k;
+    orphans[rest.substr(0, rest.find('-', owner.size()))].push_back(std::move(p));
+  }
+  for (const auto& [conn, promises] : orphans) {
+    if (!settle(promises)) continue;  // another relay did
+    kept_for_others += promises.size();
+    log::info("store relay {}: relay {} is lost: wrote its connection's {} promise(s) ('{}'...)", rid,
+              conn.substr(0, conn.find('/')), promises.size(), promises.front().key);
+  }
+}
+
+// A lease ends a second or more after its relay; a relay's port that
+// refuses connections says at once that its process is gone (its host's
+// kernel answers for it). Each relay watches the next two in the order of
+// their names, so that every relay is watched twice and a relay holds two
+// idle connections, however many nodes the job has.
+void StoreRelay::Impl::watch_next(const std::vector<std::pair<std::string, StoreValue>>& alive) {
+  std::vector<std::pair<std::string, std::string>> ring;  // id, address; sorted by id (etcd's range order)
+  for (const auto& [k, v] : alive) ring.emplace_back(k.substr(kAlive.size()), to_string(v));
+  const auto me = std::find_if(ring.begin(), ring.end(), [&](const auto& r) { return r.first == rid; });
+  if (me == ring.end()) return;
+  const auto at = static_cast<std::size_t>(me - ring.begin());
+  for (std::size_t k = 1; k <= 2 && k < ring.size(); ++k) {
+    const auto& [peer, addr] = ring[(at + k) % ring.size()];
+    if (watchers.count(peer)) continue;
+    watchers.emplace(peer, std::thread([this, peer = peer, addr = addr] { watch(peer, addr); }));
+  }
+}
+
+void StoreRelay::Impl::watch(const std::string& peer, const std::string& addr) {
+  const auto colon = addr.rfind(':');
+  std::string host = addr.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const int port = std::atoi(addr.c_str() + colon + 1);
+  while (!stopping && !lost) {
+    try {
+      TcpStoreOptions t;
+      t.host = host;
+      t.port = port;
+      t.token = o.token;
+      t.timeout = std::chrono::seconds(2);
+      t.connect_timeout = std::chrono::seconds(1);
+      TcpStore link(t);
+      while (!stopping && !link.wait_for_close(milliseconds(200))) {
+      }
+    } catch (const std::exception&) {
+      // Not reached, or not served: asked below whether anyone listens.
+    }
+    if (stopping || lost) return;
+    // Its connection closed: is anyone still listening there?
+    std::string error;
+    Fd probe = connect_start(host, port, error);
+    int err = probe.valid() ? 0 : error == std::strerror(ECONNREFUSED) ? ECONNREFUSED : EHOSTUNREACH;
+    if (probe.valid()) {
+      pollfd p{probe.get(), POLLOUT, 0};
+      if (::poll(&p, 1, 500) != 1) return;  // no answer at all: its lease will tell
+      socklen_t len = sizeof err;
+      ::getsockopt(probe.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) continue;           // it listens: only this link broke
+    if (err != ECONNREFUSED) return;  // unreachable: its lease will tell
+    {
+      std::lock_guard lk(peers_mu);
+      dead.insert(peer);
+    }
+    log::info("store relay {}: relay {} at {} refuses connections: its node's mcirun is gone", rid, peer, addr);
+    return;
   }
 }
 

@@ -1,8 +1,10 @@
 // The store client: one connection, one request at a time.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -211,6 +213,16 @@ void TcpStore::interrupt() {
 }
 
 std::string TcpStore::local_address() const { return mci::local_address(impl_->fd.get()); }
+
+bool TcpStore::wait_for_close(std::chrono::milliseconds timeout) {
+  std::lock_guard lk(impl_->mu);  // no request in flight: nothing is owed to this client
+  pollfd p{impl_->fd.get(), POLLIN | POLLRDHUP, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(timeout.count(), 0)));
+  } while (r < 0 && errno == EINTR);
+  return r > 0;  // the server hung up (or sent what it never sends unasked)
+}
 
 void TcpStore::set(const std::string& key, const StoreValue& value) {
   store::Request r;

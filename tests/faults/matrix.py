@@ -16,7 +16,9 @@ A cell is (fault, moment, path, victim, policy):
   (while the group is destroyed at the end);
 - paths: cpu and gloo (C++, tests/faults/fault_rank.cpp), torch-mci and
   torch-gloo (torch 2.15, tests/faults/torch_fault_rank.py; gloo is the
-  reference column);
+  reference column), and cpu-etcd: the cpu path with the job's store on a
+  3-member etcd cluster, one member on each of 3 hosts (mcirun
+  --rdzv_backend=etcd), where node 0 is lost like any other node;
 - victims: the first rank, a middle one, the last;
 - policies: mcirun --on-rank-loss stop, continue, replace.
 
@@ -70,7 +72,14 @@ LARGE_MIB = 64
 
 FAULTS = ["sigkill", "sigstop", "abort", "destroy", "sigterm_mcirun", "sigint_mcirun", "link_cut", "store_lost"]
 MOMENTS = ["init", "first", "large", "p2p", "shrink", "grow", "dump", "exit"]
-PATHS = ["cpu", "gloo", "torch-mci", "torch-gloo"]
+PATHS = ["cpu", "gloo", "torch-mci", "torch-gloo", "cpu-etcd"]
+# Paths whose store is on etcd (3 hosts, a member on each).
+ETCD_PATHS = {"cpu-etcd"}
+# Their relays' lease (MCI_ETCD_LEASE_TTL), and etcd's timing, which lets
+# a lease that short be kept (etcd's minimum TTL is 1.5 election
+# timeouts' worth of heartbeats).
+ETCD_LEASE_S = 1
+ETCD_FLAGS = ["--heartbeat-interval=50", "--election-timeout=500"]
 VICTIMS = ["first", "middle", "last"]
 POLICIES = ["stop", "continue", "replace"]
 # The faults the victim process does to itself; the others the runner does.
@@ -89,11 +98,13 @@ class Cell:
 
     @property
     def hosts(self):
+        if self.path in ETCD_PATHS:
+            return 3
         return 2 if self.fault in HOST_FAULTS else 1
 
     @property
     def world(self):
-        return 4 if self.hosts == 2 else 3
+        return {1: 3, 2: 4, 3: 6}[self.hosts]
 
     def victim_rank(self):
         return {"first": 0, "middle": 1, "last": self.world - 1}[self.victim]
@@ -101,6 +112,13 @@ class Cell:
 
 def applies(c):
     """Whether a cell means something (and the path can run it)."""
+    if c.path in ETCD_PATHS:
+        # What the store on etcd changes: node 0 lost whole or cut off, and
+        # rank 0 lost, while the job runs, going on or stopping.
+        return (c.moment in ("first", "large", "p2p") and c.policy in ("stop", "continue")
+                and ((c.fault == "store_lost" and c.victim == "first")
+                     or (c.fault == "link_cut" and c.victim in ("first", "last"))
+                     or (c.fault == "sigkill" and c.victim == "first")))
     if c.path == "torch-gloo" and c.policy != "stop":
         return False  # gloo cannot go on without a lost rank: the reference column is a stop
     if c.moment in ("shrink", "grow") and (c.policy == "stop" or c.victim == "last"):
@@ -155,6 +173,8 @@ def expected(c):
         # (node 0's) goes on, whichever side was cut off.
         if c.policy == "stop":
             return "stop", (TIMEOUT_MS + REPORT_WAIT_MS) / 1000 + 3 + GRACE_S + 1
+        # On etcd the store is on neither side: the side with etcd's quorum
+        # (the nodes not cut off) goes on.
         return "recover", detect
     if c.fault == "sigkill" and c.moment == "init" and c.policy != "stop":
         # Killed 5 ms into init: inside it, the job stops; a replacement may
@@ -171,6 +191,15 @@ def expected(c):
         # An abort or a destroy while the group closes, every step done:
         # nothing is lost, and the job may end as a whole run.
         return "either", stop_bound
+    if c.path in ETCD_PATHS and c.policy == "continue" and c.fault in ("sigkill", "store_lost"):
+        # On etcd a death certificate is a transaction committed by a quorum
+        # (node 0's relay's, or, when node 0 is lost whole, another relay's
+        # once node 0's relay's port refuses connections), and the shrink's
+        # agreements are etcd's transactions and watches: about 0.3 s more
+        # than on mci's store. The redone 64 MiB step alone takes about
+        # 0.6 s across the three hosts of this path (6 ranks and 3 etcd
+        # members on the runner's cores).
+        return "recover", 1.0 + (0.5 if c.moment == "large" else 0.0)
     if c.policy == "stop" or c.moment == "init" or c.fault == "store_lost":
         return "stop", stop_bound
     if c.moment == "exit":
@@ -251,6 +280,12 @@ SUBSET = [
 ]
 
 
+def etcd_built(mcirun):
+    """Whether this mcirun has the store on etcd (its --help says so)."""
+    r = subprocess.run([mcirun, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return "outlives any node" in r.stdout
+
+
 def fault_mark():
     return f"MCI_FAULT_MARK={secrets.token_hex(6)}"
 
@@ -272,6 +307,7 @@ class Job:
             os.mkdir(t)
             os.chmod(t, 0o777)
         self.mark = fault_mark()
+        self.etcds = []
         self.procs = []
         self.logs = []
         self.fault_t = None
@@ -305,7 +341,9 @@ class Job:
             env["MCI_PYTHON"] = self.args.torch_python
             env["FAULT_BACKEND"] = "mci" if c.path == "torch-mci" else "gloo"
         else:
-            env["FAULT_BACKEND"] = c.path
+            env["FAULT_BACKEND"] = "cpu" if c.path in ETCD_PATHS else c.path
+        if c.path in ETCD_PATHS:
+            env["MCI_ETCD_LEASE_TTL"] = str(ETCD_LEASE_S)
         return env
 
     def start(self):
@@ -318,6 +356,13 @@ class Job:
             argv = [self.args.mcirun, "--standalone", f"--nproc_per_node={c.world}", *flags, *self.program(),
                     *self.rank_args()]
             self.spawn(argv, dict(env, TMPDIR=self.tmps[0]), None)
+        elif c.path in ETCD_PATHS:
+            endpoints = self.start_etcd()
+            for i in range(c.hosts):
+                argv = [self.args.mcirun, f"--nnodes={c.hosts}", f"--node_rank={i}", "--nproc_per_node=2",
+                        "--rdzv_backend=etcd", f"--rdzv_endpoint={endpoints}", f"--rdzv_id={self.mark.split('=')[1]}",
+                        *flags, *self.program(), *self.rank_args()]
+                self.spawn(argv, dict(env, TMPDIR=self.tmps[i]), i)
         else:
             port = self.hosts.free_port(0)
             for i in range(2):
@@ -325,6 +370,44 @@ class Job:
                         f"--master_addr={self.hosts.address(0)}", f"--master_port={port}", *flags, *self.program(),
                         *self.rank_args()]
                 self.spawn(argv, dict(env, TMPDIR=self.tmps[i]), i)
+
+    def start_etcd(self):
+        """A fresh 3-member etcd cluster, a member on each host (its data on
+        the host's tmpfs: etcd syncs every write), once it answers; its client
+        endpoints, comma-separated."""
+        hosts = self.cell.hosts
+        peers = ",".join(f"e{i}=http://{self.hosts.address(i)}:2380" for i in range(hosts))
+        for i in range(hosts):
+            a = self.hosts.address(i)
+            argv = [self.args.etcd, f"--name=e{i}", f"--data-dir=/dev/shm/etcd-{self.mark.split('=')[1]}",
+                    f"--listen-client-urls=http://{a}:2379", f"--advertise-client-urls=http://{a}:2379",
+                    f"--listen-peer-urls=http://{a}:2380", f"--initial-advertise-peer-urls=http://{a}:2380",
+                    f"--initial-cluster={peers}", "--initial-cluster-state=new", "--log-level=error", *ETCD_FLAGS]
+            log = open(os.path.join(self.dir, f"etcd{i}.log"), "w")
+            self.etcds.append(self.hosts.popen(i, argv, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
+            log.close()
+        endpoints = ",".join(f"{self.hosts.address(i)}:2379" for i in range(hosts))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = self.hosts.run(1, ["etcdctl", f"--endpoints={endpoints}", "--command-timeout=1s", "put", "up", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, ETCDCTL_API="3"))
+            if r.returncode == 0:
+                return endpoints
+            time.sleep(0.1)
+        raise RuntimeError("the etcd cluster did not answer within 30 s")
+
+    def stop_etcd(self):
+        """Ends the members still running, and removes their data."""
+        for p in self.etcds:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        self.etcds = []
+        if self.hosts is not None:
+            for i in range(self.cell.hosts if self.cell.path in ETCD_PATHS else 0):
+                shutil.rmtree(os.path.join(self.hosts.shm_dir(i), f"etcd-{self.mark.split('=')[1]}"),
+                              ignore_errors=True)
 
     def spawn(self, argv, env, host):
         log = open(os.path.join(self.dir, f"mcirun{len(self.procs)}.log"), "w+")
@@ -479,7 +562,7 @@ def run_cell(args, cell, hosts):
         else:
             # A host cut off is lost whole: the side without the store (node 1's)
             # fails; node 0's must not.
-            lost_node = 1 if cell.fault in HOST_FAULTS else None
+            lost_node = (job.victim_node() if cell.path in ETCD_PATHS else 1) if cell.fault in HOST_FAULTS else None
             if any(c != 0 for i, c in enumerate(codes) if c is not None and i != lost_node):
                 problems.append(f"a job that must go on has an mcirun that exited non-zero: {codes}")
             if not survivors:
@@ -489,14 +572,19 @@ def run_cell(args, cell, hosts):
                 if fin["final"] != fin["expected"]:
                     problems.append(f"WRONG MODEL on rank {r}: {fin['final']} instead of {fin['expected']}")
             if bound is not None and fault_t is not None:
+                # The steps from the one the fault hit on: a step before it
+                # that a slower rank logged just after the fault is not a
+                # recovery.
                 after = sorted(x["t_ns"] / 1e9 for ls in survivors.values() for x in ls
-                               if "step" in x and "error" not in x and x["t_ns"] / 1e9 > fault_t)
+                               if "step" in x and "error" not in x and x["t_ns"] / 1e9 > fault_t
+                               and x["step"] >= FAULT_STEP)
                 if not after:
                     problems.append("no step completed after the fault")
                 else:
                     took = after[0] - fault_t
                     if took > bound:
                         problems.append(f"the next step completed {took:.2f} s after the fault, bound {bound:.1f} s")
+        job.stop_etcd()
         # Nothing left: no process, no segment, no temporary folder.
         time.sleep(0.05)
         end = time.monotonic() + 5
@@ -521,6 +609,7 @@ def run_cell(args, cell, hosts):
             problems.append(f"temporary files left: {tmp_left}")
         text = job.output()
     finally:
+        job.stop_etcd()
         job.cleanup()
         if hosts is not None:
             hosts.clear_shm()
@@ -617,6 +706,8 @@ def main():
         return 0
     args.mcirun = os.path.abspath(os.path.join(args.build, "bin", "mcirun"))
     args.fault_rank = os.path.abspath(os.path.join(args.build, "bin", "fault_rank"))
+    args.etcd = shutil.which("etcd") or ""
+    etcd_ok = bool(args.etcd) and shutil.which("etcdctl") and etcd_built(args.mcirun)
     cells = all_cells()
     if args.fault:
         cells = [c for c in cells if c.fault in args.fault]
@@ -638,6 +729,12 @@ def main():
     cells = [c for c in cells if c not in skipped]
     if skipped:
         print(f"matrix.py: {len(skipped)} torch cell(s) skipped: no torch 2 Python given (--torch-python)")
+    if not etcd_ok:
+        on_etcd = [c for c in cells if c.path in ETCD_PATHS]
+        cells = [c for c in cells if c.path not in ETCD_PATHS]
+        if on_etcd:
+            print(f"matrix.py: {len(on_etcd)} cell(s) on etcd skipped: etcd and etcdctl (apt-get install etcd-server "
+                  "etcd-client) and an mcirun built with the store on etcd are needed")
     why = NetnsHosts.unavailable()
     if why:
         host_cells = [c for c in cells if c.hosts > 1]
@@ -646,7 +743,8 @@ def main():
     print(f"matrix.py: {len(cells)} cell(s)", flush=True)
     results = []
     started = time.monotonic()
-    with (NetnsHosts(2, tag="f") if any(c.hosts > 1 for c in cells) else _Nothing()) as hosts:
+    nhosts = max([c.hosts for c in cells], default=1)
+    with (NetnsHosts(nhosts, tag="f") if nhosts > 1 else _Nothing()) as hosts:
         for c in cells:
             r = run_cell(args, c, hosts if c.hosts > 1 else None)
             results.append(r)

@@ -74,6 +74,17 @@ struct Row {
   const char* default_text = "";
 };
 
+// etcd is there when cpp-httplib was found at build time.
+#ifdef MCI_HAVE_ETCD
+constexpr const char* kRdzvBackendHelp =
+    "static or c10d: the job's store on node 0's mcirun; etcd (or etcd-v2):\nthe job's store on an etcd cluster, "
+    "which outlives any node";
+#else
+constexpr const char* kRdzvBackendHelp =
+    "static or c10d: the job's store on node 0's mcirun; etcd (or etcd-v2):\nnot in this build (it needs "
+    "cpp-httplib when built)";
+#endif
+
 const std::vector<Row>& rows() {
   static const std::vector<Row> table{
       {"nnodes", "", &CliArgs::nnodes, true, true, "N",
@@ -85,10 +96,10 @@ const std::vector<Row>& rows() {
        "processes on this node: a number, cpu (one per usable CPU),\ngpu (one per visible GPU) or auto (gpu if any, "
        "else cpu)",
        "1"},
-      {"rdzv_backend", "", &CliArgs::rdzv_backend, true, true, "NAME",
-       "static or c10d: accepted for torchrun scripts (mcirun's store is its own)"},
+      {"rdzv_backend", "", &CliArgs::rdzv_backend, true, true, "NAME", kRdzvBackendHelp},
       {"rdzv_endpoint", "", &CliArgs::rdzv_endpoint, true, true, "HOST[:PORT]",
-       "where the store is, instead of --master_addr/--master_port\n(default port 29400)"},
+       "where the store is, instead of --master_addr/--master_port\n(default port 29400); with etcd, its members:\n"
+       "HOST1:2379,HOST2:2379,..."},
       {"rdzv_id", "", &CliArgs::rdzv_id, true, true, "ID",
        "the job's id: TORCHELASTIC_RUN_ID for the processes, and the start of\nits --log-dir folder's name (default "
        "none; a fresh one with --standalone)"},
