@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,20 @@ inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseco
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
+}
+
+// elastic_train's "final rank R world W sum S" lines: (W, S) each.
+inline std::vector<std::pair<int, double>> finals(const std::string& out) {
+  std::vector<std::pair<int, double>> f;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    int r = 0, w = 0;
+    char sum[64] = {};
+    if (std::sscanf(line.c_str(), "final rank %d world %d sum %63s", &r, &w, sum) == 3) {
+      f.emplace_back(w, std::strtod(sum, nullptr));
+    }
+  }
+  return f;
 }
 
 class Mcirun {

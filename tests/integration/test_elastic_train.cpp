@@ -155,19 +155,6 @@ TEST(ElasticTrain, RankZeroKilledAndLaterAnotherOne) {
 }
 
 // The finals of an mcirun's output: "final rank R world W sum X" lines.
-std::vector<std::pair<int, double>> finals(const std::string& out) {
-  std::vector<std::pair<int, double>> f;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    int r = 0, w = 0;
-    char sum[64] = {};
-    if (std::sscanf(line.c_str(), "final rank %d world %d sum %63s", &r, &w, sum) == 3) {
-      f.emplace_back(w, std::strtod(sum, nullptr));
-    }
-  }
-  return f;
-}
-
 // Every survivor's final line: the shrunk world, the uninterrupted sum.
 void expect_finals(const std::vector<std::pair<int, double>>& f, int survivors, int steps, const std::string& out) {
   ASSERT_EQ(f.size(), static_cast<std::size_t>(survivors)) << out;

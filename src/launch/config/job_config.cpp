@@ -470,7 +470,9 @@ StoreFlags store_flags(const CliArgs& a, JobConfig& c) {
       value->reset();
     }
   }
-  if (f.endpoint && (f.addr || f.port)) {
+  // On etcd, --rdzv_endpoint names its members, and --master_addr/--master_port
+  // the program's MASTER_ADDR/MASTER_PORT.
+  if (f.endpoint && (f.addr || f.port) && !c.etcd) {
     throw UsageError(
         "--rdzv_endpoint and --master_addr/--master_port both say where the store "
         "is: give one or the other");

@@ -223,10 +223,48 @@ TEST(JobConfig, GraceAndTorchrunLeftovers) {
   for (const char* bad : {"-1", "many", "2.5"}) {
     expect_has(error({std::string("--max-restarts=") + bad}), "is not valid: use a number of restarts, 0 or more");
   }
-  expect_has(error({"--rdzv_backend=etcd"}), "use static or c10d");
+  expect_has(error({"--rdzv_backend=zookeeper"}), "use static or c10d");
   EXPECT_NO_THROW(job({"--rdzv_backend=static", "--rdzv_id=abc", "--max_restarts=0", "--monitor_interval=5"}));
   expect_has(error({"--monitor_interval=soon"}), "--monitor_interval='soon' is not valid: give seconds");
   EXPECT_TRUE(job({}).notices.empty()) << "no notice when no torchrun leftover is given";
+}
+
+// --rdzv_backend=etcd (torchrun's etcd-v2 too): the members from
+// --rdzv_endpoint, no store address, and what cannot be done refused with
+// what to do instead.
+TEST(JobConfig, TheStoreOnEtcdTakesItsMembersFromTheEndpoint) {
+  const JobConfig c =
+      job({"--nnodes=3", "--node_rank=1", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=h1:2379,http://h2,[fd00::3]:2400",
+           "--rdzv_id=run7", "--rdzv_conf=read_timeout=9,protocol=http"});
+  ASSERT_TRUE(c.etcd);
+  EXPECT_EQ(c.etcd->endpoints, (std::vector<std::string>{"h1:2379", "h2:2379", "[fd00::3]:2400"}));
+  EXPECT_EQ(c.etcd->read_timeout, std::chrono::seconds(9));
+  EXPECT_EQ(c.run_id, "run7");
+  EXPECT_EQ(c.master_addr, "") << "node 0 gives the program its own address";
+  EXPECT_FALSE(c.hosts_store()) << "no node hosts the store";
+  for (const auto& n : c.notices) EXPECT_EQ(n.find("read_timeout"), std::string::npos) << n;
+  EXPECT_EQ(job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--master_addr=n0"})
+                .master_addr,
+            "n0");
+  EXPECT_EQ(job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"},
+                {{"MCI_ETCD_LEASE_TTL", "3"}})
+                .etcd->lease_ttl,
+            std::chrono::seconds(3));
+
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd"}), "needs --rdzv_endpoint=HOST1:2379");
+  expect_has(error({"--standalone", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "a one-node job needs no etcd");
+  expect_has(error({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "give --nnodes=N, not a range");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=https://h1:2379"}),
+             "etcd over https is not supported yet");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
+                    "--rdzv_conf=protocol=https"}),
+             "use protocol=http");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
+                    "--rdzv_conf=read_timeout=0"}),
+             "read_timeout=0 is not valid");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"},
+                   {{"MCI_ETCD_LEASE_TTL", "0"}}),
+             "MCI_ETCD_LEASE_TTL=0 is not valid");
 }
 
 TEST(JobConfig, OnRankLossStopsByDefaultAndRefusesWhatItCannotDo) {

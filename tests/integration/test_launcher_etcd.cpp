@@ -1,0 +1,120 @@
+// mcirun with the job's store on etcd (--rdzv_backend=etcd): two "nodes" on
+// this host, each its mcirun and its relay, against a real etcd. No node
+// holds the store: node 0 lost whole (its mcirun killed, its ranks ended by
+// its guardian) leaves node 1 training in place, to the model of the
+// uninterrupted run. The same across namespace hosts with a 3-member etcd
+// is the fault matrix's cpu-etcd path (tests/faults/matrix.py).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include "launcher_run.hpp"
+#include "support/etcd_process.hpp"
+
+namespace mci::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EtcdJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef MCI_HAVE_ETCD
+    if (shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
+    std::string why;
+    ASSERT_TRUE(etcd_client_when_up(*shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+#else
+    GTEST_SKIP() << "this build has no store on etcd (cpp-httplib was not found)";
+#endif
+  }
+  static std::string job_id(const std::string& what) {
+    return fmt::format("{}-{}-{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), what, ::getpid());
+  }
+  static Strings node(int rank, const std::string& job, const Strings& flags, const Strings& program) {
+    Strings a{"--nnodes=2",          fmt::format("--node_rank={}", rank), "--nproc_per_node=2",
+              "--rdzv_backend=etcd", "--rdzv_endpoint=" + endpoint(),     "--rdzv_id=" + job};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.end(), program.begin(), program.end());
+    return a;
+  }
+  static std::string endpoint() {
+#ifdef MCI_HAVE_ETCD
+    return shared_etcd()->endpoint();
+#else
+    return "";
+#endif
+  }
+};
+
+const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "etcd-job-token"}, {"OMP_NUM_THREADS", "1"}};
+
+Strings train(int steps, int step_ms) {
+  return {built("elastic_train"), "--steps", std::to_string(steps), "--step-ms", std::to_string(step_ms)};
+}
+
+#ifdef MCI_HAVE_ETCD
+// The job's keys left on etcd (the relays' own included).
+std::size_t keys_left(const std::string& job) {
+  EtcdStoreOptions o;
+  o.endpoints = {shared_etcd()->endpoint()};
+  o.job_id = job;
+  return EtcdStore(o).list({""})[0].size();
+}
+#endif
+
+TEST_F(EtcdJob, TwoNodesTrainAndNode0EndsTheJobsKeys) {
+#ifdef MCI_HAVE_ETCD
+  const std::string job = job_id("whole");
+  Mcirun n1(node(1, job, {}, train(6, 10)), kEnv);
+  Mcirun n0(node(0, job, {}, train(6, 10)), kEnv);
+  ASSERT_EQ(n0.code(60s), 0) << n0.all();
+  ASSERT_EQ(n1.code(60s), 0) << n1.all();
+  const auto f = finals(n0.out() + n1.out());
+  ASSERT_EQ(f.size(), 4u) << n0.all() << n1.all();
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, 4);
+    EXPECT_EQ(sum, f.front().second) << "every rank ends with the same model";
+  }
+  EXPECT_TRUE(contains(n0.err(), "the job's store on etcd")) << n0.all();
+  EXPECT_EQ(keys_left(job), 0u) << "node 0 ends the job's keys once every node has finished";
+#endif
+}
+
+TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
+#ifdef MCI_HAVE_ETCD
+  constexpr int kSteps = 40;
+  double uninterrupted = 0;
+  {
+    const std::string job = job_id("reference");
+    Mcirun n1(node(1, job, {}, train(kSteps, 1)), kEnv);
+    Mcirun n0(node(0, job, {}, train(kSteps, 1)), kEnv);
+    ASSERT_EQ(n0.code(60s), 0) << n0.all();
+    ASSERT_EQ(n1.code(60s), 0) << n1.all();
+    const auto f = finals(n0.out());
+    ASSERT_FALSE(f.empty()) << n0.all();
+    uninterrupted = f.front().second;
+  }
+  const std::string job = job_id("lost");
+  const Strings flags{"--on-rank-loss=continue"};
+  Mcirun n1(node(1, job, flags, train(kSteps, 50)), kEnv);
+  Mcirun n0(node(0, job, flags, train(kSteps, 50)), kEnv);
+  // Node 0 is lost once the job trains: its mcirun (the relay with it)
+  // killed; its guardian ends its ranks.
+  ASSERT_TRUE(eventually([&] { return contains(n0.out(), "step 3 "); }, 60s)) << n0.all() << n1.all();
+  ::kill(n0.pid(), SIGKILL);
+  EXPECT_EQ(n0.code(10s), 1000 + SIGKILL);
+  ASSERT_EQ(n1.code(60s), 0) << n1.all();
+  const auto f = finals(n1.out());
+  ASSERT_EQ(f.size(), 2u) << n1.all();
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, 2) << n1.all();
+    EXPECT_NEAR(sum, uninterrupted, 1e-9 * std::abs(uninterrupted)) << "no step lost, none done twice\n" << n1.all();
+  }
+  EXPECT_TRUE(contains(n1.out(), "recovered world 2")) << n1.all();
+#endif
+}
+
+}  // namespace
+}  // namespace mci::test
