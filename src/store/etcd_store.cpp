@@ -197,9 +197,9 @@ struct EtcdStore::Impl {
   }
 
   // Members are tried in turn, starting with the one that answered last,
-  // and tried again while the budget lasts when none answered in a way that
-  // says the request was not carried out (no connection, no leader yet: a
-  // leader's election, after a member was lost, takes an election timeout).
+  // and tried again while the budget lasts unless one gave a final answer
+  // (no connection, no answer in time, no leader yet: a leader's election,
+  // after a member was lost, takes an election timeout).
   // Every request here is safe to send again (reads, puts, deletes, and
   // transactions whose compare fails once they took effect), so each member
   // gets a short time: one cut off, holding a kept connection, answers
@@ -214,7 +214,7 @@ struct EtcdStore::Impl {
     std::string tried;
     for (;;) {
       tried.clear();
-      bool again = true;  // every failure of this round left the request undone
+      bool again = true;  // no member gave a final answer: every request here may be sent again
       for (std::size_t n = 0; n < endpoints.size(); ++n) {
         const std::size_t i = (current + n) % endpoints.size();
         httplib::Client& c = client(i);
@@ -230,7 +230,6 @@ struct EtcdStore::Impl {
           const auto e = res.error();
           tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(e));
           const bool unsent = e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout;
-          again = again && unsent;
           if (!unsent && unanswered) *unanswered = true;
           clients[i].reset();  // a fresh connection next time
           continue;
@@ -241,7 +240,7 @@ struct EtcdStore::Impl {
               answer.is_object() && answer.contains("message") ? answer["message"].get<std::string>() : res->body;
           // No leader, or this member is cut off from the others: another may serve.
           tried += fmt::format("{}{} (HTTP {}: {})", tried.empty() ? "" : "; ", endpoints[i].text(), res->status, why);
-          again = again && res->status >= 500;
+          again = again && res->status >= 500;  // a 4xx is etcd's answer (no such lease): final
           // etcd's own timeout (the proposal may still be applied).
           if (res->status >= 500 && unanswered) *unanswered = true;
           continue;

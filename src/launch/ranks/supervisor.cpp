@@ -497,6 +497,12 @@ int Supervisor::wait_for_other_nodes() {
           say(fmt::format("mcirun: another node failed, {}", e.text));
           return 1;
         }
+        // The store out of reach (on etcd: this node cut off from the
+        // quorum): there is nothing left to keep up or wait on.
+        if (e.kind == NodeLink::EventKind::store_lost || e.kind == NodeLink::EventKind::unreachable) {
+          say(fmt::format("mcirun: lost the job's store while waiting for the other nodes ({}): not waiting", e.text));
+          return 0;
+        }
       }
     }
   }
