@@ -456,6 +456,17 @@ inline constexpr std::array kRows{
         .use = SettingUse::launcher,
         .section = SettingSection::launcher},
     SettingRow{
+        .name = "MCI_ETCD_LEASE_TTL",
+        .kind = SettingKind::integer,
+        .fallback = "2",
+        .min = 1,
+        .max = 600,
+        .unit = "seconds",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::launcher,
+        .section = SettingSection::launcher},
+    SettingRow{
         .name = "MCI_MONITOR_URL",
         .kind = SettingKind::text,
         .fallback = "",
