@@ -7,6 +7,7 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -81,6 +82,33 @@ std::int64_t int_field(const json& j, const char* key) {
   std::int64_t out = 0;
   std::from_chars(s.data(), s.data() + s.size(), out);
   return out;
+}
+
+// A watch's request through the gateway: `range` (key, range_end,
+// start_revision) watched, and each message's result handed to `on_result`
+// (which ends the watch by answering false). The gateway streams one JSON
+// object per line. With etcd's WithRequireLeader (as gRPC metadata), a
+// member cut off from the others cancels the watch instead of keeping it
+// silent.
+httplib::Request watch_request(const json& range, std::function<bool(const json&)> on_result) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v3/watch";
+  req.body = json{{"create_request", range}}.dump();
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Grpc-Metadata-hasleader", "true");
+  auto pending = std::make_shared<std::string>();
+  req.content_receiver = [pending, on_result = std::move(on_result)](const char* data, std::size_t n, std::uint64_t,
+                                                                     std::uint64_t) {
+    pending->append(data, n);
+    for (auto nl = pending->find('\n'); nl != std::string::npos; nl = pending->find('\n')) {
+      const json m = json::parse(pending->substr(0, nl), nullptr, false);
+      pending->erase(0, nl + 1);
+      if (m.is_object() && !on_result(m.value("result", json::object()))) return false;
+    }
+    return true;
+  };
+  return req;
 }
 
 struct Endpoint {
@@ -353,7 +381,6 @@ struct EtcdStore::Impl {
         range["key"] = b64(key(from));
         if (!to.empty()) range["range_end"] = b64(key(to));
       }
-      const json create = {{"create_request", range}};
       std::size_t i;
       {
         std::lock_guard lk(mu);
@@ -363,34 +390,13 @@ struct EtcdStore::Impl {
       c.set_tcp_nodelay(true);
       c.set_connection_timeout(std::min<milliseconds>(dl.wait_left(), std::chrono::seconds(2)));
       c.set_read_timeout(dl.wait_left());
-      std::string pending;
       bool changed = false;
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v3/watch";
-      req.body = create.dump();
-      req.set_header("Content-Type", "application/json");
-      // A member cut off from the others (no leader) cancels the watch
-      // instead of keeping it silent: etcd's WithRequireLeader, as gRPC
-      // metadata through the gateway.
-      req.set_header("Grpc-Metadata-hasleader", "true");
-      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        pending.append(data, n);
-        // One JSON object per message, each on its own line.
-        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-          const json m = json::parse(pending.substr(0, nl), nullptr, false);
-          pending.erase(0, nl + 1);
-          if (!m.is_object()) continue;
-          const json& r = m.value("result", json::object());
-          // An event, or the revision compacted away: read again.
-          if ((r.contains("events") && !r["events"].empty()) || int_field(r, "compact_revision") > 0 ||
-              r.value("canceled", false)) {
-            changed = true;
-            return false;  // ends the watch
-          }
-        }
-        return true;
-      };
+      // An event, the revision compacted away, the watch canceled: read again.
+      httplib::Request req = watch_request(range, [&](const json& r) {
+        changed = (r.contains("events") && !r["events"].empty()) || int_field(r, "compact_revision") > 0 ||
+                  r.value("canceled", false);
+        return !changed;
+      });
       httplib::Response res;
       httplib::Error err = httplib::Error::Success;
       {
@@ -747,47 +753,31 @@ void EtcdChanges::Impl::run() {
       client = &c;
       from = start;
     }
-    const json create = {
-        {"create_request",
-         {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(from)}}}};
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v3/watch";
-    req.body = create.dump();
-    req.set_header("Content-Type", "application/json");
-    req.set_header("Grpc-Metadata-hasleader", "true");  // canceled, not silent, on a member without a leader
-    std::string pending;
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      pending.append(data, n);
-      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-        const json m = json::parse(pending.substr(0, nl), nullptr, false);
-        pending.erase(0, nl + 1);
-        if (!m.is_object()) continue;
-        const json& r = m.value("result", json::object());
-        std::lock_guard lk(mu);
-        if (int_field(r, "compact_revision") > 0) {
-          // What it missed is gone: every wait reads again.
-          start = int_field(r, "compact_revision");
-          ++epoch;
-          cv.notify_all();
-          return false;
-        }
-        if (r.value("canceled", false)) return false;
-        for (const json& ev : r.value("events", json::array())) {
-          const json& kv = ev.value("kv", json::object());
-          std::string k = unb64(kv.value("key", ""));
-          if (k.starts_with(ns)) k.erase(0, ns.size());
-          const std::int64_t rev = int_field(kv, "mod_revision");
-          changed[k] = std::max(changed[k], rev);
-          latest = std::max(latest, rev);
-          start = std::max(start, rev + 1);
-        }
-        // A progress header moves the revision on without events.
-        latest = std::max(latest, int_field(r.value("header", json::object()), "revision"));
+    const json range = {{"key", b64(ns)}, {"range_end", b64(prefix_end(ns))}, {"start_revision", std::to_string(from)}};
+    httplib::Request req = watch_request(range, [&](const json& r) {
+      std::lock_guard lk(mu);
+      if (int_field(r, "compact_revision") > 0) {
+        // What it missed is gone: every wait reads again.
+        start = int_field(r, "compact_revision");
+        ++epoch;
         cv.notify_all();
+        return false;
       }
+      if (r.value("canceled", false)) return false;
+      for (const json& ev : r.value("events", json::array())) {
+        const json& kv = ev.value("kv", json::object());
+        std::string k = unb64(kv.value("key", ""));
+        if (k.starts_with(ns)) k.erase(0, ns.size());
+        const std::int64_t rev = int_field(kv, "mod_revision");
+        changed[k] = std::max(changed[k], rev);
+        latest = std::max(latest, rev);
+        start = std::max(start, rev + 1);
+      }
+      // A progress header moves the revision on without events.
+      latest = std::max(latest, int_field(r.value("header", json::object()), "revision"));
+      cv.notify_all();
       return true;
-    };
+    });
     httplib::Response res;
     httplib::Error err = httplib::Error::Success;
     c.send(req, res, err);
