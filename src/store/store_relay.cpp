@@ -452,8 +452,9 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
     case Op::append_on_close: {
       Promise p{r.keys[0], r.value, fmt::format("{}{}/{}-{}", kPromise, rid, c.id, next_promise++)};
       s->set(p.mirror, encode_promise(p.key, p.value));
+      // Held even when the connection ended meanwhile: its copy is on etcd
+      // now, and this thread keeps its connection's promises on its way out.
       std::lock_guard lk(c.mu);
-      if (c.kept) throw Error("the connection ended");
       c.promises.push_back(std::move(p));
       return true;
     }
