@@ -84,7 +84,11 @@ std::int64_t TickClock::now_ns() {
 
 void TickClock::settle() {
   if (!use_counter_) return;
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  // A pair of readings split by a preemption is refused (kMaxPairTicks), and
+  // on a loaded machine several in a row may be: a few more tries, each a
+  // sleep of 0.1 ms or more, rather than a clock left without its rate (the
+  // Debug suite on a busy 2-core runner saw four refused).
+  for (int attempt = 0; attempt < 16; ++attempt) {
     const std::int64_t now = reanchor();
     if (mult_.load(std::memory_order_acquire) != 0) return;
     // No other thread uses the clock yet: rate_ns_ is this thread's to read.
