@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/net_interfaces.hpp"
 #include "common/settings.hpp"
@@ -157,9 +158,8 @@ std::optional<int> JobRun::reach_store() {
 std::optional<int> JobRun::reach_etcd(JobStore& s) {
 #ifdef MCI_HAVE_ETCD
   const JobConfig::Etcd& e = *job_.etcd;
-  const std::string first = e.endpoints.front();
-  toward_ = first.substr(0, first.rfind(':'));
-  if (toward_.size() > 2 && toward_.front() == '[') toward_ = toward_.substr(1, toward_.size() - 2);
+  std::string why;
+  toward_ = split_host_port(e.endpoints.front(), why).value_or(HostPort{}).host;  // checked by JobConfig
   const auto route = route_toward(toward_);
   StoreRelayOptions o;
   o.host = route ? route->address : "127.0.0.1";

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/deadline.hpp"
+#include "common/host_port.hpp"
 #include "mci/errors.hpp"
 
 namespace mci {
@@ -111,39 +112,18 @@ httplib::Request watch_request(const json& range, std::function<bool(const json&
   return req;
 }
 
-struct Endpoint {
-  std::string host;
-  int port = 2379;
-  std::string text() const { return fmt::format("{}:{}", host, port); }
-};
-
-Endpoint parse_endpoint(std::string e) {
+HostPort parse_endpoint(std::string e) {
   if (e.starts_with("http://")) e = e.substr(7);
   if (e.starts_with("https://")) {
     throw ConfigError(
         fmt::format("etcd endpoint '{}': https is not supported yet; use http:// on a trusted network", e));
   }
   if (!e.empty() && e.back() == '/') e.pop_back();
-  Endpoint out;
-  const auto colon = e.rfind(':');
-  const auto bracket = e.find(']');  // an IPv6 literal: [::1]:2379
-  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
-    out.host = e;
-  } else {
-    out.host = e.substr(0, colon);
-    const std::string port = e.substr(colon + 1);
-    int p = 0;
-    const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-    if (ec != std::errc() || ptr != port.data() + port.size() || p <= 0 || p > 65535) {
-      throw ConfigError(fmt::format("etcd endpoint '{}': '{}' is not a port (HOST:PORT, e.g. node1:2379)", e, port));
-    }
-    out.port = p;
-  }
-  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
-    out.host = out.host.substr(1, out.host.size() - 2);
-  }
-  if (out.host.empty()) throw ConfigError(fmt::format("etcd endpoint '{}' names no host (HOST:PORT)", e));
-  return out;
+  std::string why;
+  auto out = split_host_port(e, why);
+  if (!out) throw ConfigError(fmt::format("etcd endpoint '{}': {} (HOST:PORT, e.g. node1:2379)", e, why));
+  if (out->port == 0) out->port = 2379;
+  return *out;
 }
 
 // Where compare-and-set markers live (EtcdStore::Impl::put_if_unchanged):
@@ -163,11 +143,25 @@ struct Read {
   std::int64_t revision = 0;      // the store's revision when read
 };
 
+// The values of reads, and the lowest revision they were read at (a wait
+// for a change starts after it, so that nothing written since is missed).
+std::vector<std::optional<StoreValue>> values_of(std::vector<Read>& reads) {
+  std::vector<std::optional<StoreValue>> out;
+  out.reserve(reads.size());
+  for (auto& r : reads) out.push_back(std::move(r.value));
+  return out;
+}
+std::int64_t lowest_revision(const std::vector<Read>& reads) {
+  std::int64_t rev = 0;
+  for (const auto& r : reads) rev = rev == 0 ? r.revision : std::min(rev, r.revision);
+  return rev;
+}
+
 }  // namespace
 
 struct EtcdStore::Impl {
   EtcdStoreOptions o;
-  std::vector<Endpoint> endpoints;
+  std::vector<HostPort> endpoints;
   std::string ns;  // /mci/JOB/
   std::mutex mu;   // one request at a time on the kept connections
   std::atomic<bool> interrupted{false};
@@ -332,29 +326,31 @@ struct EtcdStore::Impl {
     return done;
   }
 
-  // Every key's value in as few requests as etcd allows (it takes at most
-  // 128 operations in one transaction by default), and the lowest revision
-  // they were read at.
-  std::pair<std::vector<std::optional<StoreValue>>, std::int64_t> read_all(const std::vector<std::string>& keys) {
+  // Every key's value and mod revision in as few requests as etcd allows
+  // (it takes at most 128 operations in one transaction by default), each
+  // with the store's revision its transaction read it at.
+  std::vector<Read> read_all(const std::vector<std::string>& keys) {
     constexpr std::size_t kMaxOps = 128;
-    std::vector<std::optional<StoreValue>> values(keys.size());
-    std::int64_t revision = 0;
+    std::vector<Read> out(keys.size());
     for (std::size_t from = 0; from < keys.size(); from += kMaxOps) {
       json ops = json::array();
       const std::size_t to = std::min(keys.size(), from + kMaxOps);
       for (std::size_t i = from; i < to; ++i) ops.push_back({{"request_range", {{"key", b64(key(keys[i]))}}}});
       const json r = call("/v3/kv/txn", {{"success", ops}});
       const std::int64_t rev = int_field(r.value("header", json::object()), "revision");
-      revision = revision == 0 ? rev : std::min(revision, rev);
       const json& rs = r.value("responses", json::array());
-      for (std::size_t i = from; i < to && i - from < rs.size(); ++i) {
+      for (std::size_t i = from; i < to; ++i) {
+        out[i].revision = rev;
+        if (i - from >= rs.size()) continue;
         const json& range = rs[i - from].value("response_range", json::object());
         if (range.contains("kvs") && !range["kvs"].empty()) {
-          values[i] = to_bytes(unb64(range["kvs"][0].value("value", "")));
+          const json& kv = range["kvs"][0];
+          out[i].value = to_bytes(unb64(kv.value("value", "")));
+          out[i].mod_revision = int_field(kv, "mod_revision");
         }
       }
     }
-    return {std::move(values), revision};
+    return out;
   }
 
   // Waits until a key of this job in [from, to) changes after `revision`
@@ -501,7 +497,9 @@ StoreValue EtcdStore::append(const std::string& key, const StoreValue& value) {
 void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const Deadline dl(std::max(timeout, milliseconds(0)));
   for (;;) {
-    const auto [values, revision] = impl_->read_all(keys);
+    auto reads = impl_->read_all(keys);
+    const std::int64_t revision = lowest_revision(reads);
+    const auto values = values_of(reads);
     std::string missing;
     const std::string* first = nullptr;  // watched: the others are read again once it comes
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -515,8 +513,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
-  const auto [values, revision] = impl_->read_all(keys);
-  return std::all_of(values.begin(), values.end(), [](const auto& v) { return v.has_value(); });
+  const auto reads = impl_->read_all(keys);
+  return std::all_of(reads.begin(), reads.end(), [](const Read& r) { return r.value.has_value(); });
 }
 
 std::vector<std::optional<StoreValue>> EtcdStore::get_range(const std::string& prefix, std::int64_t first,
@@ -527,11 +525,13 @@ std::vector<std::optional<StoreValue>> EtcdStore::get_range(const std::string& p
   for (std::int64_t i = 0; i < count; ++i) keys.push_back(fmt::format("{}/{}", prefix, first + i));
   if (!stop.empty()) keys.push_back(stop);
   for (;;) {
-    auto [values, revision] = impl_->read_all(keys);
+    auto reads = impl_->read_all(keys);
+    const std::int64_t revision = lowest_revision(reads);
+    auto values = values_of(reads);
     const bool stopped = !stop.empty() && values.back().has_value();
     if (!stop.empty()) values.pop_back();
     const auto missing = std::count_if(values.begin(), values.end(), [](const auto& v) { return !v.has_value(); });
-    if (missing == 0 || stopped) return std::move(values);
+    if (missing == 0 || stopped) return values;
     // Without a stop key, the range's keys alone; with one, the job's keys
     // (one watch cannot hold two ranges).
     const std::string from = stop.empty() ? prefix + "/" : "";
@@ -595,43 +595,39 @@ void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_
   (void)impl_->call("/v3/kv/put", impl_->put(key, value, lease));
 }
 
+std::vector<std::optional<StoreValue>> EtcdStore::read(const std::vector<std::string>& keys) {
+  auto reads = impl_->read_all(keys);
+  return values_of(reads);
+}
+
 bool EtcdStore::settle(const std::vector<std::string>& claims,
                        const std::vector<std::pair<std::string, StoreValue>>& appends) {
   using json = nlohmann::json;
   std::vector<std::string> keys = claims;
   for (const auto& a : appends) keys.push_back(a.first);
   for (;;) {
-    // The keys' values and revisions, in one transaction.
-    json reads = json::array();
-    for (const auto& k : keys) reads.push_back({{"request_range", {{"key", b64(impl_->key(k))}}}});
-    const json r = impl_->call("/v3/kv/txn", {{"success", reads}});
-    const json& rs = r.value("responses", json::array());
+    const std::vector<Read> reads = impl_->read_all(keys);
     json compare = json::array(), ops = json::array();
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      const json range = i < rs.size() ? rs[i].value("response_range", json::object()) : json::object();
-      const bool there = range.contains("kvs") && !range["kvs"].empty();
-      const json kv = there ? range["kvs"][0] : json::object();
+      const Read& was = reads[i];
       const std::string k = b64(impl_->key(keys[i]));
+      const auto unchanged = [&] {
+        return json{{"key", k},
+                    {"target", "MOD"},
+                    {"result", "EQUAL"},
+                    {"mod_revision", std::to_string(was.mod_revision)}};
+      };
       if (i < claims.size()) {
-        if (!there) return false;  // settled already
-        compare.push_back({{"key", k},
-                           {"target", "MOD"},
-                           {"result", "EQUAL"},
-                           {"mod_revision", std::to_string(int_field(kv, "mod_revision"))}});
+        if (!was.value) return false;  // settled already
+        compare.push_back(unchanged());
         ops.push_back({{"request_delete_range", {{"key", k}}}});
         continue;
       }
-      StoreValue next = there ? to_bytes(unb64(kv.value("value", ""))) : StoreValue{};
+      StoreValue next = was.value.value_or(StoreValue{});
       const auto& add = appends[i - claims.size()].second;
       next.insert(next.end(), add.begin(), add.end());
-      if (there) {
-        compare.push_back({{"key", k},
-                           {"target", "MOD"},
-                           {"result", "EQUAL"},
-                           {"mod_revision", std::to_string(int_field(kv, "mod_revision"))}});
-      } else {
-        compare.push_back({{"key", k}, {"target", "VERSION"}, {"result", "EQUAL"}, {"version", "0"}});
-      }
+      compare.push_back(was.value ? unchanged()
+                                  : json{{"key", k}, {"target", "VERSION"}, {"result", "EQUAL"}, {"version", "0"}});
       ops.push_back({{"request_put", impl_->put(keys[i], next, impl_->o.lease)}});
     }
     const json t = impl_->call("/v3/kv/txn", {{"compare", compare}, {"success", ops}});
@@ -669,7 +665,8 @@ std::shared_ptr<Store> EtcdStore::clone() const {
 // --- EtcdChanges ---------------------------------------------------------
 
 struct EtcdChanges::Impl {
-  std::vector<Endpoint> endpoints;
+  std::vector<HostPort> endpoints;
+  std::size_t first = 0;  // the member the stream tries first: the one the constructor reached
   std::string ns;
   std::mutex mu;  // guards what follows
   std::condition_variable cv;
@@ -692,8 +689,13 @@ EtcdChanges::EtcdChanges(const EtcdStoreOptions& o) : impl_(std::make_unique<Imp
   for (const auto& e : plain.endpoints) impl_->endpoints.push_back(parse_endpoint(e));
   impl_->ns = "/mci/" + o.job_id + "/";
   // From the present revision on: every wait reads after this.
-  const std::string first = probe.endpoint_in_use();
-  httplib::Client c(first.substr(0, first.rfind(':')), std::stoi(first.substr(first.rfind(':') + 1)));
+  // The stream starts at the member the probe reached (the first may be down).
+  const std::string reached = probe.endpoint_in_use();
+  for (std::size_t i = 0; i < impl_->endpoints.size(); ++i) {
+    if (impl_->endpoints[i].text() == reached) impl_->first = i;
+  }
+  const HostPort& at = impl_->endpoints[impl_->first];
+  httplib::Client c(at.host, at.port);
   auto res = c.Post("/v3/kv/range", json{{"key", b64(impl_->ns)}, {"count_only", true}}.dump(), "application/json");
   if (!res || res->status != 200) throw PeerError("the job's store on etcd could not be reached to watch it", -1);
   const json r = json::parse(res->body, nullptr, false);
@@ -738,7 +740,7 @@ bool EtcdChanges::wait(std::int64_t revision, const std::string& from, const std
 }
 
 void EtcdChanges::Impl::run() {
-  std::size_t i = 0;
+  std::size_t i = first;
   while (true) {
     httplib::Client c(endpoints[i].host, endpoints[i].port);
     c.set_tcp_nodelay(true);

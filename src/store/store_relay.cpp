@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "common/auth.hpp"
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
 #include "mci/errors.hpp"
@@ -171,8 +172,7 @@ StoreRelay::StoreRelay(StoreRelayOptions o) : impl_(std::make_unique<Impl>()) {
   m.port = local_port(m.listener.get());
   m.lease = m.keeper->grant_lease(m.o.lease_ttl, &m.granted);
   // Its address: where the others watch it.
-  const std::string at = m.o.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", m.o.host, m.port)
-                                                                 : fmt::format("{}:{}", m.o.host, m.port);
+  const std::string at = HostPort{m.o.host, m.port}.text();
   m.control->set(kAlive + m.rid, to_bytes(at), m.lease);
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("mci store relay: pipe2 failed");
@@ -433,10 +433,9 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
         // A range that timed out still says which keys were there, so that
         // the client can name the missing ones.
         resp.status = store::Status::timeout;
-        for (std::int64_t i = 0; i < r.count; ++i) {
-          const std::string k = fmt::format("{}/{}", r.keys[0], r.first + i);
-          values.push_back(s->check({k}) ? std::optional(s->get(k, milliseconds(0))) : std::nullopt);
-        }
+        std::vector<std::string> keys;
+        for (std::int64_t i = 0; i < r.count; ++i) keys.push_back(fmt::format("{}/{}", r.keys[0], r.first + i));
+        values = s->read(keys);
       }
       std::vector<const StoreValue*> ptrs;
       for (const auto& v : values) ptrs.push_back(v ? &*v : nullptr);
@@ -620,10 +619,15 @@ void StoreRelay::Impl::watch_next(const std::vector<std::pair<std::string, Store
 }
 
 void StoreRelay::Impl::watch(const std::string& peer, const std::string& addr) {
-  const auto colon = addr.rfind(':');
-  std::string host = addr.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  const int port = std::atoi(addr.c_str() + colon + 1);
+  std::string why;
+  const auto at = split_host_port(addr, why);
+  if (!at || at->port == 0) {
+    // Not a relay's address (another program wrote the key): its lease tells.
+    log::warn("store relay {}: relay {} published '{}', not an address ({}): not watched", rid, peer, addr, why);
+    return;
+  }
+  const std::string& host = at->host;
+  const int port = at->port;
   while (!stopping && !lost) {
     try {
       TcpStoreOptions t;

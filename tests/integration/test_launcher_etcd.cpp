@@ -22,9 +22,7 @@ class EtcdJob : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifdef MCI_HAVE_ETCD
-    if (shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-    std::string why;
-    ASSERT_TRUE(etcd_client_when_up(*shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+    MCI_NEEDS_SHARED_ETCD();
 #else
     GTEST_SKIP() << "this build has no store on etcd (cpp-httplib was not found)";
 #endif

@@ -135,6 +135,31 @@ inline EtcdProcess* shared_etcd() {
   }();
   return etcd.get();
 }
+
+// Whether the shared etcd serves: `skip` where etcd is not installed (the
+// test is skipped), `why` not empty where it is but never answered (the test
+// fails).
+struct EtcdReady {
+  bool skip = false;
+  std::string why;
+};
+inline EtcdReady shared_etcd_ready() {
+  if (shared_etcd() == nullptr) return {true, "etcd is not installed (apt-get install etcd-server)"};
+  std::string why;
+  if (!etcd_client_when_up(*shared_etcd(), "probe", &why)) return {false, "etcd did not start: " + why};
+  return {};
+}
 #endif
 
 }  // namespace mci::test
+
+#ifdef MCI_HAVE_ETCD
+// In a fixture's SetUp (it returns from it): skips the test where etcd is not
+// installed, fails it where etcd did not come up.
+#define MCI_NEEDS_SHARED_ETCD()                           \
+  do {                                                    \
+    const auto ready_ = ::mci::test::shared_etcd_ready(); \
+    if (ready_.skip) GTEST_SKIP() << ready_.why;          \
+    ASSERT_TRUE(ready_.why.empty()) << ready_.why;        \
+  } while (false)
+#endif

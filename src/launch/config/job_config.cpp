@@ -8,6 +8,7 @@
 
 #include "common/auth.hpp"
 #include "common/env.hpp"
+#include "common/host_port.hpp"
 #include "launch/config/devices.hpp"
 #include "launch/config/scheduler.hpp"
 
@@ -566,34 +567,10 @@ int resolve_nproc(const std::string& spec, const EnvLookup& env, const std::stri
 }
 
 std::pair<std::string, int> parse_endpoint(const std::string& endpoint, int default_port) {
-  std::string host = endpoint;
-  std::string port;
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    const auto close = endpoint.find(']');
-    if (close == std::string::npos) {
-      throw UsageError(fmt::format("--rdzv_endpoint='{}': missing ']' after the IPv6 address", endpoint));
-    }
-    host = endpoint.substr(1, close - 1);
-    const std::string rest = endpoint.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':') {
-      throw UsageError(fmt::format("--rdzv_endpoint='{}': expected ':PORT' after ']'", endpoint));
-    }
-    if (!rest.empty()) port = rest.substr(1);
-  } else if (const auto colon = endpoint.rfind(':'); colon != std::string::npos) {
-    if (endpoint.find(':') != colon) {
-      throw UsageError(
-          fmt::format("--rdzv_endpoint='{}': write an IPv6 address in brackets, "
-                      "e.g. [::1]:29400",
-                      endpoint));
-    }
-    host = endpoint.substr(0, colon);
-    port = endpoint.substr(colon + 1);
-    if (port.empty()) port.push_back('-');  // "host:" is a typo, not a request for the default
-  }
-  if (host.empty()) {
-    throw UsageError(fmt::format("--rdzv_endpoint='{}': no host; use HOST[:PORT], e.g. node01:29400", endpoint));
-  }
-  return {host, port.empty() ? default_port : parse_port("rdzv_endpoint", port)};
+  std::string why;
+  const auto hp = split_host_port(endpoint, why);
+  if (!hp) throw UsageError(fmt::format("--rdzv_endpoint='{}': {}", endpoint, why));
+  return {hp->host, hp->port == 0 ? default_port : hp->port};
 }
 
 namespace {
@@ -625,8 +602,7 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
                       a.named("rdzv_endpoint"), item));
     }
     const auto [host, port] = parse_endpoint(hostport, 2379);
-    e.endpoints.push_back(host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                                              : fmt::format("{}:{}", host, port));
+    e.endpoints.push_back(HostPort{host, port}.text());
   }
   if (a.rdzv_conf) {
     for (const std::string& item : split_list(*a.rdzv_conf)) {

@@ -27,11 +27,7 @@ using test::find_etcd;
 
 class EtcdStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-    std::string why;
-    ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
-  }
+  void SetUp() override { MCI_NEEDS_SHARED_ETCD(); }
 
   // A client of this test's own job (its keys apart from every other test's).
   std::shared_ptr<EtcdStore> client(std::chrono::milliseconds t = 5000ms, std::string job = "") {

@@ -39,9 +39,7 @@ struct StoreContract : ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "tcp") return;
 #ifdef MCI_HAVE_ETCD
-    if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-    std::string why;
-    ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
+    MCI_NEEDS_SHARED_ETCD();
     // A node's relay in front of etcd, reached with mci's own client.
     if (GetParam() == "relay")
       relay = std::make_unique<StoreRelay>(StoreRelayOptions{"127.0.0.1", 0, "", etcd(5000ms)});

@@ -28,11 +28,7 @@ using namespace std::chrono_literals;
 
 class StoreRelayTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (test::shared_etcd() == nullptr) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-    std::string why;
-    ASSERT_TRUE(test::etcd_client_when_up(*test::shared_etcd(), "probe", &why)) << "etcd did not start: " << why;
-  }
+  void SetUp() override { MCI_NEEDS_SHARED_ETCD(); }
   static EtcdStoreOptions etcd() {
     EtcdStoreOptions o;
     o.endpoints = {test::shared_etcd()->endpoint()};
