@@ -205,6 +205,14 @@ void JobRun::say_where() const {
     log::info("mcirun: node {} of {}, {} process(es) on this node, store {}:{}{}", job_.node_rank, job_.nnodes,
               job_.nproc_per_node, s.host, s.port, placed);
   }
+  // A job set to outlive a lost node still ends with this one: say so once,
+  // where the store is, with the way out.
+  const bool outlives_a_node = job_.on_rank_loss != OnRankLoss::stop || job_.max_restarts > 0 || job_.elastic;
+  if (!s.replicated && s.hosted_here && (job_.nnodes > 1 || job_.elastic) && outlives_a_node) {
+    say("mcirun: this node (node 0) holds the job's store: losing it ends the job, whatever --on-rank-loss or "
+        "--max-restarts say; with --rdzv_backend=etcd-v2 --rdzv_endpoint=HOST:2379,... the store is on an etcd "
+        "cluster and the job outlives any node (docs/fault-tolerance.md)");
+  }
   if (s.token.empty()) {
     say("mcirun: MCI_JOB_TOKEN is not set: this multi-node job's store and connections are not "
         "authenticated; export the same MCI_JOB_TOKEN on every node to protect them.");

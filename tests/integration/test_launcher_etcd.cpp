@@ -103,6 +103,7 @@ TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
   ASSERT_TRUE(eventually([&] { return contains(n0.out(), "step 3 "); }, 60s)) << n0.all() << n1.all();
   ::kill(n0.pid(), SIGKILL);
   EXPECT_EQ(n0.code(10s), 1000 + SIGKILL);
+  EXPECT_FALSE(contains(n0.err(), "holds the job's store")) << "on etcd no node holds it\n" << n0.all();
   ASSERT_EQ(n1.code(60s), 0) << n1.all();
   const auto f = finals(n1.out());
   ASSERT_EQ(f.size(), 2u) << n1.all();

@@ -279,6 +279,13 @@ TEST(RankLoss, ContinueAcrossNodes) {
   EXPECT_TRUE(contains(n1.err(), "went on without 1 lost rank(s): its 1 survivor(s) (rank(s) 2) exited 0")) << n1.all();
   EXPECT_FALSE(contains(n0.err(), "lost")) << "node 0 lost nothing: " << n0.all();
   EXPECT_FALSE(contains(n0.err(), "another node failed")) << n0.all();
+  // Node 0, which holds the store, says once that its own loss would end the
+  // job all the same, and how to avoid that; node 1 holds nothing to say it of.
+  const std::string spof = "this node (node 0) holds the job's store: losing it ends the job";
+  EXPECT_TRUE(contains(n0.err(), spof)) << n0.all();
+  EXPECT_EQ(n0.err().find(spof), n0.err().rfind(spof)) << n0.all();
+  EXPECT_TRUE(contains(n0.err(), "--rdzv_backend=etcd-v2")) << n0.all();
+  EXPECT_FALSE(contains(n1.err(), "holds the job's store")) << n1.all();
   ASSERT_GT(helper.pid(), 0) << n1.all();
   EXPECT_TRUE(!process_alive(helper.pid())) << n1.all();
 }
