@@ -7,6 +7,7 @@
 // attempt are placed from it alone (child_env.hpp).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,9 @@ struct JobStore : StoreAddress {
   // The store lives on etcd, reached at this node's relay: no node holds it,
   // and node 0 is lost like any other.
   bool replicated = false;
+  // On etcd: why the relay last failed to reach it (StoreRelay::trouble),
+  // what this node says when its store connections close.
+  std::function<std::string()> trouble;
 };
 
 struct Attempt {

@@ -114,7 +114,11 @@ std::optional<int> JobRun::check_limits() {
 }
 
 std::optional<int> JobRun::reach_store() {
-  JobStore s{{job_.master_addr, job_.master_port, choose_token(env_, job_.nnodes)}, job_.hosts_store()};
+  JobStore s;
+  s.host = job_.master_addr;
+  s.port = job_.master_port;
+  s.token = choose_token(env_, job_.nnodes);
+  s.hosted_here = job_.hosts_store();
   toward_ = job_.master_addr;
   if (job_.etcd) return reach_etcd(s);
   if (job_.elastic && !job_.elastic->is_host) {
@@ -176,6 +180,7 @@ std::optional<int> JobRun::reach_etcd(JobStore& s) {
   }
   s.host = o.host;
   s.port = relay_->port();
+  s.trouble = [relay = relay_.get()] { return relay->trouble(); };
   s.hosted_here = job_.node_rank == 0;
   s.replicated = true;
   base_ = first_attempt(job_, std::move(s));

@@ -32,6 +32,8 @@ using std::chrono::milliseconds;
 // tried: etcd answers in milliseconds; a member that takes this long is cut
 // off or overloaded.
 constexpr milliseconds kSafeShare{500};
+// How long past a wait's deadline its reads may take (EtcdStore::Impl::read_budget).
+constexpr milliseconds kReadGrace{500};
 
 // etcd's JSON gateway carries keys and values as base64 (proto3's bytes).
 std::string b64(std::string_view bytes) {
@@ -286,8 +288,8 @@ struct EtcdStore::Impl {
 
   json call(const std::string& path, const json& body) { return call(path, body, o.request_timeout); }
 
-  Read read(const std::string& k) {
-    const json r = call("/v3/kv/range", {{"key", b64(key(k))}});
+  Read read(const std::string& k, milliseconds budget) {
+    const json r = call("/v3/kv/range", {{"key", b64(key(k))}}, budget);
     Read out;
     out.revision = int_field(r.value("header", json::object()), "revision");
     if (r.contains("kvs") && !r["kvs"].empty()) {
@@ -321,7 +323,7 @@ struct EtcdStore::Impl {
     bool unanswered = false;
     const json r =
         call("/v3/kv/txn", {{"compare", json::array({cmp, fresh})}, {"success", ops}}, o.request_timeout, &unanswered);
-    const bool done = r.value("succeeded", false) || (unanswered && read(marker).value.has_value());
+    const bool done = r.value("succeeded", false) || (unanswered && read(marker, o.request_timeout).value.has_value());
     if (done) last_marker = marker;
     return done;
   }
@@ -329,14 +331,14 @@ struct EtcdStore::Impl {
   // Every key's value and mod revision in as few requests as etcd allows
   // (it takes at most 128 operations in one transaction by default), each
   // with the store's revision its transaction read it at.
-  std::vector<Read> read_all(const std::vector<std::string>& keys) {
+  std::vector<Read> read_all(const std::vector<std::string>& keys, milliseconds budget) {
     constexpr std::size_t kMaxOps = 128;
     std::vector<Read> out(keys.size());
     for (std::size_t from = 0; from < keys.size(); from += kMaxOps) {
       json ops = json::array();
       const std::size_t to = std::min(keys.size(), from + kMaxOps);
       for (std::size_t i = from; i < to; ++i) ops.push_back({{"request_range", {{"key", b64(key(keys[i]))}}}});
-      const json r = call("/v3/kv/txn", {{"success", ops}});
+      const json r = call("/v3/kv/txn", {{"success", ops}}, budget);
       const std::int64_t rev = int_field(r.value("header", json::object()), "revision");
       const json& rs = r.value("responses", json::array());
       for (std::size_t i = from; i < to; ++i) {
@@ -430,6 +432,25 @@ struct EtcdStore::Impl {
     return false;
   }
 
+  // A wait's reads get its own time and a little more, not a request's
+  // whole budget: the client of a relay gives up on its answer soon after
+  // the wait's deadline (a lazy connection's lookup asks for 1 ms), and a
+  // late answer would break its connection. A read that etcd did not
+  // answer by then (a leader's election, a member lost) is that wait's
+  // timeout, which the caller may ask again.
+  milliseconds read_budget(const Deadline& dl) const {
+    return std::min(o.request_timeout, dl.wait_left() + kReadGrace);
+  }
+  template <class F>
+  auto reading(const Deadline& dl, milliseconds t, const std::string& what, F&& f) {
+    try {
+      return f(read_budget(dl));
+    } catch (const PeerError& e) {
+      if (!dl.expired()) throw;
+      throw timed_out(t, fmt::format("{} (etcd did not answer in time: {})", what, e.what()));
+    }
+  }
+
   TimeoutError timed_out(milliseconds t, const std::string& what) const {
     return TimeoutError(
         fmt::format("Timed out waiting {}ms for {} on {} (job '{}')", t.count(), what, where(), o.job_id));
@@ -449,18 +470,19 @@ void EtcdStore::set(const std::string& key, const StoreValue& value) {
 
 StoreValue EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   const Deadline dl(std::max(timeout, milliseconds(0)));
+  const std::string what = fmt::format("store key '{}'", key);
   for (;;) {
-    Read r = impl_->read(key);
+    Read r = impl_->reading(dl, timeout, what, [&](milliseconds b) { return impl_->read(key, b); });
     if (r.value) return *std::move(r.value);
     if (!impl_->wait_for_change(r.revision, dl, key)) {
-      throw impl_->timed_out(timeout, fmt::format("store key '{}'", key));
+      throw impl_->timed_out(timeout, what);
     }
   }
 }
 
 std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
   for (;;) {
-    const Read r = impl_->read(key);
+    const Read r = impl_->read(key, impl_->o.request_timeout);
     std::int64_t now = 0;
     if (r.value) {
       const std::string s = to_string(*r.value);
@@ -477,7 +499,7 @@ std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
 
 StoreValue EtcdStore::compare_set(const std::string& key, const StoreValue& expected, const StoreValue& desired) {
   for (;;) {
-    const Read r = impl_->read(key);
+    const Read r = impl_->read(key, impl_->o.request_timeout);
     const StoreValue now = r.value.value_or(StoreValue{});
     if (now != expected) return now;
     if (impl_->put_if_unchanged(key, r, desired)) return desired;
@@ -486,7 +508,7 @@ StoreValue EtcdStore::compare_set(const std::string& key, const StoreValue& expe
 
 StoreValue EtcdStore::append(const std::string& key, const StoreValue& value) {
   for (;;) {
-    const Read r = impl_->read(key);
+    const Read r = impl_->read(key, impl_->o.request_timeout);
     StoreValue next = r.value.value_or(StoreValue{});
     if (value.empty()) return next;  // a read: nothing to write
     next.insert(next.end(), value.begin(), value.end());
@@ -497,7 +519,7 @@ StoreValue EtcdStore::append(const std::string& key, const StoreValue& value) {
 void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const Deadline dl(std::max(timeout, milliseconds(0)));
   for (;;) {
-    auto reads = impl_->read_all(keys);
+    auto reads = impl_->reading(dl, timeout, "store keys", [&](milliseconds b) { return impl_->read_all(keys, b); });
     const std::int64_t revision = lowest_revision(reads);
     const auto values = values_of(reads);
     std::string missing;
@@ -513,7 +535,7 @@ void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
-  const auto reads = impl_->read_all(keys);
+  const auto reads = impl_->read_all(keys, impl_->o.request_timeout);
   return std::all_of(reads.begin(), reads.end(), [](const Read& r) { return r.value.has_value(); });
 }
 
@@ -525,7 +547,9 @@ std::vector<std::optional<StoreValue>> EtcdStore::get_range(const std::string& p
   for (std::int64_t i = 0; i < count; ++i) keys.push_back(fmt::format("{}/{}", prefix, first + i));
   if (!stop.empty()) keys.push_back(stop);
   for (;;) {
-    auto reads = impl_->read_all(keys);
+    auto reads = impl_->reading(dl, timeout,
+                                fmt::format("store keys '{}/{}' to '{}/{}'", prefix, first, prefix, first + count - 1),
+                                [&](milliseconds b) { return impl_->read_all(keys, b); });
     const std::int64_t revision = lowest_revision(reads);
     auto values = values_of(reads);
     const bool stopped = !stop.empty() && values.back().has_value();
@@ -596,7 +620,7 @@ void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_
 }
 
 std::vector<std::optional<StoreValue>> EtcdStore::read(const std::vector<std::string>& keys) {
-  auto reads = impl_->read_all(keys);
+  auto reads = impl_->read_all(keys, impl_->o.request_timeout);
   return values_of(reads);
 }
 
@@ -606,7 +630,7 @@ bool EtcdStore::settle(const std::vector<std::string>& claims,
   std::vector<std::string> keys = claims;
   for (const auto& a : appends) keys.push_back(a.first);
   for (;;) {
-    const std::vector<Read> reads = impl_->read_all(keys);
+    const std::vector<Read> reads = impl_->read_all(keys, impl_->o.request_timeout);
     json compare = json::array(), ops = json::array();
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const Read& was = reads[i];

@@ -104,6 +104,12 @@ struct StoreRelay::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> lost{false};
   std::atomic<bool> reachable{true};  // the last renewal got through
+  mutable std::mutex trouble_mu;
+  std::string trouble;  // guarded by trouble_mu: the last failure to reach etcd
+  void note_trouble(const std::string& why) {
+    std::lock_guard lk(trouble_mu);
+    trouble = why;
+  }
   std::atomic<std::uint64_t> kept_for_others{0};
   std::atomic<std::uint64_t> next_promise{0};
   std::uint64_t next_conn = 0;  // the door's
@@ -253,6 +259,10 @@ const std::string& StoreRelay::id() const { return impl_->rid; }
 std::chrono::seconds StoreRelay::lease_ttl() const { return impl_->granted; }
 std::int64_t StoreRelay::lease() const { return impl_->lease; }
 bool StoreRelay::lost() const { return impl_->lost; }
+std::string StoreRelay::trouble() const {
+  std::lock_guard lk(impl_->trouble_mu);
+  return impl_->trouble;
+}
 std::uint64_t StoreRelay::kept_for_others() const { return impl_->kept_for_others; }
 
 // The door: accepts, and hears each connection end (POLLRDHUP) while its
@@ -378,6 +388,7 @@ void StoreRelay::Impl::serve(const std::shared_ptr<Conn>& cp) {
           }
           if (!stopping && !ended) {
             log::warn("store relay {}: a request failed, closing its connection: {}", rid, e.what());
+            note_trouble(e.what());
           }
           break;
         }
@@ -518,6 +529,9 @@ void StoreRelay::Impl::run_keeper() {
   while (pause(every)) {
     try {
       if (!keeper->keep_alive(lease)) {
+        note_trouble(
+            "its lease on etcd had ended (this node was cut off for longer than it), so the other nodes "
+            "counted this node's processes gone");
         become_lost();
         return;
       }
@@ -538,6 +552,10 @@ void StoreRelay::Impl::run_keeper() {
       // that long is (the others have counted its processes gone).
       if (Clock::now() - last_renewed >= 3 * granted) {
         log::warn("store relay {}: could not renew its lease for {} s: {}", rid, granted.count(), e.what());
+        note_trouble(
+            fmt::format("its lease could not be renewed for {} s, so the other nodes counted this node's "
+                        "processes gone: {}",
+                        3 * granted.count(), e.what()));
         become_lost();
         return;
       }

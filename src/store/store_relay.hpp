@@ -59,6 +59,9 @@ class StoreRelay {
   std::int64_t lease() const;
   // Its lease ended while it ran: its clients were counted gone.
   bool lost() const;
+  // Why it last failed to reach etcd ("" when it never did): what a node
+  // whose store connections it closed says.
+  std::string trouble() const;
   // Ends the job's lease: every key of the job goes at once (node 0's
   // mcirun, once every node has finished). Without it they go 10 s after
   // the last relay.

@@ -8,7 +8,10 @@ A cell is (fault, moment, path, victim, policy):
   thread), destroy (the group destroyed with work in flight),
   sigterm_mcirun and sigint_mcirun (to the victim's node's mcirun),
   link_cut (the victim's host's link down, then up again), store_lost (node
-  0, which holds the store, killed whole: its mcirun and ranks);
+  0, which holds the store, killed whole: its mcirun and ranks), and on
+  the etcd path etcd_member (one etcd member SIGKILLed: the victim first is
+  the member every relay asks first, last is the leader) and etcd_quorum
+  (two of the three members SIGKILLed, the leader among them);
 - moments: init, first (the job's first collective), large (inside an
   all_reduce of 64 MiB), p2p (a ring of sends and receives in flight),
   shrink (inside the recovery from an earlier loss), grow (inside the grow
@@ -70,7 +73,8 @@ STEPS = 4  # 6 under replace: a replacement has the time to join
 FAULT_STEP = 2
 LARGE_MIB = 64
 
-FAULTS = ["sigkill", "sigstop", "abort", "destroy", "sigterm_mcirun", "sigint_mcirun", "link_cut", "store_lost"]
+FAULTS = ["sigkill", "sigstop", "abort", "destroy", "sigterm_mcirun", "sigint_mcirun", "link_cut", "store_lost",
+          "etcd_member", "etcd_quorum"]
 MOMENTS = ["init", "first", "large", "p2p", "shrink", "grow", "dump", "exit"]
 PATHS = ["cpu", "gloo", "torch-mci", "torch-gloo", "cpu-etcd"]
 # Paths whose store is on etcd (3 hosts, a member on each).
@@ -79,7 +83,8 @@ ETCD_PATHS = {"cpu-etcd"}
 # a lease that short be kept (etcd's minimum TTL is 1.5 election
 # timeouts' worth of heartbeats).
 ETCD_LEASE_S = 1
-ETCD_FLAGS = ["--heartbeat-interval=50", "--election-timeout=500"]
+ETCD_ELECTION_S = 0.5
+ETCD_FLAGS = ["--heartbeat-interval=50", f"--election-timeout={int(ETCD_ELECTION_S * 1000)}"]
 ETCD_READ_TIMEOUT_S = 2  # --rdzv_conf read_timeout: one request to etcd, at most
 VICTIMS = ["first", "middle", "last"]
 POLICIES = ["stop", "continue", "replace"]
@@ -87,6 +92,8 @@ POLICIES = ["stop", "continue", "replace"]
 SELF_FAULTS = {"sigkill", "sigstop", "abort", "destroy"}
 # Faults that need hosts of their own (network namespaces).
 HOST_FAULTS = {"link_cut", "store_lost"}
+# Faults of etcd's own members (the etcd path only).
+ETCD_FAULTS = {"etcd_member", "etcd_quorum"}
 
 
 class Cell:
@@ -113,11 +120,17 @@ class Cell:
 
 def applies(c):
     """Whether a cell means something (and the path can run it)."""
+    if c.fault in ETCD_FAULTS and c.path not in ETCD_PATHS:
+        return False
     if c.path in ETCD_PATHS:
         # What the store on etcd changes: node 0 lost whole or cut off, and
-        # rank 0 lost, while the job runs, going on or stopping.
+        # rank 0 lost, while the job runs, going on or stopping; etcd's own
+        # members lost, one (nothing a user sees) or a quorum (every rank
+        # stops).
         return (c.moment in ("first", "large", "p2p") and c.policy in ("stop", "continue")
                 and ((c.fault == "store_lost" and c.victim == "first")
+                     or (c.fault == "etcd_member" and c.victim in ("first", "last"))
+                     or (c.fault == "etcd_quorum" and c.victim == "first" and c.moment != "large")
                      or (c.fault == "link_cut" and c.victim in ("first", "last"))
                      or (c.fault == "sigkill" and c.victim == "first")))
     if c.path == "torch-gloo" and c.policy != "stop":
@@ -166,6 +179,20 @@ def expected(c):
         # meet the others, and the job then runs to its end.
         either = "either" if c.path.startswith("torch") or c.policy != "stop" else "stop"
         return either, CONTINUE_AFTER_S + TIMEOUT_MS / 1000 + GRACE_S + 1
+    if c.fault == "etcd_member":
+        # Collectives never touch etcd, and the relays pass over a member
+        # that does not answer within 0.5 s: every rank goes on, under any
+        # policy. A step that needs the store (the first collective
+        # connects its peers through it) while the members elect a new
+        # leader (the killed one was the leader) waits for the election:
+        # an election timeout, then the 1 s any step gets.
+        # A 64 MiB step alone takes 0.6 to 1 s across the three hosts.
+        return "whole", ETCD_ELECTION_S + 1.0 + (1.0 if c.moment == "large" else 0.0)
+    if c.fault == "etcd_quorum":
+        # No lease can be renewed: each relay counts itself cut off after
+        # three TTLs without a renewal (a renewal waits at most a request's
+        # budget) and closes its ranks' store connections; they stop.
+        return "stop", 3 * ETCD_LEASE_S * 1.5 + ETCD_READ_TIMEOUT_S + TIMEOUT_MS / 1000 + GRACE_S + 2
     if c.fault == "link_cut":
         # A cut link answers nothing: the ranks see it at their timeout, the
         # hang report waits for answers, and node 0's mcirun keeps the store
@@ -278,6 +305,9 @@ SUBSET = [
     "store_lost/p2p/cpu-etcd/first/continue",
     "store_lost/first/cpu-etcd/first/stop",
     "link_cut/p2p/cpu-etcd/first/continue",
+    # etcd's own members: its leader lost (nothing a user sees), its quorum lost (every rank stops).
+    "etcd_member/first/cpu-etcd/last/stop",
+    "etcd_quorum/p2p/cpu-etcd/first/continue",
     "sigkill/first/torch-mci/middle/continue",
     "sigkill/large/torch-mci/last/stop",
     "abort/p2p/torch-mci/middle/stop",
@@ -405,6 +435,25 @@ class Job:
             time.sleep(0.1)
         raise RuntimeError("the etcd cluster did not answer within 30 s")
 
+    def etcd_members_to_kill(self):
+        """The indexes of the etcd members the cell kills: etcd_member's
+        victim first is host 0's (every relay's first endpoint), last the
+        leader; etcd_quorum kills the leader and the next member."""
+        c = self.cell
+        endpoints = ",".join(f"{self.hosts.address(i)}:2379" for i in range(c.hosts))
+        r = self.hosts.run(1, ["etcdctl", f"--endpoints={endpoints}", "--command-timeout=2s", "endpoint", "status",
+                               "-w", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           env=dict(os.environ, ETCDCTL_API="3"))
+        leader = 0
+        for st in json.loads(r.stdout or "[]"):
+            status = st.get("Status", {})
+            if status.get("leader") and status.get("leader") == status.get("header", {}).get("member_id"):
+                leader = [f"{self.hosts.address(i)}:2379" for i in range(c.hosts)].index(
+                    st["Endpoint"].split("//")[-1])
+        if c.fault == "etcd_quorum":
+            return [leader, (leader + 1) % c.hosts]
+        return [0 if c.victim == "first" else leader]
+
     def stop_etcd(self):
         """Ends the members still running, and removes their data."""
         for p in self.etcds:
@@ -433,6 +482,8 @@ class Job:
         """Waits for the victim's marker, then does the fault."""
         c = self.cell
         marker = os.path.join(self.dir, f"at.{c.victim_rank()}")
+        # Asked before the moment: the leader does not change on its own.
+        members = self.etcd_members_to_kill() if c.fault in ETCD_FAULTS else []
         deadline = time.monotonic() + 60
         while not os.path.exists(marker):
             if time.monotonic() > deadline or all(p.poll() is not None for p in self.procs):
@@ -446,6 +497,9 @@ class Job:
             self.procs[node].send_signal(signal.SIGINT)
         elif c.fault == "link_cut":
             self.hosts.link(node, False)
+        elif c.fault in ETCD_FAULTS:
+            for i in members:
+                self.etcds[i].kill()
         elif c.fault == "store_lost":
             for pid in self.hosts.pids_in(0):  # node 0: its mcirun, its ranks, its guardian
                 try:
@@ -549,6 +603,9 @@ def run_cell(args, cell, hosts):
         survivors = {r: ls for r, ls in lines.items() if any("final" in x for x in ls)}
         if fault_t is None and cell.moment != "init":
             problems.append("the fault time is unknown (the victim wrote no fault.R)")
+        whole = outcome == "whole"  # nothing lost: every rank goes on
+        if whole:
+            outcome = "recover"
         if outcome == "either":
             # Stopped, or ran to its end with every model right.
             outcome = "recover" if all(c == 0 for c in codes) else "stop"
@@ -567,6 +624,8 @@ def run_cell(args, cell, hosts):
                     problems.append(f"the job ended {took:.2f} s after the fault, bound {bound:.1f} s")
             if not any(w in job.output() for w in ("rank", "Timed out", "aborted", "SIG")):
                 problems.append("no error names the fault or a rank")
+            if cell.fault == "etcd_quorum" and f"{hosts.address(0)}:2379" not in job.output():
+                problems.append("no error names the etcd endpoints tried")
         else:
             # A host cut off is lost whole: the side without the store (node 1's)
             # fails; node 0's must not.
@@ -575,6 +634,8 @@ def run_cell(args, cell, hosts):
                 problems.append(f"a job that must go on has an mcirun that exited non-zero: {codes}")
             if not survivors:
                 problems.append("no rank finished")
+            if whole and len(survivors) != cell.world:
+                problems.append(f"only {len(survivors)} of {cell.world} ranks finished: nothing was to be lost")
             for r, ls in survivors.items():
                 fin = [x for x in ls if "final" in x][-1]
                 if fin["final"] != fin["expected"]:

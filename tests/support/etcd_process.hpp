@@ -92,9 +92,14 @@ class EtcdProcess {
   void stop(int sig) {
     if (pid_ <= 0) return;
     ::kill(pid_, sig);
+    ::kill(pid_, SIGCONT);  // a member a test stopped must still end
     int st = 0;
     ::waitpid(pid_, &st, 0);
     pid_ = -1;
+  }
+  // SIGSTOP: a member alive but silent (its kernel still accepts connections).
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
   }
   std::string endpoint() const { return fmt::format("127.0.0.1:{}", client_port_); }
   bool started() const { return pid_ > 0; }

@@ -243,7 +243,7 @@ std::vector<std::string> summary_lines(const JobReport& job) {
   } else if (!job.start_error.empty()) {
     out.push_back(fmt::format("mcirun: job failed on node {} (host {}): {}", job.node_rank, job.host, job.start_error));
   } else if (!job.peer_failure.empty()) {
-    out.push_back(fmt::format("mcirun: job failed on another node: {}", job.peer_failure));
+    out.push_back(fmt::format("mcirun: job failed{}: {}", job.store_lost ? "" : " on another node", job.peer_failure));
   } else if (job.stop_signal && !job.stop_origin.empty()) {
     out.push_back(fmt::format("mcirun: job stopped by {} sent to mcirun on {}; node {} (host {}) passed it on",
                               signal_name(*job.stop_signal), job.stop_origin, job.node_rank, job.host));

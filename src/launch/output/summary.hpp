@@ -51,6 +51,7 @@ struct JobReport {
   std::string python;
   std::string python_from;
   std::string peer_failure;            // another node's failure, as it reported it
+  bool store_lost = false;             // peer_failure says how this node lost the job's store
   std::string start_error;             // a rank that could not start
   bool on_rank_loss_continue = false;  // the others go on after a loss: continue or replace
   bool replace = false;                // --on-rank-loss=replace

@@ -329,6 +329,17 @@ void Supervisor::on_signal(int sig) {
   }
 }
 
+// Why this node's processes stop when its store connection closes: on etcd,
+// what this node's relay met (etcd's quorum lost, this node cut off), which
+// the closed connection cannot say; otherwise node 0's store is gone.
+std::string Supervisor::store_lost_text(const std::string& seen) const {
+  if (attempt_.store.replicated) {
+    const std::string why = attempt_.store.trouble ? attempt_.store.trouble() : "";
+    return fmt::format("this node lost the job's store on etcd: {}", why.empty() ? seen : why);
+  }
+  return fmt::format("the job's store at {}:{} went away ({})", attempt_.store.host, attempt_.store.port, seen);
+}
+
 void Supervisor::on_link_events() {
   for (auto& e : link_->take_events()) {
     switch (e.kind) {
@@ -336,10 +347,7 @@ void Supervisor::on_link_events() {
       case NodeLink::EventKind::store_lost:
         if (phase_ != Phase::running) break;
         store_lost_ = e.kind == NodeLink::EventKind::store_lost;
-        peer_failure_ = e.kind == NodeLink::EventKind::peer_failed
-                            ? e.text
-                            : fmt::format("the job's store at {}:{} went away ({})", attempt_.store.host,
-                                          attempt_.store.port, e.text);
+        peer_failure_ = e.kind == NodeLink::EventKind::peer_failed ? e.text : store_lost_text(e.text);
         say(fmt::format("mcirun: {}: stopping this node's processes",
                         e.kind == NodeLink::EventKind::peer_failed ? "another node failed, " + e.text : peer_failure_));
         begin_stop();
@@ -548,6 +556,7 @@ void Supervisor::print_summary() const {
   r.python = job_.program.python;
   r.python_from = job_.program.python_from;
   r.peer_failure = peer_failure_;
+  r.store_lost = store_lost_;
   r.start_error = start_error_;
   r.on_rank_loss_continue = goes_on();
   r.replace = replaces();

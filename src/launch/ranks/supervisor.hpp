@@ -164,6 +164,7 @@ class Supervisor {
   void on_signal(int sig);
   void pause_or_resume(int sig);
   void on_link_events();
+  std::string store_lost_text(const std::string& seen) const;
   int wait_for_other_nodes();
   int exit_code() const;
   void print_summary() const;

@@ -34,7 +34,10 @@ Case two_nodes() {
   // Nothing listens in these tests; the ports are still ones the OS says are free.
   c.job.master_port = test::free_port();
   c.job.run_id = "job7";
-  c.a = first_attempt(c.job, JobStore{{c.job.master_addr, c.job.master_port, ""}, false});
+  JobStore s;
+  s.host = c.job.master_addr;
+  s.port = c.job.master_port;
+  c.a = first_attempt(c.job, s);
   c.a.program_port = test::free_port();
   c.a.error_dir = "/tmp/errs";
   return c;

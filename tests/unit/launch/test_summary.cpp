@@ -72,6 +72,13 @@ TEST(Summary, OtherCausesOfAFailedJob) {
   r.stop_signal.reset();
   r.peer_failure = "node 1: rank 3 (pid 9 on b) failed: exit code 1";
   EXPECT_NE(joined(summary_lines(r)).find("job failed on another node: node 1: rank 3"), std::string::npos);
+  // This node's own store lost (on etcd: its quorum gone) is not another node's failure.
+  r.peer_failure = "this node lost the job's store on etcd: the job's store on etcd could not be reached";
+  r.store_lost = true;
+  const std::string lost = joined(summary_lines(r));
+  EXPECT_NE(lost.find("mcirun: job failed: this node lost the job's store on etcd"), std::string::npos) << lost;
+  EXPECT_EQ(lost.find("another node"), std::string::npos) << lost;
+  r.store_lost = false;
   r.peer_failure.clear();
   r.start_error = "rank 1 could not start: cannot run 'x': Permission denied";
   EXPECT_NE(joined(summary_lines(r)).find("job failed on node 0 (host h): rank 1 could not start"), std::string::npos);
