@@ -166,11 +166,11 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}};
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
-  std::vector<int> never, silent, mismatched;
+  std::vector<int> never, silent, mismatched, cannot;
   const bool collective = !is_p2p(stuck.kind);
   for (int r = 0; r < size; ++r) {
     const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
@@ -194,10 +194,12 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     if (!answered) {
       silent.push_back(r);
       if (fate) {
+        cannot.push_back(r);
         line += fmt::format("cannot answer: {}", fate->text);
       } else {
-        line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()),
-                            rank_fate(store, r, me_host).text);
+        const Fate later = rank_fate(store, r, me_host);
+        if (later.cannot_answer) cannot.push_back(r);
+        line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
       }
       out += line + "\n";
       continue;
@@ -259,7 +261,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return {out, mismatched, silent};
+  return {out, mismatched, silent, cannot};
 }
 
 }  // namespace mci::diag

@@ -47,9 +47,13 @@ struct HangReport {
   // a mismatch, which a backend without fingerprints on the wire (gloo) can
   // only see this way.
   std::vector<int> mismatched;
-  // Ranks that did not answer (stopped, gone, frozen): what a shrink after
-  // this timeout leaves out without waiting for them again.
+  // Ranks that did not answer (stopped, gone, frozen, or only slow: a store
+  // slowed by a leader's election delays every answer).
   std::vector<int> silent;
+  // Of those, the ones this host saw cannot answer (a process here stopped
+  // or exited): what a shrink after this timeout leaves out at once. The
+  // others it waits for a little, not a whole timeout.
+  std::vector<int> cannot_answer;
 };
 
 // Asks every rank and formats the report about `stuck`, which this rank has

@@ -151,10 +151,14 @@ struct ProcessGroup::Impl {
   // abort()'s drain would otherwise wait on until the timeout (a recv whose
   // send never comes), fails its operations at its next round.
   std::atomic<bool> abort_requested_{false};
-  // Ranks a hang report found unable to answer (stopped, gone, frozen):
-  // shrink() leaves them out without waiting a whole timeout for them
-  // again. Under mu_.
+  // Ranks a hang report found unable to answer (a process on this host
+  // stopped or gone): shrink() leaves them out without waiting a whole
+  // timeout for them again. Under mu_.
   std::set<int> suspects_;
+  // Ranks that only did not answer in time (frozen, cut off, or slowed by
+  // the store): shrink() waits for them a report's wait, not a whole
+  // timeout, and keeps them if they come. Under mu_.
+  std::set<int> unanswered_;
   std::string abort_reason_;  // guarded by mu_
 };
 

@@ -331,12 +331,15 @@ diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std:
     try {
       report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout()));
     } catch (const std::exception& e) {
-      report = {fmt::format("(no hang report: {})", e.what()), {}, {}};
+      report = {fmt::format("(no hang report: {})", e.what()), {}, {}, {}};
     }
   }
   {
     std::lock_guard lk(mu_);
-    suspects_.insert(report.silent.begin(), report.silent.end());
+    suspects_.insert(report.cannot_answer.begin(), report.cannot_answer.end());
+    for (int r : report.silent) {
+      if (!suspects_.count(r)) unanswered_.insert(r);
+    }
   }
   // With the operation still shown as running, as the other ranks' dumps
   // (written when the report asked them) show it.

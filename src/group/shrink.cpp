@@ -59,19 +59,26 @@ DecideOnce::Terms shrink_terms(int attempt, int rank, int size) {
 // A survivor's proposal once every rank of the group is arrived, gone or
 // excluded, or past the group's timeout (`last`: a rank that did not come
 // is lost too): the arrived ranks that are neither gone nor excluded, in
-// rank order.
+// rank order. `unanswered` (ranks this rank's hang report did not hear
+// from) are not waited for once `unanswered_due`, but kept if they came:
+// an answer late only because the store was slow is no proof of death,
+// and excluding such a rank split the survivors (the fault matrix's cut
+// link on etcd kept one rank of four).
 std::optional<std::string> propose_survivors(DecideOnce& agreement, Store& s, int size, const std::set<int>& excluded,
-                                             const std::set<int>& out_before, bool last) {
+                                             const std::set<int>& out_before, const std::set<int>& unanswered,
+                                             bool unanswered_due, bool last) {
   const std::set<int> gone = certified_gone(s);
   // Each poll costs O(1) bytes (a counter, the short list of the gone); the
   // whole list is read only when the counts say everyone may be in.
-  const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size());
+  const std::size_t skipped = unanswered_due ? unanswered.size() : 0;
+  const auto known = static_cast<std::int64_t>(gone.size() + excluded.size() + out_before.size() + skipped);
   if (agreement.count() + known < size && !last) return std::nullopt;
   const records::Arrivals listed =
       records::decode_arrivals(agreement.arrivals(), "store key '" + agreement.arrived_key() + "'");
   std::set<int> accounted(gone.begin(), gone.end());
   accounted.insert(listed.excluded.begin(), listed.excluded.end());
   accounted.insert(out_before.begin(), out_before.end());
+  if (unanswered_due) accounted.insert(unanswered.begin(), unanswered.end());
   for (const auto& m : listed.members) accounted.insert(m.rank);
   if (static_cast<int>(accounted.size()) < size && !last) return std::nullopt;
   std::vector<Member> keep;
@@ -117,9 +124,11 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
                     "shrink()",
                     rank));
   }
-  // A rank this group's hang report found stopped, gone or silent is left
-  // out too: waiting a whole timeout again for one that could not answer
-  // the report is what doubled a stopped rank's cost.
+  // A rank this group's hang report found stopped or gone is left out too:
+  // waiting a whole timeout again for one that could not answer the report
+  // is what doubled a stopped rank's cost. One that only did not answer in
+  // time is waited for a report's wait, and kept if it comes.
+  std::set<int> unanswered;
   {
     std::lock_guard lk(mu_);
     for (int r : suspects_) {
@@ -128,7 +137,12 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
         excluded.insert(r);
       }
     }
+    for (int r : unanswered_) {
+      if (r != rank && !excluded.count(r)) unanswered.insert(r);
+    }
   }
+  const auto unanswered_due =
+      std::chrono::steady_clock::now() + std::min(timeout(), report_wait_.count() > 0 ? report_wait_ : timeout() / 4);
   // Peers still inside an operation of this group fail now and come here,
   // instead of waiting for a rank that will never answer.
   {
@@ -152,7 +166,8 @@ ProcessGroup::Shrunk ProcessGroup::Impl::shrink(const std::vector<int>& exclude)
     agreement.arrive(me);
     const auto poll = kPoll * std::max(1, size / 64);  // the server sees at most ~32k polls/s
     const std::string decision = agreement.settle(dl, poll, [&](bool last) {
-      return propose_survivors(agreement, *store_, size, excluded, out_before, last);
+      return propose_survivors(agreement, *store_, size, excluded, out_before, unanswered,
+                               std::chrono::steady_clock::now() >= unanswered_due, last);
     });
     const auto kept = records::decode_members(decision, "store key '" + agreement.decision_key() + "'");
     Shrunk result;

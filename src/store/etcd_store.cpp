@@ -239,13 +239,20 @@ struct EtcdStore::Impl {
     for (;;) {
       tried.clear();
       bool again = true;  // no member gave a final answer: every request here may be sent again
+      const std::size_t from = current;
       for (std::size_t n = 0; n < endpoints.size(); ++n) {
-        const std::size_t i = (current + n) % endpoints.size();
+        const std::size_t i = (from + n) % endpoints.size();
+        // A member that failed is not asked first next time: a short call
+        // (a wait's read gets little more than the wait) may have time for
+        // one member only, and must not find the same dead one every time.
+        if (n > 0) current = i;
         httplib::Client& c = client(i);
         // A member that holds a kept connection but answers nothing (cut
-        // off) must not take the whole budget: the others get their turn.
+        // off) must not take the whole budget: the others get their turn,
+        // two at least however short the call.
         const bool last = n + 1 == endpoints.size();
-        const auto t = !last ? std::min(dl.wait_left(), kSafeShare) : dl.wait_left();
+        const auto share = std::min(kSafeShare, std::max(dl.budget() / 2, milliseconds(1)));
+        const auto t = !last ? std::min(dl.wait_left(), share) : dl.wait_left();
         c.set_connection_timeout(std::min<milliseconds>(t, std::chrono::seconds(2)));
         c.set_read_timeout(t);
         c.set_write_timeout(t);
