@@ -15,7 +15,7 @@ packages=(
   python3-torch
   python3-matplotlib
   chromium prometheus
-  libcpp-httplib-dev etcd-server etcd-client
+  libcpp-httplib-dev etcd-server etcd-client openssl
 )
 # Optional extras a caller may ask for (e.g. clang for fuzzing).
 packages+=("$@")

@@ -171,6 +171,11 @@ std::optional<int> JobRun::reach_etcd(JobStore& s) {
   o.etcd.endpoints = e.endpoints;
   o.etcd.job_id = job_.run_id;
   o.etcd.request_timeout = e.read_timeout;
+  o.etcd.https = e.https;
+  o.etcd.cacert = e.cacert;
+  o.etcd.cert = e.cert;
+  o.etcd.key = e.key;
+  o.etcd.prefix = e.prefix;
   o.lease_ttl = e.lease_ttl;
   try {
     relay_ = std::make_unique<StoreRelay>(o);

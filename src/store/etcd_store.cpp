@@ -2,11 +2,13 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -19,6 +21,7 @@
 
 #include "common/deadline.hpp"
 #include "common/host_port.hpp"
+#include "common/sigpipe_guard.hpp"
 #include "mci/errors.hpp"
 
 namespace mci {
@@ -116,16 +119,78 @@ httplib::Request watch_request(const json& range, std::function<bool(const json&
 
 HostPort parse_endpoint(std::string e) {
   if (e.starts_with("http://")) e = e.substr(7);
-  if (e.starts_with("https://")) {
-    throw ConfigError(
-        fmt::format("etcd endpoint '{}': https is not supported yet; use http:// on a trusted network", e));
-  }
+  if (e.starts_with("https://")) e = e.substr(8);
   if (!e.empty() && e.back() == '/') e.pop_back();
   std::string why;
   auto out = split_host_port(e, why);
   if (!out) throw ConfigError(fmt::format("etcd endpoint '{}': {} (HOST:PORT, e.g. node1:2379)", e, why));
   if (out->port == 0) out->port = 2379;
   return *out;
+}
+
+// The options with TLS asked for by an "https://" endpoint, checked: every
+// endpoint speaks the same protocol, and a client certificate comes with
+// its key.
+EtcdStoreOptions with_protocol(EtcdStoreOptions o) {
+  const auto tls = std::count_if(o.endpoints.begin(), o.endpoints.end(),
+                                 [](const std::string& e) { return e.starts_with("https://"); });
+  const auto plain = std::count_if(o.endpoints.begin(), o.endpoints.end(),
+                                   [](const std::string& e) { return e.starts_with("http://"); });
+  if ((tls > 0 && plain > 0) || (plain > 0 && o.https)) {
+    throw ConfigError(
+        "the etcd endpoints mix http:// and https://: a cluster speaks one protocol; give them all alike");
+  }
+  o.https = o.https || tls > 0;
+  if (o.cert.empty() != o.key.empty()) {
+    throw ConfigError(
+        "etcd over TLS: a client certificate needs its key and a key its certificate (--rdzv_conf cert=FILE,key=FILE)");
+  }
+  if (!o.https && (!o.cacert.empty() || !o.cert.empty())) {
+    throw ConfigError(
+        "etcd: certificates were given but the endpoints speak plain http; add --rdzv_conf protocol=https (or "
+        "https:// endpoints)");
+  }
+  for (const std::string* f : {&o.cacert, &o.cert, &o.key}) {
+    if (!f->empty() && ::access(f->c_str(), R_OK) != 0) {
+      throw ConfigError(fmt::format("etcd over TLS: cannot read '{}': {}", *f, std::strerror(errno)));
+    }
+  }
+  return o;
+}
+
+// A client of one member, over TLS when the options ask for it.
+std::unique_ptr<httplib::Client> member_client(const HostPort& at, const EtcdStoreOptions& o) {
+  if (!o.https) return std::make_unique<httplib::Client>(at.host, at.port);
+  const std::string url = "https://" + at.text();
+  auto c =
+      o.cert.empty() ? std::make_unique<httplib::Client>(url) : std::make_unique<httplib::Client>(url, o.cert, o.key);
+  if (!o.cacert.empty()) c->set_ca_cert_path(o.cacert);
+  c->enable_server_certificate_verification(true);
+  return c;
+}
+
+// What a failed request's error means, with what to do for TLS's.
+std::string error_text(httplib::Error e, const EtcdStoreOptions& o) {
+  switch (e) {
+    case httplib::Error::Read:
+    case httplib::Error::Write:
+      // TLS 1.3 checks the client's certificate after the handshake: a
+      // member that wants one closes the connection at the first request.
+      if (o.https && o.cert.empty()) {
+        return httplib::to_string(e) +
+               ": the connection closed; a member started with --client-cert-auth wants a client certificate "
+               "(--rdzv_conf cert=FILE,key=FILE)";
+      }
+      return httplib::to_string(e);
+    case httplib::Error::SSLServerVerification:
+      return "its certificate is not signed by the CA given (--rdzv_conf cacert=FILE) or does not name this address";
+    case httplib::Error::SSLConnection:
+      return "the TLS handshake failed: the member may want a client certificate (--rdzv_conf cert=FILE,key=FILE) "
+             "or speak plain http";
+    case httplib::Error::SSLLoadingCerts:
+      return "the certificate files could not be loaded (--rdzv_conf cacert, cert, key)";
+    default: return httplib::to_string(e);
+  }
 }
 
 // Where compare-and-set markers live (EtcdStore::Impl::put_if_unchanged):
@@ -164,7 +229,7 @@ std::int64_t lowest_revision(const std::vector<Read>& reads) {
 struct EtcdStore::Impl {
   EtcdStoreOptions o;
   std::vector<HostPort> endpoints;
-  std::string ns;  // /mci/JOB/
+  std::string ns;  // PREFIX/JOB/
   std::mutex mu;   // one request at a time on the kept connections
   std::atomic<bool> interrupted{false};
   std::mutex watch_mu;                  // guards watching
@@ -175,7 +240,7 @@ struct EtcdStore::Impl {
   std::uint64_t writes = 0;
   std::string last_marker;
 
-  explicit Impl(EtcdStoreOptions opts) : o(std::move(opts)) {
+  explicit Impl(EtcdStoreOptions opts) : o(with_protocol(std::move(opts))) {
     if (o.endpoints.empty()) throw ConfigError("the etcd store needs at least one endpoint (HOST:PORT)");
     if (o.job_id.empty() || o.job_id.find('/') != std::string::npos) {
       throw ConfigError(
@@ -185,7 +250,7 @@ struct EtcdStore::Impl {
     }
     for (const auto& e : o.endpoints) endpoints.push_back(parse_endpoint(e));
     clients.resize(endpoints.size());
-    ns = "/mci/" + o.job_id + "/";
+    ns = o.prefix + "/" + o.job_id + "/";
   }
 
   std::string where() const {
@@ -205,7 +270,7 @@ struct EtcdStore::Impl {
 
   httplib::Client& client(std::size_t i) {
     if (!clients[i]) {
-      clients[i] = std::make_unique<httplib::Client>(endpoints[i].host, endpoints[i].port);
+      clients[i] = member_client(endpoints[i], o);
       clients[i]->set_keep_alive(true);
       // Headers and body leave in two writes: without this, Nagle's wait
       // for the first one's ACK costs each request ~40 ms (delayed ACK).
@@ -232,6 +297,7 @@ struct EtcdStore::Impl {
   // sent and never answered (it may have taken effect: see put_if_unchanged).
   json call(const std::string& path, const json& body, milliseconds budget, bool* unanswered = nullptr) {
     check_interrupted();
+    const SigpipeGuard no_sigpipe;  // a member gone under a TLS write
     std::lock_guard lk(mu);
     const std::string text = body.dump();
     const Deadline dl(std::max(budget, milliseconds(1)));
@@ -259,7 +325,7 @@ struct EtcdStore::Impl {
         auto res = c.Post(path, text, "application/json");
         if (!res) {
           const auto e = res.error();
-          tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), httplib::to_string(e));
+          tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", endpoints[i].text(), error_text(e, o));
           const bool unsent = e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout;
           if (!unsent && unanswered) *unanswered = true;
           clients[i].reset();  // a fresh connection next time
@@ -391,7 +457,8 @@ struct EtcdStore::Impl {
         std::lock_guard lk(mu);
         i = current;
       }
-      httplib::Client c(endpoints[i].host, endpoints[i].port);
+      const auto own = member_client(endpoints[i], o);
+      httplib::Client& c = *own;
       c.set_tcp_nodelay(true);
       c.set_connection_timeout(std::min<milliseconds>(dl.wait_left(), std::chrono::seconds(2)));
       c.set_read_timeout(dl.wait_left());
@@ -409,7 +476,10 @@ struct EtcdStore::Impl {
         watching = &c;
       }
       // interrupt() stops the watch from here on (checked under watch_mu).
-      if (!interrupted) c.send(req, res, err);
+      if (!interrupted) {
+        const SigpipeGuard no_sigpipe;
+        c.send(req, res, err);
+      }
       {
         std::lock_guard lk(watch_mu);
         watching = nullptr;
@@ -696,6 +766,7 @@ std::shared_ptr<Store> EtcdStore::clone() const {
 // --- EtcdChanges ---------------------------------------------------------
 
 struct EtcdChanges::Impl {
+  EtcdStoreOptions o;  // the endpoints' protocol and certificates
   std::vector<HostPort> endpoints;
   std::size_t first = 0;  // the member the stream tries first: the one the constructor reached
   std::string ns;
@@ -717,17 +788,18 @@ EtcdChanges::EtcdChanges(const EtcdStoreOptions& o) : impl_(std::make_unique<Imp
   EtcdStoreOptions plain = o;
   plain.changes.reset();
   EtcdStore probe(plain);  // reaches a member, or throws as a store would
+  impl_->o = with_protocol(plain);
   for (const auto& e : plain.endpoints) impl_->endpoints.push_back(parse_endpoint(e));
-  impl_->ns = "/mci/" + o.job_id + "/";
+  impl_->ns = o.prefix + "/" + o.job_id + "/";
   // From the present revision on: every wait reads after this.
   // The stream starts at the member the probe reached (the first may be down).
   const std::string reached = probe.endpoint_in_use();
   for (std::size_t i = 0; i < impl_->endpoints.size(); ++i) {
     if (impl_->endpoints[i].text() == reached) impl_->first = i;
   }
-  const HostPort& at = impl_->endpoints[impl_->first];
-  httplib::Client c(at.host, at.port);
-  auto res = c.Post("/v3/kv/range", json{{"key", b64(impl_->ns)}, {"count_only", true}}.dump(), "application/json");
+  const auto c = member_client(impl_->endpoints[impl_->first], impl_->o);
+  const SigpipeGuard no_sigpipe;
+  auto res = c->Post("/v3/kv/range", json{{"key", b64(impl_->ns)}, {"count_only", true}}.dump(), "application/json");
   if (!res || res->status != 200) throw PeerError("the job's store on etcd could not be reached to watch it", -1);
   const json r = json::parse(res->body, nullptr, false);
   impl_->latest = int_field(r.is_object() ? r.value("header", json::object()) : json::object(), "revision");
@@ -771,9 +843,11 @@ bool EtcdChanges::wait(std::int64_t revision, const std::string& from, const std
 }
 
 void EtcdChanges::Impl::run() {
+  const SigpipeGuard no_sigpipe;  // this thread's whole life: a member gone under a TLS write
   std::size_t i = first;
   while (true) {
-    httplib::Client c(endpoints[i].host, endpoints[i].port);
+    const auto own = member_client(endpoints[i], o);
+    httplib::Client& c = *own;
     c.set_tcp_nodelay(true);
     c.set_connection_timeout(std::chrono::seconds(2));
     // A member cut off from here sends nothing, not even its cancel: a

@@ -31,7 +31,8 @@ struct EtcdStoreOptions {
   // --rdzv_endpoint, comma-separated). A request goes to the first that
   // answers; a member that stops answering is skipped.
   std::vector<std::string> endpoints;
-  std::string job_id;                                                  // the job's keys live under /mci/JOB/
+  std::string job_id;                                                  // the job's keys live under PREFIX/JOB/
+  std::string prefix = "/mci";                                         // torchrun's etcd_prefix
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};          // a wait's default
   std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};  // one request, at most
   // Every key this client writes is under this lease (0: none): the job's
@@ -41,6 +42,15 @@ struct EtcdStoreOptions {
   // Where waits learn of changes: one watch shared by every client of a
   // process (a relay's), instead of a watch of its own per wait.
   std::shared_ptr<EtcdChanges> changes;
+  // TLS (torchrun's --rdzv_conf protocol=https, cacert, cert, key): the
+  // members' certificates are checked against `cacert` (the system's CAs
+  // when empty), and `cert`/`key`, when given, prove this client to a
+  // cluster started with --client-cert-auth. "https://" endpoints ask for
+  // it too.
+  bool https = false;
+  std::string cacert;
+  std::string cert;
+  std::string key;
 };
 
 // One watch on a job's keys, kept by a thread of its own and moved to

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -35,11 +36,55 @@ inline std::string find_etcd() {
   return "";
 }
 
+// A test's own certificates, made with the openssl command in `dir`: a CA,
+// a member's certificate for 127.0.0.1 (server and client use: etcd's
+// gateway presents it to its own gRPC server), a client's, and a second CA
+// nobody trusts. Empty `error` when made.
+struct TestCerts {
+  std::string dir, ca, server_cert, server_key, client_cert, client_key, stranger_ca;
+  std::string error;
+};
+inline TestCerts make_test_certs(const std::string& dir) {
+  TestCerts c{dir,
+              dir + "/ca.pem",
+              dir + "/server.pem",
+              dir + "/server.key",
+              dir + "/client.pem",
+              dir + "/client.key",
+              dir + "/stranger.pem",
+              ""};
+  const std::string q = "'" + dir + "'";
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::vector<std::string> steps = {
+      fmt::format("printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > {}/server.ext", q),
+      fmt::format("printf 'extendedKeyUsage=clientAuth\n' > {}/client.ext", q),
+      fmt::format("openssl req -x509 {} -keyout {}/ca.key -out {}/ca.pem -days 2 -subj /CN=mci-test-ca", key, q, q),
+      fmt::format("openssl req -x509 {} -keyout {}/stranger.key -out {}/stranger.pem -days 2 -subj /CN=stranger", key,
+                  q, q),
+      fmt::format("openssl req {} -keyout {}/server.key -out {}/server.csr -subj /CN=127.0.0.1", key, q, q),
+      fmt::format("openssl x509 -req -in {0}/server.csr -CA {0}/ca.pem -CAkey {0}/ca.key -CAcreateserial -days 2 "
+                  "-extfile {0}/server.ext -out {0}/server.pem",
+                  q),
+      fmt::format("openssl req {} -keyout {}/client.key -out {}/client.csr -subj /CN=mci-client", key, q, q),
+      fmt::format("openssl x509 -req -in {0}/client.csr -CA {0}/ca.pem -CAkey {0}/ca.key -CAcreateserial -days 2 "
+                  "-extfile {0}/client.ext -out {0}/client.pem",
+                  q),
+  };
+  for (const auto& step : steps) {
+    if (std::system((step + " >/dev/null 2>&1").c_str()) != 0) {
+      c.error = "could not make the test's certificates with: " + step;
+      break;
+    }
+  }
+  return c;
+}
+
 // One etcd member on loopback, in a folder of its own, ended (and its
-// folder removed) when the suite ends.
+// folder removed) when the suite ends; over TLS, with client certificates
+// required, when `certs` is given.
 class EtcdProcess {
  public:
-  explicit EtcdProcess(const std::string& etcd) {
+  explicit EtcdProcess(const std::string& etcd, const TestCerts* certs = nullptr) {
     // On tmpfs: etcd syncs every write to its log, which on this disk costs
     // tens of ms a write (the tests make hundreds). Not named mci-*, which
     // the leak checks of other tests look for.
@@ -50,7 +95,7 @@ class EtcdProcess {
     client_port_ = free_port();
     int peer = free_port();
     while (peer == client_port_) peer = free_port();
-    const std::string client = fmt::format("http://127.0.0.1:{}", client_port_);
+    const std::string client = fmt::format("{}://127.0.0.1:{}", certs ? "https" : "http", client_port_);
     const std::string peer_url = fmt::format("http://127.0.0.1:{}", peer);
     std::vector<std::string> args = {etcd,
                                      "--name=t",
@@ -60,6 +105,12 @@ class EtcdProcess {
                                      "--listen-peer-urls=" + peer_url,
                                      "--initial-advertise-peer-urls=" + peer_url,
                                      "--initial-cluster=t=" + peer_url};
+    if (certs) {
+      for (const std::string& a : {"--cert-file=" + certs->server_cert, "--key-file=" + certs->server_key,
+                                   "--trusted-ca-file=" + certs->ca, std::string("--client-cert-auth")}) {
+        args.push_back(a);
+      }
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

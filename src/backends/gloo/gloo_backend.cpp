@@ -52,12 +52,12 @@
 #include "backends/gloo/gloo_recvs.hpp"
 #include "backends/gloo/gloo_sends.hpp"
 #include "backends/gloo/gloo_store.hpp"
-#include "backends/gloo/sigpipe_guard.hpp"
 #include "backends/registry.hpp"
 #include "collectives/kernels/reduce.hpp"
 #include "common/byte_ranges.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "common/sigpipe_guard.hpp"
 #include "mci/errors.hpp"
 #include "store/all_ranks.hpp"
 
@@ -277,7 +277,7 @@ GlooBackend::GlooBackend(const BackendContext& ctx)
     : rank_(ctx.rank), size_(ctx.size), timeout_(ctx.timeout), store_(ctx.store) {
   const Deadline dl(ctx.timeout);
   // Also gives Gloo's device thread, created here, SIGPIPE blocked for life.
-  const gloo_backend::SigpipeGuard no_sigpipe;
+  const SigpipeGuard no_sigpipe;
   try {
     ::gloo::transport::tcp::attr attr;
     // Listen only on the address the job reaches this rank at.
@@ -356,7 +356,7 @@ void GlooBackend::check_usable(const coll::CollectiveDesc& d) {
 
 void GlooBackend::run(const coll::CollectiveDesc& d, const Deadline& dl) {
   // Gloo writes on this thread too; the reaper thread started here inherits it.
-  const gloo_backend::SigpipeGuard no_sigpipe;
+  const SigpipeGuard no_sigpipe;
   check_usable(d);
   try {
     dispatch(d, dl);
@@ -376,7 +376,7 @@ std::uint64_t GlooBackend::post_p2p(const coll::CollectiveDesc& d, const Deadlin
     run(d, dl);  // a send: buffered, it returns at once
     return 0;
   }
-  const gloo_backend::SigpipeGuard no_sigpipe;
+  const SigpipeGuard no_sigpipe;
   check_usable(d);
   try {
     return recvs_->post(d.out, d.bytes(), d.peer, p2p_slot(d), dl, describe(d));

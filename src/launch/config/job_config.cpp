@@ -171,7 +171,8 @@ void apply_rdzv_conf(const CliArgs& a, bool elastic, JobConfig& c, ElasticNodes&
                              key == "keep_alive_max_attempt" || key == "is_host";
     if (elastic_key && !elastic) {
       ignored.push_back(key);
-    } else if (c.etcd && (key == "protocol" || key == "read_timeout")) {
+    } else if (c.etcd && (key == "protocol" || key == "read_timeout" || key == "cacert" || key == "cert" ||
+                          key == "key" || key == "etcd_prefix")) {
       // etcd's, read by resolve_etcd
     } else if (key == "join_timeout" || key == "timeout") {
       c.join_timeout = std::chrono::seconds(whole(1));
@@ -596,10 +597,8 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
     std::string hostport = item;
     if (hostport.starts_with("http://")) hostport = hostport.substr(7);
     if (hostport.starts_with("https://")) {
-      throw UsageError(
-          fmt::format("{}: '{}': etcd over https is not supported yet; give http:// endpoints on a "
-                      "network only the job's hosts reach",
-                      a.named("rdzv_endpoint"), item));
+      hostport = hostport.substr(8);
+      e.https = true;
     }
     const auto [host, port] = parse_endpoint(hostport, 2379);
     e.endpoints.push_back(HostPort{host, port}.text());
@@ -609,9 +608,24 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
       const auto eq = item.find('=');
       if (eq == std::string::npos) continue;  // apply_rdzv_conf says what is wrong
       const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-      if (key == "protocol" && value != "http") {
-        throw UsageError(fmt::format("{}: protocol={}: etcd over https is not supported yet; use protocol=http",
-                                     a.named("rdzv_conf"), value));
+      if (key == "protocol") {
+        if (value != "http" && value != "https") {
+          throw UsageError(
+              fmt::format("{}: protocol={} is not valid: give http or https", a.named("rdzv_conf"), value));
+        }
+        e.https = e.https || value == "https";
+      }
+      if (key == "cacert") e.cacert = value;
+      if (key == "cert") e.cert = value;
+      if (key == "key") e.key = value;
+      if (key == "etcd_prefix") {
+        if (value.empty() || value.front() != '/' || value.back() == '/') {
+          throw UsageError(
+              fmt::format("{}: etcd_prefix={} is not valid: give a path such as /mci/jobs (a leading "
+                          "'/', none at the end)",
+                          a.named("rdzv_conf"), value));
+        }
+        e.prefix = value;
       }
       if (key == "read_timeout") {
         const auto s = parse_int(value);

@@ -99,6 +99,10 @@ struct JobConfig {
     std::vector<std::string> endpoints;                               // HOST:PORT of its members (--rdzv_endpoint)
     std::chrono::milliseconds read_timeout{std::chrono::seconds(5)};  // --rdzv_conf read_timeout
     std::chrono::seconds lease_ttl{2};  // MCI_ETCD_LEASE_TTL: how soon a lost node's certificates come
+    // --rdzv_conf protocol=https (or https:// endpoints), cacert, cert, key.
+    bool https = false;
+    std::string cacert, cert, key;
+    std::string prefix = "/mci";  // --rdzv_conf etcd_prefix: where the jobs' keys live
   };
   std::optional<Etcd> etcd;
 

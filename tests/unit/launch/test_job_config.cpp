@@ -254,11 +254,24 @@ TEST(JobConfig, TheStoreOnEtcdTakesItsMembersFromTheEndpoint) {
   expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd"}), "needs --rdzv_endpoint=HOST1:2379");
   expect_has(error({"--standalone", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "a one-node job needs no etcd");
   expect_has(error({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "give --nnodes=N, not a range");
-  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=https://h1:2379"}),
-             "etcd over https is not supported yet");
+  // TLS: torchrun's keys, or https:// endpoints; and the legacy backend's etcd_prefix.
+  const JobConfig tls = job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1,h2:2400",
+                             "--rdzv_conf=protocol=https,cacert=/ca.pem,cert=/c.pem,key=/c.key,etcd_prefix=/jobs/a"});
+  EXPECT_TRUE(tls.etcd->https);
+  EXPECT_EQ(tls.etcd->cacert, "/ca.pem");
+  EXPECT_EQ(tls.etcd->cert, "/c.pem");
+  EXPECT_EQ(tls.etcd->key, "/c.key");
+  EXPECT_EQ(tls.etcd->prefix, "/jobs/a");
+  for (const auto& n : tls.notices) EXPECT_EQ(n.find("cacert"), std::string::npos) << "not an unknown key: " << n;
+  EXPECT_TRUE(
+      job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=https://h1:2379"}).etcd->https);
+  EXPECT_FALSE(c.etcd->https);
   expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
-                    "--rdzv_conf=protocol=https"}),
-             "use protocol=http");
+                    "--rdzv_conf=protocol=ftp"}),
+             "protocol=ftp is not valid: give http or https");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
+                    "--rdzv_conf=etcd_prefix=jobs/"}),
+             "etcd_prefix=jobs/ is not valid");
   expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
                     "--rdzv_conf=read_timeout=0"}),
              "read_timeout=0 is not valid");

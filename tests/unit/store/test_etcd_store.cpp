@@ -17,6 +17,7 @@
 #include "store/etcd_store.hpp"
 #include "support/etcd_process.hpp"
 #include "support/ports.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci {
 namespace {
@@ -219,6 +220,82 @@ TEST_F(EtcdStoreTest, AShortWaitIsATimeoutWhenEtcdDoesNotAnswer) {
   }
   own.signal(SIGCONT);
   EXPECT_EQ(s->get("there", 10000ms), to_bytes("v")) << "asked again, it is answered";
+}
+
+// etcd over TLS with client certificates (a CA the test makes): a client
+// with the CA and its certificate works; one without its certificate, one
+// that trusts another CA, and one speaking plain http each fail with what to
+// do, within their budget; mismatched options are refused before any
+// request.
+TEST_F(EtcdStoreTest, OverTlsWithClientCertificates) {
+  const test::TempDir dir;
+  const test::TestCerts certs = test::make_test_certs(dir.path());
+  if (!certs.error.empty()) GTEST_SKIP() << certs.error << " (the openssl command is needed)";
+  EtcdProcess own(find_etcd(), &certs);
+  EtcdStoreOptions o;
+  o.endpoints = {own.endpoint()};
+  o.job_id = "tls";
+  o.https = true;
+  o.cacert = certs.ca;
+  o.cert = certs.client_cert;
+  o.key = certs.client_key;
+  o.request_timeout = 1000ms;
+  std::unique_ptr<EtcdStore> s;
+  std::string why;
+  const Deadline up(20000ms);
+  while (!s && !up.expired()) {
+    try {
+      s = std::make_unique<EtcdStore>(o);
+    } catch (const Error& e) {
+      why = e.what();
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ASSERT_TRUE(s) << "no TLS connection to a TLS etcd: " << why;
+  s->set("k", to_bytes("over tls"));
+  EXPECT_EQ(s->get("k", 5000ms), to_bytes("over tls"));
+  EXPECT_EQ(s->add("n", 2), 2);
+
+  const auto error_of = [](const EtcdStoreOptions& bad) -> std::string {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      EtcdStore refused(bad);
+      return "(it worked)";
+    } catch (const std::exception& e) {
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << e.what();
+      return e.what();
+    }
+  };
+  EtcdStoreOptions no_cert = o;
+  no_cert.cert.clear();
+  no_cert.key.clear();
+  const std::string no_cert_error = error_of(no_cert);
+  EXPECT_NE(no_cert_error.find("could not be reached"), std::string::npos) << no_cert_error;
+  EXPECT_NE(no_cert_error.find("--rdzv_conf cert=FILE,key=FILE"), std::string::npos) << no_cert_error;
+  EtcdStoreOptions stranger = o;
+  stranger.cacert = certs.stranger_ca;
+  const std::string not_trusted = error_of(stranger);
+  EXPECT_NE(not_trusted.find("not signed by the CA given (--rdzv_conf cacert=FILE)"), std::string::npos) << not_trusted;
+  EtcdStoreOptions plain = o;
+  plain.https = false;
+  plain.cacert.clear();
+  plain.cert.clear();
+  plain.key.clear();
+  EXPECT_NE(error_of(plain).find("could not be reached"), std::string::npos) << error_of(plain);
+
+  EtcdStoreOptions half = o;
+  half.key.clear();
+  EXPECT_NE(error_of(half).find("a client certificate needs its key"), std::string::npos);
+  EtcdStoreOptions missing = o;
+  missing.cacert = dir.path() + "/none.pem";
+  EXPECT_NE(error_of(missing).find("cannot read"), std::string::npos);
+  EtcdStoreOptions mixed = o;
+  mixed.endpoints = {"https://" + own.endpoint(), "http://127.0.0.1:1"};
+  EXPECT_NE(error_of(mixed).find("mix http:// and https://"), std::string::npos);
+  EtcdStoreOptions by_url = o;
+  by_url.https = false;
+  by_url.endpoints = {"https://" + own.endpoint()};
+  EXPECT_NO_THROW(EtcdStore{by_url}) << "an https:// endpoint asks for TLS";
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-// Gloo writes to its sockets with writev(), which raises SIGPIPE when the
-// peer has already gone; the default action kills the whole process before
-// Gloo can report the broken pipe (Python ignores SIGPIPE, so Gloo under
-// PyTorch never meets this). Instead of changing the process-wide disposition,
-// the threads that call into Gloo block SIGPIPE while they do: the write then
-// fails with EPIPE, Gloo throws, and a SIGPIPE left pending is discarded
-// before the mask is restored. Gloo's device thread inherits the mask of the
-// thread that creates the device, so it never sees the signal at all.
+// A write to a socket whose peer has gone raises SIGPIPE, whose default
+// action kills the whole process before the caller can report the broken
+// pipe: Gloo's writev(), and OpenSSL's writes under the etcd store's TLS
+// connections, do not pass MSG_NOSIGNAL. Instead of changing the
+// process-wide disposition (the user's), the threads that call into them
+// block SIGPIPE while they do: the write then fails with EPIPE, and a
+// SIGPIPE left pending is discarded before the mask is restored. Gloo's
+// device thread inherits the mask of the thread that creates the device, so
+// it never sees the signal at all.
 #pragma once
 
 #include <csignal>
@@ -13,7 +14,7 @@
 
 #include <pthread.h>
 
-namespace mci::gloo_backend {
+namespace mci {
 
 class SigpipeGuard {
  public:
@@ -40,4 +41,4 @@ class SigpipeGuard {
   sigset_t old_;
 };
 
-}  // namespace mci::gloo_backend
+}  // namespace mci
