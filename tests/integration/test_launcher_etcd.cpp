@@ -12,6 +12,7 @@
 
 #include "launcher_run.hpp"
 #include "support/etcd_process.hpp"
+#include "support/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -112,6 +113,73 @@ TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
     EXPECT_NEAR(sum, uninterrupted, 1e-9 * std::abs(uninterrupted)) << "no step lost, none done twice\n" << n1.all();
   }
   EXPECT_TRUE(contains(n1.out(), "recovered world 2")) << n1.all();
+#endif
+}
+
+// The same job over TLS: etcd requires client certificates (a CA the test
+// makes), and mcirun takes torchrun's --rdzv_conf keys for them.
+TEST_F(EtcdJob, TwoNodesTrainOverTls) {
+#ifdef MCI_HAVE_ETCD
+  const TempDir dir;
+  const TestCerts certs = make_test_certs(dir.path());
+  if (!certs.error.empty()) GTEST_SKIP() << certs.error << " (the openssl command is needed)";
+  EtcdProcess own(find_etcd(), &certs);
+  EtcdStoreOptions o;
+  o.endpoints = {"https://" + own.endpoint()};
+  o.job_id = "probe";
+  o.cacert = certs.ca;
+  o.cert = certs.client_cert;
+  o.key = certs.client_key;
+  o.request_timeout = 500ms;
+  std::string why = "never tried";
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          EtcdStore up(o);
+          return true;
+        } catch (const std::exception& e) {
+          why = e.what();
+          return false;
+        }
+      },
+      20s))
+      << "the TLS etcd did not come up: " << why;
+  const std::string job = job_id("tls");
+  const auto tls_node = [&](int rank) {
+    return Strings{"--nnodes=2",
+                   fmt::format("--node_rank={}", rank),
+                   "--nproc_per_node=2",
+                   "--rdzv_backend=etcd-v2",
+                   "--rdzv_endpoint=" + own.endpoint(),
+                   "--rdzv_id=" + job,
+                   fmt::format("--rdzv_conf=protocol=https,cacert={},cert={},key={}", certs.ca, certs.client_cert,
+                               certs.client_key),
+                   built("elastic_train"),
+                   "--steps",
+                   "4",
+                   "--step-ms",
+                   "10"};
+  };
+  Mcirun n1(tls_node(1), kEnv);
+  Mcirun n0(tls_node(0), kEnv);
+  ASSERT_EQ(n0.code(60s), 0) << n0.all() << n1.all();
+  ASSERT_EQ(n1.code(60s), 0) << n1.all();
+  const auto f = finals(n0.out() + n1.out());
+  ASSERT_EQ(f.size(), 4u) << n0.all() << n1.all();
+  for (const auto& [world, sum] : f) EXPECT_EQ(sum, f.front().second) << "every rank ends with the same model";
+  // Without its client certificate, a node is refused with what to give.
+  const Strings no_cert{"--nnodes=2",
+                        "--node_rank=1",
+                        "--nproc_per_node=1",
+                        "--rdzv_backend=etcd",
+                        "--rdzv_endpoint=https://" + own.endpoint(),
+                        "--rdzv_id=" + job + "-refused",
+                        "--rdzv_conf=read_timeout=1,cacert=" + certs.ca,
+                        built("elastic_train")};
+  Mcirun refused(no_cert, kEnv);
+  EXPECT_EQ(refused.code(30s), 1) << refused.all();
+  EXPECT_TRUE(contains(refused.err(), "cannot reach the job's store on etcd")) << refused.all();
+  EXPECT_TRUE(contains(refused.err(), "--rdzv_conf cert=FILE,key=FILE")) << refused.all();
 #endif
 }
 
