@@ -11,6 +11,9 @@
 #   bench/init_scale.sh --ranks "16 64" --rounds 5
 #   bench/init_scale.sh --baseline /tmp/old/build   adds mode "before": that
 #                                             build's mcirun and mci-perf
+#   bench/init_scale.sh --etcd 127.0.0.1:2379  adds mode "etcd": lazy, with
+#                                             the job's store on that etcd
+#                                             (--rdzv_backend=etcd)
 #
 # More ranks than cores is oversubscribed: each figure includes that.
 set -euo pipefail
@@ -21,6 +24,7 @@ rounds=3
 build=build
 modes="eager lazy"
 baseline=""
+etcd=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
@@ -28,7 +32,8 @@ while [ $# -gt 0 ]; do
     --build) build="$2"; shift 2 ;;
     --modes) modes="$2"; shift 2 ;;
     --baseline) baseline="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --etcd) etcd="$2"; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "init_scale.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +48,7 @@ if [ -n "$baseline" ]; then
   done
   modes="before $modes"
 fi
+if [ -n "$etcd" ]; then modes="$modes etcd"; fi
 
 # 256 ranks need about 1,100 descriptors in mcirun (pipes and store
 # connections) and, eagerly connected, 300 in each rank.
@@ -58,10 +64,14 @@ for ((round = 0; round < rounds; round++)); do
     order=()
     for ((k = 0; k < ${#list[@]}; k++)); do order+=("${list[$(((k + round) % ${#list[@]}))]}"); done
     for mode in "${order[@]}"; do
-      run_mcirun=$mcirun run_perf=$perf connect=$mode
+      run_mcirun=$mcirun run_perf=$perf connect=$mode store=()
       if [ "$mode" = before ]; then run_mcirun=$baseline/bin/mcirun run_perf=$baseline/bin/mci-perf connect=eager; fi
+      if [ "$mode" = etcd ]; then
+        connect=lazy
+        store=(--nnodes=1 --node_rank=0 --rdzv_backend=etcd "--rdzv_endpoint=$etcd" "--rdzv_id=init-scale-$$-$n-$round")
+      fi
       t0=$(date +%s.%N)
-      if ! MCI_CONNECT=$connect "$run_mcirun" --nproc_per_node "$n" "$run_perf" all_reduce -b 8 -e 8 -n 5 -c 1 \
+      if ! MCI_CONNECT=$connect "$run_mcirun" "${store[@]}" --nproc_per_node "$n" "$run_perf" all_reduce -b 8 -e 8 -n 5 -c 1 \
            --transport tcp >"$out/run-$mode-$n-$round.log" 2>&1; then
         echo "init_scale.sh: $mode at $n ranks failed; see $out/run-$mode-$n-$round.log" >&2
         exit 1
