@@ -131,19 +131,8 @@ TEST_F(EtcdJob, TwoNodesTrainOverTls) {
   o.cert = certs.client_cert;
   o.key = certs.client_key;
   o.request_timeout = 500ms;
-  std::string why = "never tried";
-  ASSERT_TRUE(eventually(
-      [&] {
-        try {
-          EtcdStore up(o);
-          return true;
-        } catch (const std::exception& e) {
-          why = e.what();
-          return false;
-        }
-      },
-      20s))
-      << "the TLS etcd did not come up: " << why;
+  std::string why;
+  ASSERT_TRUE(etcd_client_when_up(o, &why)) << "the TLS etcd did not come up: " << why;
   const std::string job = job_id("tls");
   const auto tls_node = [&](int rank) {
     return Strings{"--nnodes=2",

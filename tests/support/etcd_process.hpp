@@ -162,17 +162,12 @@ class EtcdProcess {
 };
 
 #ifdef MCI_HAVE_ETCD
-// A client of `job` on `etcd`, once it answers (at most 20 s from start);
+// A client with options `o`, once etcd answers (at most 20 s from start);
 // nullptr and `why` set when it never does.
-inline std::unique_ptr<EtcdStore> etcd_client_when_up(const EtcdProcess& etcd, const std::string& job,
-                                                      std::string* why) {
+inline std::unique_ptr<EtcdStore> etcd_client_when_up(const EtcdStoreOptions& o, std::string* why) {
   const Deadline dl(std::chrono::milliseconds(20000));
-  while (etcd.started() && !dl.expired()) {
+  while (!dl.expired()) {
     try {
-      EtcdStoreOptions o;
-      o.endpoints = {etcd.endpoint()};
-      o.job_id = job;
-      o.request_timeout = std::chrono::milliseconds(500);
       return std::make_unique<EtcdStore>(o);
     } catch (const std::exception& e) {
       if (why) *why = e.what();
@@ -180,6 +175,17 @@ inline std::unique_ptr<EtcdStore> etcd_client_when_up(const EtcdProcess& etcd, c
     }
   }
   return nullptr;
+}
+
+// A client of `job` on `etcd`, once it answers.
+inline std::unique_ptr<EtcdStore> etcd_client_when_up(const EtcdProcess& etcd, const std::string& job,
+                                                      std::string* why) {
+  if (!etcd.started()) return nullptr;
+  EtcdStoreOptions o;
+  o.endpoints = {etcd.endpoint()};
+  o.job_id = job;
+  o.request_timeout = std::chrono::milliseconds(500);
+  return etcd_client_when_up(o, why);
 }
 
 // One etcd for the whole test binary, started on first use and ended at

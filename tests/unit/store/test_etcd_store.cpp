@@ -148,16 +148,9 @@ TEST_F(EtcdStoreTest, TheStoreLostDuringAWaitIsAnErrorSoon) {
   o.endpoints = {own.endpoint()};
   o.job_id = "lost";
   o.request_timeout = 1000ms;
-  std::unique_ptr<EtcdStore> s;
-  const Deadline up(20000ms);
-  while (!s && !up.expired()) {
-    try {
-      s = std::make_unique<EtcdStore>(o);
-    } catch (const Error&) {
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-  ASSERT_TRUE(s) << "a second etcd did not start";
+  std::string why;
+  const std::unique_ptr<EtcdStore> s = test::etcd_client_when_up(o, &why);
+  ASSERT_TRUE(s) << "a second etcd did not start: " << why;
   std::string error;
   std::chrono::steady_clock::time_point failed;
   std::thread waits([&] {
@@ -189,16 +182,9 @@ TEST_F(EtcdStoreTest, AShortWaitIsATimeoutWhenEtcdDoesNotAnswer) {
   o.endpoints = {own.endpoint()};
   o.job_id = "silent";
   o.request_timeout = 30000ms;
-  std::unique_ptr<EtcdStore> s;
-  const Deadline up(20000ms);
-  while (!s && !up.expired()) {
-    try {
-      s = std::make_unique<EtcdStore>(o);
-    } catch (const Error&) {
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-  ASSERT_TRUE(s) << "a second etcd did not start";
+  std::string why;
+  const std::unique_ptr<EtcdStore> s = test::etcd_client_when_up(o, &why);
+  ASSERT_TRUE(s) << "a second etcd did not start: " << why;
   s->set("there", to_bytes("v"));
   own.signal(SIGSTOP);
   const std::vector<std::function<void()>> waits = {
@@ -240,17 +226,8 @@ TEST_F(EtcdStoreTest, OverTlsWithClientCertificates) {
   o.cert = certs.client_cert;
   o.key = certs.client_key;
   o.request_timeout = 1000ms;
-  std::unique_ptr<EtcdStore> s;
   std::string why;
-  const Deadline up(20000ms);
-  while (!s && !up.expired()) {
-    try {
-      s = std::make_unique<EtcdStore>(o);
-    } catch (const Error& e) {
-      why = e.what();
-      std::this_thread::sleep_for(50ms);
-    }
-  }
+  const std::unique_ptr<EtcdStore> s = test::etcd_client_when_up(o, &why);
   ASSERT_TRUE(s) << "no TLS connection to a TLS etcd: " << why;
   s->set("k", to_bytes("over tls"));
   EXPECT_EQ(s->get("k", 5000ms), to_bytes("over tls"));
