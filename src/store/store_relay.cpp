@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -125,6 +126,13 @@ struct StoreRelay::Impl {
   std::mutex conns_mu;
   std::vector<std::shared_ptr<Conn>> conns;
   std::thread door, keep_thread, sweep_thread;
+  // A read-modify-write (add, compare_set, append) is a read and a
+  // compare-and-swap on etcd: this node's ranks adding to one counter at
+  // once (an agreement's count at init) would fail each other's swaps and
+  // retry, n^2/2 tries for n ranks. Queued here per key, they cost one try
+  // each; only other nodes' relays still race them.
+  std::array<std::mutex, 64> rmw_mu;
+  std::mutex& rmw_lock(const std::string& key) { return rmw_mu[std::hash<std::string>{}(key) % rmw_mu.size()]; }
   std::mutex peers_mu;
   std::set<std::string> dead;                   // relays their watchers found gone
   std::map<std::string, std::thread> watchers;  // by relay, started by the sweeper
@@ -453,12 +461,21 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
       store::encode_range(ptrs, resp.value);
       return true;
     }
-    case Op::add: resp.num = s->add(r.keys[0], r.num); return true;
+    case Op::add: {
+      const std::lock_guard lk(rmw_lock(r.keys[0]));
+      resp.num = s->add(r.keys[0], r.num);
+      return true;
+    }
     case Op::compare_set: {
+      const std::lock_guard lk(rmw_lock(r.keys[0]));
       resp.value = s->compare_set(r.keys[0], r.value, r.value2);
       return true;
     }
-    case Op::append: resp.value = s->append(r.keys[0], r.value); return true;
+    case Op::append: {
+      const std::lock_guard lk(rmw_lock(r.keys[0]));
+      resp.value = s->append(r.keys[0], r.value);
+      return true;
+    }
     case Op::append_on_close: {
       Promise p{r.keys[0], r.value, fmt::format("{}{}/{}-{}", kPromise, rid, c.id, next_promise++)};
       s->set(p.mirror, encode_promise(p.key, p.value));

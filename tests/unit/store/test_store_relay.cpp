@@ -6,13 +6,14 @@
 // ends; a relay cut off from etcd stops its clients; the job token. Against
 // a real etcd; skipped where etcd is not installed.
 #include <gtest/gtest.h>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <numeric>
 #include <thread>
 
 #include "mci/errors.hpp"
@@ -163,6 +164,36 @@ TEST_F(StoreRelayTest, ClientsMustProveTheJobToken) {
   EXPECT_EQ(to_string(good->get("k")), "v");
   EXPECT_THROW(client_of(relay, "other"), Error);
   EXPECT_THROW(client_of(relay, ""), Error);
+}
+
+// Many clients of one relay, and a second relay beside it, adding to one
+// counter and appending to one key at once (an agreement's count at init):
+// every add is counted once, each returns a value no other did, and no
+// append is lost, whether the relay queued them or etcd's swaps raced.
+TEST_F(StoreRelayTest, ConcurrentAddsAndAppendsAreEachCountedOnce) {
+  StoreRelay one(relay_options()), two(relay_options());
+  constexpr int kClients = 8, kAdds = 10;
+  std::vector<std::vector<std::int64_t>> got(2 * kClients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 2 * kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto s = client_of(c % 2 ? two : one);
+      for (int i = 0; i < kAdds; ++i) {
+        got[static_cast<std::size_t>(c)].push_back(s->add("count", 1));
+        (void)s->append("log", to_bytes("x"));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::int64_t> all;
+  for (const auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> expected(all.size());
+  std::iota(expected.begin(), expected.end(), 1);
+  EXPECT_EQ(all, expected) << "each add returns its own value, from 1 to the number of adds";
+  auto check = client_of(one);
+  EXPECT_EQ(check->add("count", 0), 2 * kClients * kAdds);
+  EXPECT_EQ(check->append("log", {}).size(), static_cast<std::size_t>(2 * kClients * kAdds));
 }
 
 }  // namespace
