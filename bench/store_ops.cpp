@@ -64,8 +64,9 @@ void round_of(mci::Store& s, mci::Store& writer, const std::string& tag, int n, 
       writer.set(k, v);
     });
     (void)s.get(k, 5000ms);
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - written).count();
-    w.join();
+    const auto woken = Clock::now();
+    w.join();  // before reading `written`, which it wrote
+    const double us = std::chrono::duration<double, std::micro>(woken - written).count();
     out["wait woken by a set"].push_back(us);
   }
 }

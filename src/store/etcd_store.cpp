@@ -158,12 +158,13 @@ EtcdStoreOptions with_protocol(EtcdStoreOptions o) {
   return o;
 }
 
-// A client of one member, over TLS when the options ask for it.
-std::unique_ptr<httplib::Client> member_client(const HostPort& at, const EtcdStoreOptions& o) {
-  if (!o.https) return std::make_unique<httplib::Client>(at.host, at.port);
-  const std::string url = "https://" + at.text();
-  auto c =
-      o.cert.empty() ? std::make_unique<httplib::Client>(url) : std::make_unique<httplib::Client>(url, o.cert, o.key);
+// A client of one member, over TLS when the options ask for it. Built from
+// the host and port, not a URL: httplib's URL form takes no IPv6 literal
+// with letters in it ([fd00::a]) and would fall back to plain http.
+std::unique_ptr<httplib::ClientImpl> member_client(const HostPort& at, const EtcdStoreOptions& o) {
+  if (!o.https) return std::make_unique<httplib::ClientImpl>(at.host, at.port);
+  auto c = o.cert.empty() ? std::make_unique<httplib::SSLClient>(at.host, at.port)
+                          : std::make_unique<httplib::SSLClient>(at.host, at.port, o.cert, o.key);
   if (!o.cacert.empty()) c->set_ca_cert_path(o.cacert);
   c->enable_server_certificate_verification(true);
   return c;
@@ -232,10 +233,10 @@ struct EtcdStore::Impl {
   std::string ns;  // PREFIX/JOB/
   std::mutex mu;   // one request at a time on the kept connections
   std::atomic<bool> interrupted{false};
-  std::mutex watch_mu;                  // guards watching
-  httplib::Client* watching = nullptr;  // the watch in progress, for interrupt()
-  std::atomic<std::size_t> current{0};  // written under mu; read without it by endpoint_in_use()
-  std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::mutex watch_mu;                      // guards watching
+  httplib::ClientImpl* watching = nullptr;  // the watch in progress, for interrupt()
+  std::atomic<std::size_t> current{0};      // written under mu; read without it by endpoint_in_use()
+  std::vector<std::unique_ptr<httplib::ClientImpl>> clients;
   std::string tag = random_tag();  // names this client's write markers
   std::uint64_t writes = 0;
   std::string last_marker;
@@ -268,7 +269,7 @@ struct EtcdStore::Impl {
     return p;
   }
 
-  httplib::Client& client(std::size_t i) {
+  httplib::ClientImpl& client(std::size_t i) {
     if (!clients[i]) {
       clients[i] = member_client(endpoints[i], o);
       clients[i]->set_keep_alive(true);
@@ -312,7 +313,7 @@ struct EtcdStore::Impl {
         // (a wait's read gets little more than the wait) may have time for
         // one member only, and must not find the same dead one every time.
         if (n > 0) current = i;
-        httplib::Client& c = client(i);
+        httplib::ClientImpl& c = client(i);
         // A member that holds a kept connection but answers nothing (cut
         // off) must not take the whole budget: the others get their turn,
         // two at least however short the call.
@@ -458,7 +459,7 @@ struct EtcdStore::Impl {
         i = current;
       }
       const auto own = member_client(endpoints[i], o);
-      httplib::Client& c = *own;
+      httplib::ClientImpl& c = *own;
       c.set_tcp_nodelay(true);
       c.set_connection_timeout(std::min<milliseconds>(dl.wait_left(), std::chrono::seconds(2)));
       c.set_read_timeout(dl.wait_left());
@@ -696,8 +697,9 @@ void EtcdStore::set(const std::string& key, const StoreValue& value, std::int64_
   (void)impl_->call("/v3/kv/put", impl_->put(key, value, lease));
 }
 
-std::vector<std::optional<StoreValue>> EtcdStore::read(const std::vector<std::string>& keys) {
-  auto reads = impl_->read_all(keys, impl_->o.request_timeout);
+std::vector<std::optional<StoreValue>> EtcdStore::read(const std::vector<std::string>& keys,
+                                                       std::chrono::milliseconds budget) {
+  auto reads = impl_->read_all(keys, std::min(budget, impl_->o.request_timeout));
   return values_of(reads);
 }
 
@@ -778,7 +780,7 @@ struct EtcdChanges::Impl {
   std::uint64_t epoch = 0;                      // bumped when the watch starts over after a gap
   std::int64_t wanted = 0;                      // the newest revision a wait has read
   bool stopping = false;
-  httplib::Client* client = nullptr;  // the stream in progress, stopped by the destructor
+  httplib::ClientImpl* client = nullptr;  // the stream in progress, stopped by the destructor
   std::thread thread;
 
   void run();
@@ -847,7 +849,7 @@ void EtcdChanges::Impl::run() {
   std::size_t i = first;
   while (true) {
     const auto own = member_client(endpoints[i], o);
-    httplib::Client& c = *own;
+    httplib::ClientImpl& c = *own;
     c.set_tcp_nodelay(true);
     c.set_connection_timeout(std::chrono::seconds(2));
     // A member cut off from here sends nothing, not even its cancel: a

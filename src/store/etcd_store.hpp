@@ -119,8 +119,9 @@ class EtcdStore final : public Store {
   void revoke_lease(std::int64_t lease);
   void set(const std::string& key, const StoreValue& value, std::int64_t lease);
   // The keys' values as they are now (nullopt: not there), read in one
-  // transaction (one per 128 keys): what a timed-out range had.
-  std::vector<std::optional<StoreValue>> read(const std::vector<std::string>& keys);
+  // transaction (one per 128 keys) within `budget`: what a timed-out range
+  // had. Throws PeerError when etcd did not answer in time.
+  std::vector<std::optional<StoreValue>> read(const std::vector<std::string>& keys, std::chrono::milliseconds budget);
   // In one transaction, only if every key in `claims` still exists: deletes
   // them and appends each value to its key. False when a claim was gone
   // (another client settled it first). How a relay writes the promises of

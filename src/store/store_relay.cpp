@@ -446,6 +446,7 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
       return true;
     case Op::get_range: {
       std::vector<std::optional<StoreValue>> values;
+      const auto asked = Clock::now();
       try {
         values = s->get_range(r.keys[0], r.first, r.count, r.keys[1], wait);
       } catch (const TimeoutError&) {
@@ -454,7 +455,19 @@ bool StoreRelay::Impl::handle(Conn& c, store::Request& r, store::Response& resp)
         resp.status = store::Status::timeout;
         std::vector<std::string> keys;
         for (std::int64_t i = 0; i < r.count; ++i) keys.push_back(fmt::format("{}/{}", r.keys[0], r.first + i));
-        values = s->read(keys);
+        // Within what is left of the client's patience (it gives up on its
+        // answer a second past the wait's deadline, and a late answer would
+        // break its connection; a slow etcd may have used most of it):
+        // otherwise the keys are told missing.
+        const auto left = std::chrono::duration_cast<milliseconds>(asked + wait + milliseconds(800) - Clock::now());
+        if (left >= milliseconds(1)) {
+          try {
+            values = s->read(keys, std::min(left, milliseconds(500)));
+          } catch (const PeerError&) {
+            values.clear();  // etcd did not answer in time either
+          }
+        }
+        if (values.size() != keys.size()) values.assign(keys.size(), std::nullopt);
       }
       std::vector<const StoreValue*> ptrs;
       for (const auto& v : values) ptrs.push_back(v ? &*v : nullptr);

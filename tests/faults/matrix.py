@@ -353,6 +353,7 @@ class Job:
         self.procs = []
         self.logs = []
         self.fault_t = None
+        self.fault_problem = None  # why the runner could not do the cell's fault
         self.ended = None
 
     def program(self):
@@ -450,12 +451,16 @@ class Job:
         r = self.hosts.run(1, ["etcdctl", f"--endpoints={endpoints}", "--command-timeout=2s", "endpoint", "status",
                                "-w", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                            env=dict(os.environ, ETCDCTL_API="3"))
-        leader = 0
+        leader = None
         for st in json.loads(r.stdout or "[]"):
             status = st.get("Status", {})
             if status.get("leader") and status.get("leader") == status.get("header", {}).get("member_id"):
                 leader = [f"{self.hosts.address(i)}:2379" for i in range(c.hosts)].index(
                     st["Endpoint"].split("//")[-1])
+        if leader is None and (c.fault == "etcd_quorum" or c.victim != "first"):
+            # Killing a member at random would not be the cell it claims.
+            self.fault_problem = "etcd's leader could not be found (etcdctl endpoint status): no member was killed"
+            return []
         if c.fault == "etcd_quorum":
             return [leader, (leader + 1) % c.hosts]
         return [0 if c.victim == "first" else leader]
@@ -591,6 +596,8 @@ def run_cell(args, cell, hosts):
         if cell.fault not in SELF_FAULTS:
             if not job.external_fault():
                 problems.append("the victim never reached the moment (its marker): the fault was not done")
+            if job.fault_problem:
+                problems.append(job.fault_problem)
         codes = job.wait(60 + (10 if cell.path.startswith("torch") else 0))
         if cell.fault == "link_cut":
             hosts.link(job.victim_node(), True)

@@ -593,13 +593,24 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
         fmt::format("{} runs a fixed number of nodes for now: give --nnodes=N, not a range MIN:MAX", backend));
   }
   JobConfig::Etcd e;
+  bool plain = false;  // an http:// endpoint, or protocol=http
+  const auto mixed = [&] {
+    return UsageError(
+        fmt::format("{}: the etcd endpoints mix http and https: a cluster speaks one protocol; give "
+                    "them all alike (and --rdzv_conf protocol= to match)",
+                    a.named("rdzv_endpoint")));
+  };
   for (const std::string& item : split_list(*a.rdzv_endpoint)) {
     std::string hostport = item;
-    if (hostport.starts_with("http://")) hostport = hostport.substr(7);
+    if (hostport.starts_with("http://")) {
+      hostport = hostport.substr(7);
+      plain = true;
+    }
     if (hostport.starts_with("https://")) {
       hostport = hostport.substr(8);
       e.https = true;
     }
+    if (plain && e.https) throw mixed();
     const auto [host, port] = parse_endpoint(hostport, 2379);
     e.endpoints.push_back(HostPort{host, port}.text());
   }
@@ -614,6 +625,8 @@ JobConfig::Etcd resolve_etcd(const CliArgs& a, const EnvLookup& env) {
               fmt::format("{}: protocol={} is not valid: give http or https", a.named("rdzv_conf"), value));
         }
         e.https = e.https || value == "https";
+        plain = plain || value == "http";
+        if (plain && e.https) throw mixed();
       }
       if (key == "cacert") e.cacert = value;
       if (key == "cert") e.cert = value;

@@ -266,6 +266,11 @@ TEST(JobConfig, TheStoreOnEtcdTakesItsMembersFromTheEndpoint) {
   EXPECT_TRUE(
       job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=https://h1:2379"}).etcd->https);
   EXPECT_FALSE(c.etcd->https);
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=http://h1,https://h2"}),
+             "mix http and https");
+  expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=https://h1",
+                    "--rdzv_conf=protocol=http"}),
+             "mix http and https");
   expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1",
                     "--rdzv_conf=protocol=ftp"}),
              "protocol=ftp is not valid: give http or https");

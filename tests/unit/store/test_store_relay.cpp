@@ -113,6 +113,10 @@ TEST_F(StoreRelayTest, ALostRelaysPromisesAreKeptByAnotherRelay) {
   int st = 0;
   ::waitpid(child, &st, 0);
   EXPECT_EQ(to_string(watcher.get("gone", 15000ms)), "A;");
+  // The survivor counts it once its transaction returns, a moment after the
+  // watcher may read what it wrote.
+  const Deadline counted(5000ms);
+  while (survivor.kept_for_others() == 0 && !counted.expired()) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(survivor.kept_for_others(), 1u);
   // Claimed once: no promise is left for anyone to write again.
   EXPECT_TRUE(watcher.list({"mci/relay/promise/"})[0].empty());
@@ -164,6 +168,33 @@ TEST_F(StoreRelayTest, ClientsMustProveTheJobToken) {
   EXPECT_EQ(to_string(good->get("k")), "v");
   EXPECT_THROW(client_of(relay, "other"), Error);
   EXPECT_THROW(client_of(relay, ""), Error);
+}
+
+// A short wait through the relay while etcd answers nothing (a leader's
+// election; here etcd stopped) ends as the client's timeout within its
+// patience, get and get_range alike, and the client's connection still
+// serves once etcd answers again: a late answer would have broken it.
+TEST_F(StoreRelayTest, AShortWaitWhileEtcdIsSilentIsATimeoutAndTheConnectionLives) {
+  test::EtcdProcess own(test::find_etcd());
+  EtcdStoreOptions e = etcd();
+  e.endpoints = {own.endpoint()};
+  e.request_timeout = 5000ms;
+  std::string why;
+  ASSERT_TRUE(test::etcd_client_when_up(e, &why)) << "a second etcd did not start: " << why;
+  StoreRelayOptions ro = relay_options();
+  ro.etcd = e;
+  // Longer than etcd stays stopped and its renewals wait: etcd, continued,
+  // would otherwise find the relay's lease run out and end it (its own clock
+  // ran on), which is another test (ARelayCutOffFromItsLeaseStopsItsClients).
+  ro.lease_ttl = 20s;
+  StoreRelay relay(ro);
+  auto c = client_of(relay);
+  c->set("there", to_bytes("v"));
+  own.signal(SIGSTOP);
+  EXPECT_THROW(c->get("missing", 1ms), TimeoutError);
+  EXPECT_THROW(c->get_range("r", 0, 2, "", 1ms), TimeoutError);
+  own.signal(SIGCONT);
+  EXPECT_EQ(to_string(c->get("there", 10000ms)), "v") << "the same connection serves again";
 }
 
 // Many clients of one relay, and a second relay beside it, adding to one
