@@ -46,11 +46,9 @@ TrainRun train(int world, int steps, const std::vector<std::string>& deaths, con
   TrainRun run;
   run.all = job.all_output();
   // Only this job's: other tests running beside it make segments of their own.
-  for (const auto& name : mci_shm_segments()) {
-    for (int r = 0; r < world; ++r) {
-      if (name.rfind(fmt::format("mci-{}-", job.pid(r)), 0) == 0) run.shm_left.push_back(name);
-    }
-  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) pids.push_back(job.pid(r));
+  run.shm_left = mci_shm_segments_of(pids);
   for (int r = 0; r < world; ++r) {
     const auto st = job.status(r);
     EXPECT_FALSE(st.timed_out) << run.all;

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "test_paths.hpp"
 
 extern char** environ;
@@ -148,6 +150,16 @@ std::vector<std::string> mci_shm_segments() {
     if (name.rfind("mci-", 0) == 0) out.push_back(name);
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> mci_shm_segments_of(const std::vector<pid_t>& pids) {
+  std::vector<std::string> out;
+  for (const auto& name : mci_shm_segments()) {
+    for (const pid_t p : pids) {
+      if (name.rfind(fmt::format("mci-{}-", p), 0) == 0) out.push_back(name);
+    }
+  }
   return out;
 }
 

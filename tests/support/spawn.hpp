@@ -59,5 +59,8 @@ bool process_alive(pid_t pid);
 // mci's shared-memory segments in /dev/shm now, sorted (what a job must
 // not leave behind).
 std::vector<std::string> mci_shm_segments();
+// The segments that `pids` created (mci-PID-...): a test's own, whatever the
+// tests running beside it hold.
+std::vector<std::string> mci_shm_segments_of(const std::vector<pid_t>& pids);
 
 }  // namespace mci::test
