@@ -186,8 +186,11 @@ std::string error_text(httplib::Error e, const EtcdStoreOptions& o) {
     case httplib::Error::SSLServerVerification:
       return "its certificate is not signed by the CA given (--rdzv_conf cacert=FILE) or does not name this address";
     case httplib::Error::SSLConnection:
-      return "the TLS handshake failed: the member may want a client certificate (--rdzv_conf cert=FILE,key=FILE) "
-             "or speak plain http";
+      // OpenSSL ends the handshake itself when the member's certificate does
+      // not verify, so this also covers the wrong CA.
+      return "the TLS handshake failed: the member's certificate may not be signed by the CA given (--rdzv_conf "
+             "cacert=FILE), it may want a client certificate (--rdzv_conf cert=FILE,key=FILE), or it speaks plain "
+             "http";
     case httplib::Error::SSLLoadingCerts:
       return "the certificate files could not be loaded (--rdzv_conf cacert, cert, key)";
     default: return httplib::to_string(e);

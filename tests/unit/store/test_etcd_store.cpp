@@ -252,7 +252,8 @@ TEST_F(EtcdStoreTest, OverTlsWithClientCertificates) {
   EtcdStoreOptions stranger = o;
   stranger.cacert = certs.stranger_ca;
   const std::string not_trusted = error_of(stranger);
-  EXPECT_NE(not_trusted.find("not signed by the CA given (--rdzv_conf cacert=FILE)"), std::string::npos) << not_trusted;
+  // OpenSSL may end the handshake itself or let httplib check the certificate: either names the CA option.
+  EXPECT_NE(not_trusted.find("signed by the CA given (--rdzv_conf cacert=FILE)"), std::string::npos) << not_trusted;
   EtcdStoreOptions plain = o;
   plain.https = false;
   plain.cacert.clear();
