@@ -158,6 +158,9 @@ EtcdStoreOptions with_protocol(EtcdStoreOptions o) {
   return o;
 }
 
+// Where a job's keys live: PREFIX/JOB/.
+std::string job_namespace(const EtcdStoreOptions& o) { return o.prefix + "/" + o.job_id + "/"; }
+
 // A client of one member, over TLS when the options ask for it. Built from
 // the host and port, not a URL: httplib's URL form takes no IPv6 literal
 // with letters in it ([fd00::a]) and would fall back to plain http.
@@ -254,7 +257,7 @@ struct EtcdStore::Impl {
     }
     for (const auto& e : o.endpoints) endpoints.push_back(parse_endpoint(e));
     clients.resize(endpoints.size());
-    ns = o.prefix + "/" + o.job_id + "/";
+    ns = job_namespace(o);
   }
 
   std::string where() const {
@@ -795,7 +798,7 @@ EtcdChanges::EtcdChanges(const EtcdStoreOptions& o) : impl_(std::make_unique<Imp
   EtcdStore probe(plain);  // reaches a member, or throws as a store would
   impl_->o = with_protocol(plain);
   for (const auto& e : plain.endpoints) impl_->endpoints.push_back(parse_endpoint(e));
-  impl_->ns = o.prefix + "/" + o.job_id + "/";
+  impl_->ns = job_namespace(o);
   // From the present revision on: every wait reads after this.
   // The stream starts at the member the probe reached (the first may be down).
   const std::string reached = probe.endpoint_in_use();

@@ -40,6 +40,15 @@ class EtcdStoreTest : public ::testing::Test {
     return std::make_shared<EtcdStore>(o);
   }
   static std::string endpoint() { return test::shared_etcd()->endpoint(); }
+  // A client of a test's own etcd, once it answers.
+  static std::unique_ptr<EtcdStore> own_client(const EtcdProcess& own, const std::string& job,
+                                               std::chrono::milliseconds request_timeout, std::string* why) {
+    EtcdStoreOptions o;
+    o.endpoints = {own.endpoint()};
+    o.job_id = job;
+    o.request_timeout = request_timeout;
+    return test::etcd_client_when_up(o, why);
+  }
 };
 
 TEST_F(EtcdStoreTest, ValuesAndEdges) {
@@ -144,12 +153,8 @@ TEST_F(EtcdStoreTest, AWrongEndpointIsAClearErrorWithinItsBound) {
 // deadline.
 TEST_F(EtcdStoreTest, TheStoreLostDuringAWaitIsAnErrorSoon) {
   EtcdProcess own(find_etcd());
-  EtcdStoreOptions o;
-  o.endpoints = {own.endpoint()};
-  o.job_id = "lost";
-  o.request_timeout = 1000ms;
   std::string why;
-  const std::unique_ptr<EtcdStore> s = test::etcd_client_when_up(o, &why);
+  const std::unique_ptr<EtcdStore> s = own_client(own, "lost", 1000ms, &why);
   ASSERT_TRUE(s) << "a second etcd did not start: " << why;
   std::string error;
   std::chrono::steady_clock::time_point failed;
@@ -178,12 +183,8 @@ TEST_F(EtcdStoreTest, TheStoreLostDuringAWaitIsAnErrorSoon) {
 // job fail when one etcd member was killed).
 TEST_F(EtcdStoreTest, AShortWaitIsATimeoutWhenEtcdDoesNotAnswer) {
   EtcdProcess own(find_etcd());
-  EtcdStoreOptions o;
-  o.endpoints = {own.endpoint()};
-  o.job_id = "silent";
-  o.request_timeout = 30000ms;
   std::string why;
-  const std::unique_ptr<EtcdStore> s = test::etcd_client_when_up(o, &why);
+  const std::unique_ptr<EtcdStore> s = own_client(own, "silent", 30000ms, &why);
   ASSERT_TRUE(s) << "a second etcd did not start: " << why;
   s->set("there", to_bytes("v"));
   own.signal(SIGSTOP);
