@@ -6,9 +6,11 @@ their path."""
 import atexit
 import os
 
-from . import _C
+from . import _C, _torch_store
 from ._rendezvous import advertised_address, meet
 from .options import Options
+
+_torch_store.install()
 
 def _close_at_exit():
     """Operations still running when the program ends are aborted (nobody

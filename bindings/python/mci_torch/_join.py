@@ -12,7 +12,8 @@ step boundary, through torch 2.15's reconfigure contract on "mci".
     src, steps = mci_torch.most_advanced(steps_done)
 
 They meet in torch's store, which mcirun's launcher hosts for such a job
-(it outlives every rank), under keys of this module."""
+(it outlives every rank), or, with the job's store on etcd, torch's store
+over it (it outlives every node), under keys of this module."""
 
 import datetime
 import functools
@@ -35,13 +36,20 @@ def is_replacement():
 
 
 def _store(timeout):
-    """A client of torch's store that the launcher hosts: it outlives every
-    rank. Elsewhere there is none to meet in. One connection per process
-    (joiners_waiting asks at every step boundary), its timeout set per use."""
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+    """A client of torch's store outside the ranks: the launcher's, or, when
+    the job's store is on etcd, torch's store over it (_torch_store.py), so
+    a join outlives node 0 too. Elsewhere there is none to meet in. One
+    connection per process (joiners_waiting asks at every step boundary),
+    its timeout set per use."""
+    from . import _torch_store
+
+    if _torch_store.wanted():
+        store = _mci_client()
+    elif os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         raise ConfigError("mci_torch: replacing ranks needs torch's store outside the ranks: run the job under "
                           "mcirun --on-rank-loss=replace, whose launcher hosts it (TORCHELASTIC_USE_AGENT_STORE=True)")
-    store = _client(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    else:
+        store = _client(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     store.set_timeout(timeout)
     return store
 
@@ -49,6 +57,13 @@ def _store(timeout):
 @functools.lru_cache(maxsize=None)
 def _client(host, port):
     return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=60))
+
+
+@functools.lru_cache(maxsize=None)
+def _mci_client():
+    from . import _torch_store
+
+    return _torch_store.client(datetime.timedelta(seconds=60))
 
 
 def _check_reconfigure():

@@ -1,7 +1,8 @@
 """How the ranks of a torch group find its mci store. Under mcirun, the
 launcher's (MCI_STORE_HOSTED): it outlives every rank, rank 0 included, so
 the survivors of a lost rank can still agree through it; each torch group
-gets a name of its own there. Elsewhere (torchrun, srun, a bare script),
+gets a name of its own there, and each rank reaches it at its own node's
+address (on etcd, its node's relay). Elsewhere (torchrun, srun, a bare script),
 group rank 0 hosts one for the group. Rank 0 publishes where it is through
 torch's store. mci's store does what torch's cannot (hang reports,
 authentication, knowing who is gone), and needs no port of its own. Both
@@ -14,7 +15,7 @@ import socket
 
 import torch.distributed as dist
 
-from .errors import TimeoutError  # noqa: A004 - mci's
+from .errors import ConfigError, TimeoutError  # noqa: A004 - mci's
 
 def _keys():
     """The keys of this start of the job. torchrun keeps its agent's store
@@ -46,10 +47,21 @@ def meet(store, rank, size, timeout, start_server):
         else:
             server, port = start_server(token)
             host, group_name = advertised_address(), "torch"
-        store.set(store_key, f"{host} {port} {'-' if job_token or not token else token} {group_name}")
+        # The launcher's store is published as "@": every rank reaches it at
+        # its own node's address (on etcd, each node's relay; rank 0's relay
+        # is not the others', and goes with its node).
+        where = "@ 0" if hosted else f"{host} {port}"
+        store.set(store_key, f"{where} {'-' if job_token or not token else token} {group_name}")
         return host, int(port), token, server, group_name
     where = _wait_for_rank0(store, rank, size, timeout, store_key, arrived_key)
     host, port_text, published, group_name = where.split(" ")
+    if host == "@":
+        hosted = _launcher_store()
+        if not hosted:
+            raise ConfigError("mci_torch: the group's rank 0 meets on its launcher's store, but this process has "
+                              "none (MCI_STORE_HOSTED, MCI_STORE_ADDR, MCI_STORE_PORT): start every rank of the job "
+                              "under the same mcirun job")
+        host, port_text = hosted
     return host, int(port_text), (job_token or "") if published == "-" else published, server, group_name
 
 

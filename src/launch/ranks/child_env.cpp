@@ -99,6 +99,11 @@ std::vector<std::string> child_environment(const std::vector<std::string>& base,
       // program, as under torchrun's standalone rendezvous; an inherited
       // value must not leak in.
       {"TORCHELASTIC_USE_AGENT_STORE", a.agent_store ? "True" : "False"},
+      // With the job's store on etcd, torch's own store goes there too
+      // (through this node's relay) for a program on mci_torch, which routes
+      // env:// to it (mci_torch/_torch_store.py): no node holds it, node 0
+      // included. Other programs keep MASTER_ADDR:MASTER_PORT.
+      {"MCI_TORCH_STORE", a.store.replicated ? std::optional<std::string>("mci") : std::nullopt},
       {"TORCHELASTIC_ERROR_FILE",
        a.keeps_error_files() ? std::optional<std::string>(error_file(a, local_rank)) : std::nullopt},
       {"TORCHELASTIC_SIGNALS_TO_HANDLE", job.stop_signals_text},

@@ -86,6 +86,16 @@ TEST(ChildEnv, SpeaksTorchrunsContract) {
   EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
 }
 
+TEST(ChildEnv, TorchsStoreGoesToEtcdWithTheJobsStore) {
+  Case j = two_nodes();
+  auto m = as_map(child_env({"MCI_TORCH_STORE=mci"}, j, 0, "", false));
+  EXPECT_EQ(m.count("MCI_TORCH_STORE"), 0u) << "mci's own store: torch's is MASTER_PORT's, an inherited value must not "
+                                               "leak in";
+  j.a.store.replicated = true;
+  m = as_map(child_env({}, j, 0, "", false));
+  EXPECT_EQ(m["MCI_TORCH_STORE"], "mci") << "on etcd, env:// meets on the relay (mci_torch/_torch_store.py)";
+}
+
 TEST(ChildEnv, AsyncErrorHandlingUnderTheNameTheProgramsTorchReads) {
   // torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING and warn about
   // the old name on every rank; torch 1.13 reads only the old name.

@@ -17,6 +17,7 @@
 #include "backend.hpp"
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
+#include "torch_store.hpp"
 
 #ifndef MCI_TORCH_EXT_TORCH_VERSION
 #error "the build defines MCI_TORCH_EXT_TORCH_VERSION (the torch this is built for)"
@@ -97,6 +98,21 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("host"), py::arg("token"))
       .def_property_readonly("port", &mci::StoreServer::port);
+
+  m.def(
+      "torch_store",
+      [](const std::string& host, int port, const std::string& token, const std::string& prefix,
+         int64_t timeout_ms) -> c10::intrusive_ptr<c10d::Store> {
+        mci::StoreAddress a;
+        a.host = host;
+        a.port = port;
+        a.token = token;
+        return c10::make_intrusive<mci_torch::TorchStoreOverMci>(a, prefix, std::chrono::milliseconds(timeout_ms));
+      },
+      py::arg("host"), py::arg("port"), py::arg("token"), py::arg("prefix"), py::arg("timeout_ms"),
+      py::call_guard<py::gil_scoped_release>(),
+      "torch's store (a torch.distributed.Store) over mci's store at host:port, its keys under prefix: what "
+      "env:// meets on when mcirun keeps the job's store on etcd (MCI_TORCH_STORE=mci).");
 
   m.def(
       "close_at_exit", [] { live_backends().close_all(); }, py::call_guard<py::gil_scoped_release>(),
