@@ -179,8 +179,14 @@ class Rank:
         timeout = timedelta(milliseconds=int(os.environ.get("FAULT_TIMEOUT_MS", "2000")))
         if self.o.moment == "init" and self.victim():
             self.inject_later(0.005)
+        # On several hosts whose mcirun start apart (the etcd paths), the
+        # ranks meet within FAULT_INIT_TIMEOUT_MS (each imports torch, on a
+        # loaded machine, seconds apart); the group's timeout is then set.
+        init_ms = int(os.environ.get("FAULT_INIT_TIMEOUT_MS", "0"))
         try:
-            dist.init_process_group(backend, timeout=timeout)
+            dist.init_process_group(backend, timeout=timedelta(milliseconds=init_ms) if init_ms else timeout)
+            if init_ms:
+                dist.set_timeout(timeout)
         except Exception as e:  # noqa: BLE001
             return self.failed(e, "init")
         s = 1
