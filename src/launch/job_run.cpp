@@ -442,6 +442,14 @@ int JobRun::finish(int rc) {
 // --max-restarts: a rank's failure on any node stops every process on every
 // node, and each node starts its processes again, up to N times.
 int JobRun::run_attempts() {
+  if (job_.max_restarts > 0 && job_.nnodes > 1 && !rdzv_) {
+    try {
+      presence_.emplace(base_.store, job_.node_rank);
+    } catch (const Error& e) {
+      say(fmt::format("mcirun: cannot reach the job's store: {}", e.what()));
+      return 1;
+    }
+  }
   for (int index = 0;; ++index) {
     Attempt a = base_;
     a.index = index;

@@ -42,6 +42,12 @@ inline std::string attempt(int attempt, std::string_view name) {
          std::string(name);
 }
 
+// A node's mcirun for the whole job (launch/nodes/node_link.hpp,
+// NodePresence): "present/NODE" counts its connections, "present/NODE/gone"
+// gets a byte from the store when one closes (append_on_close).
+inline std::string present(int node) { return "mcirun/present/" + std::to_string(node); }
+inline std::string present_gone(int node) { return present(node) + "/gone"; }
+
 // The elastic rendezvous (launch/nodes/elastic_rendezvous.hpp says who writes what).
 namespace elastic {
 inline constexpr const char* kNextId = "mcirun/elastic/next_id";

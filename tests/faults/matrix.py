@@ -318,6 +318,8 @@ SUBSET = [
     # etcd's own members: its leader lost (nothing a user sees), its quorum lost (every rank stops).
     "etcd_member/first/cpu-etcd/last/stop",
     "etcd_quorum/p2p/cpu-etcd/first/continue",
+    # torch on etcd: node 0 lost whole, torch's store with the job's on etcd.
+    "store_lost/p2p/torch-etcd/first/continue",
     "sigkill/first/torch-mci/middle/continue",
     "sigkill/large/torch-mci/last/stop",
     "abort/p2p/torch-mci/middle/stop",

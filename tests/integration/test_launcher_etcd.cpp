@@ -8,6 +8,9 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include "launcher_run.hpp"
@@ -113,6 +116,35 @@ TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
     EXPECT_NEAR(sum, uninterrupted, 1e-9 * std::abs(uninterrupted)) << "no step lost, none done twice\n" << n1.all();
   }
   EXPECT_TRUE(contains(n1.out(), "recovered world 2")) << n1.all();
+#endif
+}
+
+// --max-restarts with a fixed --nnodes: node 0 lost whole fails node 1's
+// ranks (fault_rank stops at a peer's loss), and node 1's mcirun cannot
+// restart without node 0. It says so at once, naming node 0, instead of
+// waiting --rdzv_conf join_timeout (10 min) for a node that is gone.
+TEST_F(EtcdJob, Node0LostUnderMaxRestartsEndsTheJobAtOnceSayingWhy) {
+#ifdef MCI_HAVE_ETCD
+  const TempDir dir;
+  const std::string job = job_id("restarts");
+  const Strings
+      program{built("fault_rank"), "--dir", dir.path(), "--steps", "400",      "--step-ms", "20", "--fault", "none",
+              "--moment",          "first", "--victim", "0",       "--policy", "stop"};
+  const Strings flags{"--max-restarts=1"};
+  Mcirun n1(node(1, job, flags, program), kEnv);
+  Mcirun n0(node(0, job, flags, program), kEnv);
+  const auto stepped = [&] {
+    std::ifstream f(dir.path() + "/rank0.jsonl");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return contains(text, "\"step\":3,");
+  };
+  ASSERT_TRUE(eventually(stepped, 60s)) << n0.all() << n1.all();
+  ::kill(n0.pid(), SIGKILL);
+  EXPECT_EQ(n0.code(10s), 1000 + SIGKILL);
+  // Far less than the join timeout; the bound is only the test's patience.
+  EXPECT_EQ(n1.code(60s), 1) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "restart 1: node 0's mcirun is gone")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "restarting every process, restart 1 of 1")) << n1.all();
 #endif
 }
 

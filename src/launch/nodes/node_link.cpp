@@ -51,6 +51,15 @@ std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseco
         if (is_stop_signal(sig)) return sig;
       }
     }
+    for (int n = 0; n < o.nnodes; ++n) {
+      if (n != o.node_rank && node_is_gone(store, n)) {
+        throw Error(fmt::format(
+            "restart {}: node {}'s mcirun is gone (killed, or its host lost): a job of {} nodes (a fixed "
+            "--nnodes) cannot start again without it, so it ends here rather than wait --rdzv_conf join_timeout; "
+            "restart the job with the nodes there are",
+            o.attempt, n, o.nnodes));
+      }
+    }
     if (dl.expired()) {
       const std::int64_t in = store.add(joined, 0);
       throw TimeoutError(
@@ -60,6 +69,22 @@ std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseco
                       o.attempt, in, o.nnodes, std::chrono::duration_cast<std::chrono::seconds>(limit).count()));
     }
   }
+}
+
+NodePresence::NodePresence(const StoreAddress& store, int node_rank)
+    : conn_(store.connect(std::chrono::seconds(5), std::chrono::seconds(30))) {
+  // The certificate first: a close between the two reads as gone (closed 1,
+  // opened 0) rather than as a node never there.
+  conn_->append_on_close(keys::present_gone(node_rank), to_bytes("x"));
+  conn_->add(keys::present(node_rank), 1);
+}
+
+NodePresence::~NodePresence() = default;
+
+bool node_is_gone(Store& store, int node) {
+  // An append of nothing reads the value without waiting for it.
+  const auto closed = static_cast<std::int64_t>(store.append(keys::present_gone(node), {}).size());
+  return closed > 0 && closed >= store.add(keys::present(node), 0);
 }
 
 NodeLink::NodeLink(NodeLinkOptions opts) : opts_(std::move(opts)) {
