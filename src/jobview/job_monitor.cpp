@@ -11,6 +11,7 @@
 #include "mci/errors.hpp"
 #include "mci/store.hpp"
 #include "store/keys.hpp"
+#include "store/node_presence.hpp"
 
 namespace mci::jobview {
 
@@ -45,16 +46,7 @@ bool is_loopback(const std::string& host) {
 }
 
 JobMonitor::JobMonitor(MonitorOptions o) : o_(std::move(o)) {
-  if (o_.node_rank == 0) {
-    if (!is_loopback(o_.host) && o_.token.empty() && !o_.open) {
-      throw ConfigError(fmt::format(
-          "mcirun --monitor={}:{}: the page would be readable by anyone who reaches {}; export MCI_JOB_TOKEN "
-          "(every request must then carry it) or set MCI_MONITOR_OPEN=1 to serve it open on purpose",
-          o_.host, o_.port, o_.host));
-    }
-    view_ = std::make_unique<JobView>(ViewOptions{o_.world, o_.nnodes, o_.refresh, o_.stall_after, o_.program});
-    http_ = std::make_unique<HttpServer>(o_.host, o_.port, [this](const HttpRequest& r) { return handle(r); });
-  }
+  if (o_.node_rank == 0) start_serving();
   if (o_.nnodes > 1) {
     try {
       store_ = o_.store.connect(std::chrono::seconds(2), std::chrono::seconds(10));
@@ -64,6 +56,23 @@ JobMonitor::JobMonitor(MonitorOptions o) : o_(std::move(o)) {
     }
   }
   thread_ = std::thread([this] { loop(); });
+}
+
+void JobMonitor::start_serving() {
+  if (!is_loopback(o_.host) && o_.token.empty() && !o_.open) {
+    throw ConfigError(
+        fmt::format("mcirun --monitor={}:{}: the page would be readable by anyone who reaches {}; export MCI_JOB_TOKEN "
+                    "(every request must then carry it) or set MCI_MONITOR_OPEN=1 to serve it open on purpose",
+                    o_.host, o_.port, o_.host));
+  }
+  auto view = std::make_unique<JobView>(ViewOptions{o_.world, o_.nnodes, o_.refresh, o_.stall_after, o_.program});
+  view_ = std::move(view);  // before the server: a request may come at once
+  try {
+    http_ = std::make_unique<HttpServer>(o_.host, o_.port, [this](const HttpRequest& r) { return handle(r); });
+  } catch (...) {
+    view_.reset();
+    throw;
+  }
 }
 
 JobMonitor::~JobMonitor() {
@@ -176,24 +185,15 @@ void JobMonitor::refresh() {
     std::lock_guard lk(mu_);
     mine = sample_node(o_.node_rank, ranks_);
   }
-  if (o_.node_rank != 0) {
-    if (store_) {
-      try {
-        // A dump the page asked for since the last refresh: this node's too.
-        if (const std::int64_t n = store_->add(kDumpKey, 0); n > dumps_seen_) {
-          dumps_seen_ = n;
-          signal_dumps();
-        }
-        store_->set(node_key(o_.node_rank), to_bytes(mine.dump()));
-      } catch (const Error& e) {
-        log::debug("mcirun --monitor: cannot send this node's sample: {}", e.what());
-      }
-    }
-    return;
-  }
+  // On etcd node 0 publishes too: a node that takes the page over shows
+  // its last state.
+  if (!view_ || o_.replicated) publish(mine);
+  if (!view_ && o_.replicated) take_over_if_node0_gone();
+  if (!view_) return;
   view_->update(mine);
   if (!store_) return;
-  for (int n = 1; n < o_.nnodes; ++n) {
+  for (int n = 0; n < o_.nnodes; ++n) {
+    if (n == o_.node_rank) continue;
     try {
       if (!store_->check({node_key(n)})) continue;
       const auto j = nlohmann::json::parse(to_string(store_->get(node_key(n), std::chrono::seconds(1))), nullptr,
@@ -202,6 +202,49 @@ void JobMonitor::refresh() {
     } catch (const Error& e) {
       log::debug("mcirun --monitor: cannot read node {}'s sample: {}", n, e.what());
     }
+  }
+}
+
+void JobMonitor::publish(const nlohmann::json& mine) {
+  if (!store_) return;
+  try {
+    // A dump the page asked for since the last refresh: this node's too
+    // (the node serving the page signals its own ranks at once).
+    if (!view_) {
+      if (const std::int64_t n = store_->add(kDumpKey, 0); n > dumps_seen_) {
+        dumps_seen_ = n;
+        signal_dumps();
+      }
+    }
+    store_->set(node_key(o_.node_rank), to_bytes(mine.dump()));
+  } catch (const Error& e) {
+    log::debug("mcirun --monitor: cannot send this node's sample: {}", e.what());
+  }
+}
+
+void JobMonitor::take_over_if_node0_gone() {
+  if (!store_ || took_over_tried_ || o_.node_rank == 0) return;
+  try {
+    if (!node_is_gone(*store_, 0)) return;
+    const std::string me = std::to_string(o_.node_rank);
+    // The first node to claim it serves; the others go on publishing.
+    took_over_tried_ = true;
+    const std::string who = to_string(store_->compare_set(keys::monitor::kServer, {}, to_bytes(me)));
+    if (who != me) return;
+    start_serving();
+  } catch (const Error& e) {
+    if (o_.say)
+      o_.say(
+          fmt::format("mcirun: --monitor: node 0 was lost, and this node cannot serve the job's page: {}", e.what()));
+    return;
+  }
+  if (o_.say) {
+    const std::string u = url();
+    const std::string tail = o_.token.empty() || is_loopback(o_.host) ? "" : "?token=$MCI_JOB_TOKEN";
+    o_.say(
+        fmt::format("mcirun: node 0 was lost: this node (node {}) now serves the job's page at {}{} (JSON: "
+                    "{}api/v1/job, Prometheus: {}metrics)",
+                    o_.node_rank, u, tail, u, u));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,12 @@ struct MonitorOptions {
   std::chrono::milliseconds stall_after{2000};
   std::string program;
   std::string dump_dir;  // where the ranks' flight-recorder dumps go, for messages
+  // The job's store is on etcd (no node holds it): every node publishes its
+  // sample, and once node 0's mcirun is gone (store/node_presence.hpp) the
+  // first other node to claim it serves the page, at its own --monitor
+  // address, and says where through `say`.
+  bool replicated = false;
+  std::function<void(const std::string&)> say;
 };
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
@@ -78,7 +85,8 @@ class JobMonitor {
   // as the JSON the button shows.
   nlohmann::json request_dump();
 
-  // Node 0: where the page is ("http://127.0.0.1:PORT/"); "" elsewhere.
+  // The node serving the page (node 0, or the one that took it over): where
+  // it is ("http://127.0.0.1:PORT/"); "" elsewhere.
   std::string url() const;
   int port() const;
 
@@ -86,6 +94,15 @@ class JobMonitor {
   void loop();
   HttpResponse handle(const HttpRequest& req);
   LocalRank* find(int rank);
+  // The page and its view, on this node (node 0 at start; another node
+  // when it takes over). Throws ConfigError as the constructor says.
+  void start_serving();
+  // A node other than the one serving: this node's sample into the store,
+  // and the dumps the page asked for since the last refresh.
+  void publish(const nlohmann::json& mine);
+  // On etcd, a node other than 0: once node 0 is gone, serve the page if no
+  // other node claimed it first.
+  void take_over_if_node0_gone();
   // Sends each running rank of this node its dump signal; how many got it
   // and the ranks that cannot dump (no handler: the signal would end them).
   std::pair<int, std::vector<int>> signal_dumps();
@@ -93,7 +110,8 @@ class JobMonitor {
   MonitorOptions o_;
   std::mutex mu_;  // ranks_
   std::vector<LocalRank> ranks_;
-  std::unique_ptr<JobView> view_;  // node 0
+  std::unique_ptr<JobView> view_;  // the node serving the page
+  bool took_over_tried_ = false;   // this node claimed the page (or failed to serve it): not again
   std::shared_ptr<Store> store_;   // multi-node only
   std::unique_ptr<HttpServer> http_;
   std::mutex stop_mu_;

@@ -416,6 +416,8 @@ std::optional<int> JobRun::start_monitor() {
     for (const auto& w : job_.program.argv) o.program += (o.program.empty() ? "" : " ") + w;
     if (o.program.size() > 200) o.program = o.program.substr(0, 200) + "...";
     o.dump_dir = dumps_->where();
+    o.replicated = base_.store.replicated;
+    o.say = [](const std::string& line) { say(line); };
     monitor_ = std::make_unique<jobview::JobMonitor>(o);
     if (!monitor_->url().empty()) {
       const std::string u = monitor_->url();
@@ -442,7 +444,7 @@ int JobRun::finish(int rc) {
 // --max-restarts: a rank's failure on any node stops every process on every
 // node, and each node starts its processes again, up to N times.
 int JobRun::run_attempts() {
-  if (job_.max_restarts > 0 && job_.nnodes > 1 && !rdzv_) {
+  if (job_.nnodes > 1 && !rdzv_ && (job_.max_restarts > 0 || base_.store.replicated)) {
     try {
       presence_.emplace(base_.store, job_.node_rank);
     } catch (const Error& e) {

@@ -27,12 +27,12 @@
 #include "launch/attempt.hpp"
 #include "launch/config/job_config.hpp"
 #include "launch/nodes/elastic_rendezvous.hpp"
-#include "launch/nodes/node_link.hpp"
 #include "launch/nodes/program_port.hpp"
 #include "launch/nodes/torch_store.hpp"
 #include "launch/output/fr_dumps.hpp"
 #include "launch/output/worker_logs.hpp"
 #include "launch/ranks/signals.hpp"
+#include "store/node_presence.hpp"
 
 namespace mci {
 class StoreServer;
@@ -97,8 +97,9 @@ class JobRun {
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;
   std::unique_ptr<StoreRelay> relay_;  // --rdzv_backend=etcd: this node's door to the store
-  // --max-restarts on several nodes: this mcirun's presence, which tells a
-  // restarting node that it is gone (join_attempt).
+  // --max-restarts on several nodes, or a store on etcd: this mcirun's
+  // presence, which tells a restarting node (join_attempt), or on etcd the
+  // monitor of the next node, that it is gone (store/node_presence.hpp).
   std::optional<NodePresence> presence_;
   // Where this node's processes reach the others: toward node 0, or, on
   // etcd, toward its first member.

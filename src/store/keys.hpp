@@ -68,6 +68,8 @@ inline std::string left(int id) { return "mcirun/elastic/left/" + std::to_string
 namespace monitor {
 inline std::string node(int node) { return "mcirun/monitor/node/" + std::to_string(node); }
 inline constexpr const char* kDumps = "mcirun/monitor/dumps";
+// On etcd, after node 0 is lost: the node that serves the page (its number).
+inline constexpr const char* kServer = "mcirun/monitor/server";
 }  // namespace monitor
 
 }  // namespace mci::keys

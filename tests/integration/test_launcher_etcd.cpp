@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "common/http_get.hpp"
 #include "launcher_run.hpp"
 #include "support/etcd_process.hpp"
 #include "support/temp_dir.hpp"
@@ -145,6 +148,48 @@ TEST_F(EtcdJob, Node0LostUnderMaxRestartsEndsTheJobAtOnceSayingWhy) {
   EXPECT_EQ(n1.code(60s), 1) << n1.all();
   EXPECT_TRUE(contains(n1.err(), "restart 1: node 0's mcirun is gone")) << n1.all();
   EXPECT_TRUE(contains(n1.err(), "restarting every process, restart 1 of 1")) << n1.all();
+#endif
+}
+
+// --monitor on etcd: node 0 serves the page; once node 0 is lost whole,
+// node 1 (the first to claim it) serves it at its own --monitor address,
+// says where, and its JSON shows the job going on.
+TEST_F(EtcdJob, Node0LostNode1ServesTheMonitorsPage) {
+#ifdef MCI_HAVE_ETCD
+  const std::string job = job_id("monitor");
+  const Strings flags{"--on-rank-loss=continue", "--monitor=127.0.0.1:0"};
+  Mcirun n1(node(1, job, flags, train(200, 50)), kEnv);
+  Mcirun n0(node(0, job, flags, train(200, 50)), kEnv);
+  ASSERT_TRUE(eventually([&] { return contains(n0.out(), "step 3 "); }, 60s)) << n0.all() << n1.all();
+  EXPECT_TRUE(contains(n0.err(), "watching the job at http://127.0.0.1:")) << n0.all();
+  EXPECT_FALSE(contains(n1.err(), "serves the job's page")) << "node 0 serves it while it lives\n" << n1.all();
+  ::kill(n0.pid(), SIGKILL);
+  const std::string says = "now serves the job's page at http://127.0.0.1:";
+  ASSERT_TRUE(eventually([&] { return contains(n1.err(), says); }, 30s)) << n1.all();
+  const std::string err = n1.err();
+  const int port = std::atoi(err.c_str() + err.find(says) + says.size());
+  ASSERT_GT(port, 0) << err;
+  EXPECT_TRUE(contains(err, "node 0 was lost: this node (node 1)")) << err;
+  nlohmann::json j;
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          j = nlohmann::json::parse(http_get("127.0.0.1", port, "/api/v1/job").body, nullptr, false);
+        } catch (const std::exception&) {
+          return false;
+        }
+        return j.is_object() && j.contains("ranks") && j["ranks"].size() == 4 && j["ranks"][2]["state"] != "";
+      },
+      20s))
+      << j.dump(1) << n1.all();
+  // Node 1's ranks as it reads them now; node 0's from the last sample it
+  // published before it was lost.
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(j["ranks"][r]["node"], r / 2) << j.dump(1);
+  EXPECT_GT(j["ranks"][2]["pid"].get<std::int64_t>(), 0) << j.dump(1);
+  EXPECT_NE(j["ranks"][2]["state"], "lost") << j.dump(1);
+  EXPECT_NE(j["ranks"][2]["state"], "done") << j.dump(1);
+  ::kill(n1.pid(), SIGTERM);  // the test has seen what it needs: no need to train 200 steps
+  EXPECT_NE(n1.code(60s), 0) << n1.all();
 #endif
 }
 

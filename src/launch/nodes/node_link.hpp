@@ -73,29 +73,9 @@ std::string attempt_key(int attempt, const std::string& name);
 // (mcirun/attempt/N/joined); the last sets mcirun/attempt/N/go, which all
 // wait for. nullopt once all are in; the signal when mcirun is told to stop
 // meanwhile; TimeoutError (naming the nodes missing) after `limit`.
-// A node found gone (NodePresence) fails it at once with an Error naming
+// A node found gone (store/node_presence.hpp) fails it at once with an Error naming
 // the node: a job of fixed --nnodes cannot restart without it.
 std::optional<int> join_attempt(const NodeLinkOptions& o, std::chrono::milliseconds limit, SignalFd& signals);
-
-// This node's mcirun, as long as it lives, in the job's store: one
-// connection held open, whose close the store itself records
-// (append_on_close; on etcd, another node's relay when this node's relay
-// went with its node). An attempt's own links close between attempts, so
-// only this tells a node restarting from a node whose mcirun is gone.
-class NodePresence {
- public:
-  NodePresence(const StoreAddress& store, int node_rank);
-  ~NodePresence();
-  NodePresence(const NodePresence&) = delete;
-  NodePresence& operator=(const NodePresence&) = delete;
-
- private:
-  std::unique_ptr<TcpStore> conn_;
-};
-
-// Whether node `node`'s mcirun is gone (every NodePresence connection of it
-// closed); false for a node that never said it was there.
-bool node_is_gone(Store& store, int node);
 
 class NodeLink {
  public:
