@@ -227,15 +227,17 @@ void JobMonitor::take_over_if_node0_gone() {
   try {
     if (!node_is_gone(*store_, 0)) return;
     const std::string me = std::to_string(o_.node_rank);
-    // The first node to claim it serves; the others go on publishing.
-    took_over_tried_ = true;
+    // The first node to claim it serves; the others go on publishing. A
+    // claim the store did not answer is asked again at the next refresh.
     const std::string who = to_string(store_->compare_set(keys::monitor::kServer, {}, to_bytes(me)));
+    took_over_tried_ = true;
     if (who != me) return;
     start_serving();
   } catch (const Error& e) {
-    if (o_.say)
+    if (took_over_tried_ && o_.say) {
       o_.say(
           fmt::format("mcirun: --monitor: node 0 was lost, and this node cannot serve the job's page: {}", e.what()));
+    }
     return;
   }
   if (o_.say) {
