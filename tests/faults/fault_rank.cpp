@@ -264,9 +264,20 @@ class Rank {
   void recover(int s) {
     if (!pg_) throw mci::Error("its group is destroyed: this rank leaves the job");
     if (o_.moment == "shrink" && victim() && s == o_.step && !injected_) inject_later(std::chrono::milliseconds(0));
-    mci::ProcessGroup::Shrunk shrunk = pg_->shrink();
-    pg_ = shrunk.group;
-    sync_model();
+    // A rank lost inside the recovery, after the survivors agreed and before
+    // they shared the model, is one more loss: shrink again, as a program
+    // must. Each shrink leaves out at least the rank just lost, so it ends
+    // (a shrink with nobody left throws).
+    while (true) {
+      mci::ProcessGroup::Shrunk shrunk = pg_->shrink();
+      pg_ = shrunk.group;
+      try {
+        sync_model();
+        return;
+      } catch (const mci::PeerError& e) {
+        log_.line(fmt::format(R"({{"error":{},"step":{},"t_ns":{}}})", quoted(e.what()), s, now_ns()));
+      }
+    }
   }
 
   void sync_model() {

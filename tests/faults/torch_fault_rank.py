@@ -159,8 +159,19 @@ class Rank:
 
         if self.o.moment == "shrink" and self.victim() and s == self.o.step and not self.injected:
             self.inject_later(0)
-        group, _ = mci_torch.shrink_group(self.group)
-        self.group = group
+        # A rank lost inside the recovery, after the survivors agreed and
+        # before they shared the model, is one more loss: shrink again, as a
+        # program must (each shrink leaves out at least the rank just lost).
+        for _ in range(dist.get_world_size()):
+            group, _ = mci_torch.shrink_group(self.group)
+            self.group = group
+            try:
+                return self.sync_model()
+            except mci_torch.PeerError as e:
+                self.line(error=str(e)[:2000], step=s, t_ns=time.time_ns())
+        raise RuntimeError("the recovery lost a rank at every try")
+
+    def sync_model(self):
         most = torch.tensor([self.done], dtype=torch.int64)
         dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.group)
         rank = dist.get_rank(self.group)
