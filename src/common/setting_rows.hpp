@@ -392,6 +392,14 @@ inline constexpr std::array kRows{
         .use = SettingUse::group,  // set by mcirun, read by init: rank 0 must not host the store
         .section = SettingSection::launcher},
     SettingRow{
+        .name = "MCI_TORCH_STORE",
+        .kind = SettingKind::text,
+        .fallback = "",
+        .scope = SettingScope::job,
+        .ranks_agree = false,
+        .use = SettingUse::launcher,  // set by mcirun on etcd, read by mci_torch (_torch_store.py)
+        .section = SettingSection::launcher},
+    SettingRow{
         .name = "MCI_JOB_TOKEN",
         .kind = SettingKind::text,
         .fallback = "",
