@@ -2,6 +2,10 @@
 // check that the ranks agree with each other, and connect the backend.
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "backends/registry.hpp"
@@ -367,14 +371,35 @@ void finish_together(Store& store, const Place& place, std::chrono::milliseconds
   // rank 0's process may host the store.
   if (place.rank != 0) {
     try {
-      if (store.add("finished/left", 1) == place.world - 1) store.set("finished/all_left", to_bytes("1"));
+      store.set(fmt::format("finished/left/{}", place.rank), to_bytes("1"));
     } catch (const PeerError&) {
       // Rank 0 left as this word arrived: nothing of init is left to read.
     }
     return;
   }
+  // One request while every rank leaves; stopped by a death certificate
+  // ("finished/failed": a rank lost after the agreement), which is final
+  // only for a rank that had not said it left (one that left may exit at
+  // once). Waiting the timeout for such a rank held the whole new group of
+  // a shrink, once, for its timeout (the fault matrix's SIGKILL inside the
+  // shrink).
+  const auto poll = std::chrono::milliseconds(2) * std::max(1, place.world / 64);
   try {
-    store.wait({"finished/all_left"}, dl.wait_left());
+    for (bool stopped = false;; stopped = true) {
+      if (stopped) std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
+      const auto left = store.get_range("finished/left", 1, place.world - 1, "finished/failed", dl.wait_left());
+      if (std::all_of(left.begin(), left.end(), [](const auto& v) { return v.has_value(); })) return;
+      const std::set<int> lost = lost_ranks(to_string(store.get("finished/failed", dl.wait_left())));
+      bool waiting = false;
+      for (std::size_t i = 0; i < left.size() && !waiting; ++i) {
+        waiting = !left[i] && !lost.count(static_cast<int>(i) + 1);
+      }
+      if (!waiting) {
+        log::info("rank 0: a rank ended just after init's agreement; its first operation will say who");
+        return;
+      }
+      if (dl.expired()) throw TimeoutError("finish init_process_group: not every rank said it left");
+    }
   } catch (const TimeoutError&) {
     // A rank lost just after the agreement: the group exists on every rank
     // that is alive, and its first operation will say who is missing.
@@ -387,7 +412,10 @@ void finish_together(Store& store, const Place& place, std::chrono::milliseconds
 namespace {
 // Every agreement a group's forming runs (agree(), store/all_ranks.hpp): each
 // has a death certificate, so a rank lost at any of them stops the others.
-constexpr const char* kInitAgreements[] = {"checkin", "shm/mapped", "cpu/settings", "gloo/connected", "finished"};
+// (exchange_verdicts and run_together read the same key: "shm/where" and the
+// nccl and mpi backends' rendezvous.)
+constexpr const char* kInitAgreements[] = {"checkin",        "shm/where", "shm/mapped", "cpu/settings",
+                                           "gloo/connected", "nccl/gpu",  "mpi/world",  "finished"};
 
 StoreValue lost_record(int rank) { return to_bytes(fmt::format(";lost {}", rank)); }
 

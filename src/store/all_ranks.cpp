@@ -1,7 +1,10 @@
 #include "store/all_ranks.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -33,6 +36,19 @@ Verdict decode(const std::string& s) {
 }
 }  // namespace
 
+std::set<int> lost_ranks(const std::string& failed) {
+  std::set<int> out;
+  constexpr std::string_view kLost = ";lost ";
+  for (auto at = failed.find(kLost); at != std::string::npos; at = failed.find(kLost, at)) {
+    at += kLost.size();
+    int r = 0;
+    const auto [end, ec] = std::from_chars(failed.data() + at, failed.data() + failed.size(), r);
+    if (ec == std::errc()) out.insert(r);
+    at = static_cast<std::size_t>(end - failed.data());
+  }
+  return out;
+}
+
 std::string RankVerdicts::failures() const {
   std::string out;
   for (std::size_t r = 0; r < of_rank.size(); ++r) {
@@ -51,28 +67,53 @@ int RankVerdicts::first_failed() const {
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl) {
   publish(store, topic, rank, mine);
+  const std::string prefix(topic);
+  const std::string stop = failed_key(topic);
   // One request for all ranks' verdicts: n requests per rendezvous in all.
-  auto values = store.get_range(std::string(topic), 0, size, failed_key(topic), dl.wait_left());
-  // Stopped by a failure: every rank must name the same first failure, so
-  // the ranks below it still count (they arrive, or the wait times out as
-  // it would have without the failure).
-  const auto first_failed = [&] {
+  auto values = store.get_range(prefix, 0, size, stop, dl.wait_left());
+  // Stopped by a failure: every rank must name the same first failure, the
+  // lowest rank that published an error or whose process ended before it
+  // published (its death certificate, ";lost R", is in the failure key). The
+  // ranks below it still count: each arrives, dies, or the wait times out as
+  // it would have without the failure. Both facts are final once seen, so
+  // every rank decides alike whenever it reads. Only a stopped wait polls:
+  // the failure key exists from then on, so the store cannot wait for us.
+  const auto poll = std::chrono::milliseconds(2) * std::max(1, size / 64);
+  std::set<int> lost;
+  std::size_t decided = values.size();
+  for (bool read_lost = false;; read_lost = true) {
+    int missing = -1;
+    decided = values.size();
     for (std::size_t r = 0; r < values.size(); ++r) {
-      if (values[r] && !decode(to_string(*values[r])).ok) return r;
+      if (values[r] ? !decode(to_string(*values[r])).ok : lost.count(static_cast<int>(r)) > 0) {
+        decided = r;
+        break;
+      }
+      if (!values[r]) {
+        missing = static_cast<int>(r);
+        break;
+      }
     }
-    return values.size();
-  }();
-  if (std::any_of(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(first_failed),
-                  [](const auto& v) { return !v.has_value(); })) {
-    auto lower = store.get_range(std::string(topic), 0, static_cast<std::int64_t>(first_failed), "", dl.wait_left());
-    std::move(lower.begin(), lower.end(), values.begin());
+    if (missing < 0) break;
+    if (read_lost) {
+      if (dl.expired()) {
+        throw TimeoutError(
+            fmt::format("Timed out waiting {}ms for store key '{}/{}': rank {} did not publish it "
+                        "(it did not start, or crashed before this step)",
+                        dl.budget().count(), prefix, missing, missing));
+      }
+      std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
+      values = store.get_range(prefix, 0, size, stop, dl.wait_left());
+    }
+    lost = lost_ranks(to_string(store.get(stop, dl.wait_left())));
   }
   RankVerdicts all;
-  all.of_rank.reserve(static_cast<std::size_t>(size));
-  for (const auto& v : values) {
-    // A rank not arrived when another failed has not failed (yet).
-    all.of_rank.push_back(v ? decode(to_string(*v)) : Verdict::value(""));
-    if (!all.of_rank.back().ok) break;
+  all.of_rank.reserve(std::min(values.size(), decided + 1));
+  for (std::size_t r = 0; r < values.size() && r <= decided; ++r) {
+    all.of_rank.push_back(values[r] ? decode(to_string(*values[r]))
+                                    : Verdict::error(fmt::format("its process ended (its connection to the store "
+                                                                 "closed) before it published '{}'",
+                                                                 prefix)));
   }
   return all;
 }
@@ -124,6 +165,7 @@ GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, con
                       std::all_of(who.begin(), who.end(), [](char c) { return c >= '0' && c <= '9'; });
   v.failed_rank = number ? std::stoi(who) : size;
   v.gave_up = gave_up && number && v.failed_rank < size;
+  v.lost = lost && number && v.failed_rank < size;
   if (!number || v.failed_rank >= size) {
     v.failure = fmt::format("an unreadable failure '{}' was published", all);
   } else if (lost) {

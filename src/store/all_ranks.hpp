@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,8 +29,9 @@ struct Verdict {
 struct RankVerdicts {
   // Indexed by rank, in rank order up to the first failure: a failure
   // decides for everyone, and a rank that disagrees on the world size would
-  // otherwise wait for ranks that do not exist. Once a rank failed, ranks
-  // that had not published yet read as ok with an empty value.
+  // otherwise wait for ranks that do not exist. The first failure is the
+  // lowest rank that published an error or whose process ended before it
+  // published (then its text says so); every rank below it published.
   std::vector<Verdict> of_rank;
   // "rank 1: TEXT; rank 3: TEXT", empty when every rank is ok.
   std::string failures() const;
@@ -38,7 +40,8 @@ struct RankVerdicts {
 
 // Publishes `mine` (once: a second publication under the same rank keeps the
 // first) and reads every rank's verdict in one store request, which returns
-// once all are there or one failed, waiting at most until `dl`. Every rank
+// once all are there or one failed or ended (the topic's death certificate,
+// `topic/failed`, registered by the group's join), waiting at most until `dl`. Every rank
 // that reads a failure stops, so all of them decide alike.
 RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, int size, const Verdict& mine,
                                const Deadline& dl);
@@ -53,6 +56,7 @@ struct GroupVerdict {
   int failed_rank = -1;
   std::string failure;
   bool gave_up = false;  // the failure is a timeout of failed_rank's (a silent peer), not an error or a death
+  bool lost = false;     // the failure is failed_rank's death (its connection to the store closed)
   bool ok() const { return failed_rank < 0; }
 };
 
@@ -70,6 +74,10 @@ class AgreementTimedOut : public TimeoutError {
  private:
   std::vector<int> silent_;
 };
+// The ranks a topic's failure key names as ended: the ";lost R" records the
+// store appends when a rank's connection closes (its death certificate).
+std::set<int> lost_ranks(const std::string& failed);
+
 GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl);
 
 // Runs `step` on this rank (it throws to fail), then agree(): throws this

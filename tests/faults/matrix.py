@@ -243,14 +243,6 @@ def expected(c):
         return "stop", stop_bound
     if c.moment == "exit":
         return "recover", None  # the survivors had finished
-    if c.fault == "sigkill" and c.moment == "shrink":
-        # Killed inside the shrink: before the agreement it is left out at
-        # once; after it, either the new group's first operation fails and
-        # the survivors shrink again (fast), or the new group's check-in
-        # (each member says where its shared memory is) waits a timeout for
-        # it, then agrees again without it (CI: 2.07 s). That check-in does
-        # not read the death certificates yet.
-        return "recover", TIMEOUT_MS / 1000 + 1.0
     if c.fault == "sigstop" and c.moment == "shrink":
         # Stopped inside the shrink: a victim that had arrived is in the
         # decision, and the new group's check-in waits a timeout for it (the

@@ -34,7 +34,8 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
                                       std::chrono::milliseconds wait, std::string& error) {
   const int me = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
   const int n = static_cast<int>(members.size());
-  const std::string key = fmt::format("shm/name/{}", members.front());
+  const std::string prefix = "shm/name";
+  const std::string key = fmt::format("{}/{}", prefix, members.front());
   try {
     if (me == 0) {
       const auto nonce = auth::random_nonce();
@@ -44,7 +45,17 @@ std::unique_ptr<ShmWorld> map_segment(Store& store, int rank, const std::vector<
       store.set(key, to_bytes(name));
       return world;
     }
-    const std::string name = to_string(store.get(key, wait));
+    // Stopped by the group's first failure or death (the creator's death
+    // certificate included): waiting on would hold every rank of the host
+    // for the whole timeout.
+    const auto named = store.get_range(prefix, members.front(), 1, "shm/mapped/failed", wait);
+    if (!named[0]) {
+      throw PeerError(fmt::format("rank {} stopped waiting for rank {}'s shared-memory segment: a rank of the group "
+                                  "failed or its process ended first",
+                                  rank, members.front()),
+                      members.front());
+    }
+    const std::string name = to_string(*named[0]);
     return std::make_unique<ShmWorld>(ShmSegment::open(name, n, o.buffer_bytes), me, n, members, o.wait, o.single_copy);
   } catch (const Error& e) {
     error = e.what();
@@ -73,6 +84,12 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Setti
   const RankVerdicts where =
       exchange_verdicts(store, "shm/where", rank, size,
                         Verdict::value(fmt::format("{}\n{}\n{}", me, machine, affinity_mask_text())), dl);
+  // Every value here is a value: a failure is a rank that ended first.
+  if (const int r = where.first_failed(); r >= 0) {
+    throw PeerError(fmt::format("rank {} could not learn where the ranks run: rank {}: {}", rank, r,
+                                where.of_rank[static_cast<std::size_t>(r)].text),
+                    r);
+  }
   // Hosts in order of their lowest rank; every rank computes the same.
   std::vector<std::string> host_of(static_cast<std::size_t>(size));
   std::vector<std::string> hosts;
@@ -130,6 +147,11 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Setti
   const GroupVerdict mapped =
       agree(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
   const std::string failed = mapped.ok() ? "" : fmt::format("rank {}: {}", mapped.failed_rank, mapped.failure);
+  if (mapped.lost) {
+    // Not a reason to fall back to TCP: the group lost a member.
+    if (out.world) out.world->unlink_name();
+    throw PeerError(fmt::format("rank {} could not set up shared memory: {}", rank, failed), mapped.failed_rank);
+  }
   if (out.world) {
     out.world->unlink_name();
     out.world->set_oversubscribed(out.machine_ranks > out.machine_cpus);

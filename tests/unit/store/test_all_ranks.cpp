@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -97,6 +98,69 @@ TEST(AllRanks, AMissingRankIsATimeoutNamingItsKey) {
     run_together(s, "t", r, 2, Deadline(300ms), "join", [] { return std::string("ok"); });
   });
   EXPECT_NE(errors[0].find("t/1"), std::string::npos) << errors[0];
+}
+
+// A rank whose process ends before it publishes (its death certificate:
+// the store appends ";lost R" to the topic's failure key when its
+// connection closes) stops every other rank's read at once, and all name it
+// as the first failure, with the ranks below it read in full.
+TEST(AllRanks, ARankThatEndsBeforePublishingStopsTheExchangeAtOnce) {
+  Ranks job;
+  std::vector<RankVerdicts> got(4);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = job.run(4, [&](Store& s, int r) {
+    ASSERT_TRUE(s.append_on_close("v/failed", to_bytes(";lost " + std::to_string(r))));
+    if (r == 2) return;  // its connection closes here, with nothing published
+    got[static_cast<std::size_t>(r)] =
+        exchange_verdicts(s, "v", r, 4, Verdict::value("at " + std::to_string(r)), Deadline(30000ms));
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);  // nobody waited out the 30 s
+  for (int r : {0, 1, 3}) {
+    const RankVerdicts& v = got[static_cast<std::size_t>(r)];
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    ASSERT_EQ(v.first_failed(), 2) << v.failures();
+    EXPECT_EQ(v.of_rank[0].text, "at 0");
+    EXPECT_EQ(v.of_rank[1].text, "at 1");
+    EXPECT_NE(v.of_rank[2].text.find("its process ended"), std::string::npos) << v.of_rank[2].text;
+  }
+}
+
+// A rank that published and then ended is no failure: its value counts,
+// for a rank already waiting (stopped by the certificate, it reads on) and
+// for one that comes after.
+TEST(AllRanks, ARankThatEndsAfterPublishingStillCounts) {
+  Ranks job;
+  std::vector<RankVerdicts> got(3);
+  std::atomic<bool> ended{false};
+  auto errors = job.run(3, [&](Store& s, int r) {
+    ASSERT_TRUE(s.append_on_close("v/failed", to_bytes(";lost " + std::to_string(r))));
+    if (r == 0) {
+      try {
+        (void)exchange_verdicts(s, "v", 0, 3, Verdict::value("at 0"), Deadline(50ms));
+      } catch (const TimeoutError&) {
+        // published, then gave up waiting for rank 2, which comes later
+      }
+      ended = true;
+      return;
+    }
+    while (r == 2 && !ended.load()) std::this_thread::sleep_for(1ms);
+    got[static_cast<std::size_t>(r)] =
+        exchange_verdicts(s, "v", r, 3, Verdict::value("at " + std::to_string(r)), Deadline(30000ms));
+  });
+  for (int r : {1, 2}) {
+    const RankVerdicts& v = got[static_cast<std::size_t>(r)];
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "");
+    EXPECT_EQ(v.first_failed(), -1) << v.failures();
+    ASSERT_EQ(v.of_rank.size(), 3U);
+    EXPECT_EQ(v.of_rank[0].text, "at 0");
+  }
+}
+
+TEST(AllRanks, LostRanksAreReadFromTheFailureKeysRecords) {
+  EXPECT_EQ(lost_ranks(""), std::set<int>{});
+  EXPECT_EQ(lost_ranks("1"), std::set<int>{});
+  EXPECT_EQ(lost_ranks("1;lost 3;timeout 4;lost 12"), (std::set<int>{3, 12}));
+  EXPECT_EQ(lost_ranks(";lost x;lost 5"), std::set<int>{5});
 }
 
 // agree(): the same decisions with O(1) store traffic per rank.
