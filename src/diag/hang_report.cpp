@@ -2,12 +2,14 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/env.hpp"
 #include "common/log.hpp"
@@ -149,10 +151,42 @@ void HangResponder::loop() {
   }
 }
 
+namespace {
+
+std::string called_key(std::uint64_t seq, int rank) { return fmt::format("diag/called/{}/{}", seq, rank); }
+
+// Which ranks are the odd ones out, from what each called at one position:
+// the ranks outside the largest group, when one group is larger than every
+// other. Comparing with the reporting rank (or with the first file read,
+// as torchfrtrace does) blames the majority whenever the reporter is the
+// odd one. Returns the report's line, and fills `odd`.
+std::string odd_ones_out(const std::map<std::string, std::vector<int>>& called, std::vector<int>& odd) {
+  const auto most = std::max_element(called.begin(), called.end(),
+                                     [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  const bool alone = std::count_if(called.begin(), called.end(),
+                                   [&](const auto& c) { return c.second.size() == most->second.size(); }) == 1;
+  std::string split;
+  for (const auto& [op, ranks] : called) {
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    split += fmt::format("{}{} by rank(s) {}", split.empty() ? "" : "; ", op, fmt::join(sorted, ", "));
+    if (alone && op != most->first) odd.insert(odd.end(), sorted.begin(), sorted.end());
+  }
+  if (!alone)
+    return fmt::format("The ranks that answered split evenly ({}): no majority says which is wrong.\n", split);
+  std::sort(odd.begin(), odd.end());
+  return fmt::format("The odd one(s) out: rank(s) {} ({} ranks called {}; {}).\n", fmt::join(odd, ", "),
+                     most->second.size(), most->first, split);
+}
+
+}  // namespace
+
 HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait) {
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait,
+                               const ReportCause& cause) {
   const std::string what = stuck.describe();
-  std::string out = fmt::format("mci hang report for {} (rank {} waited {}):\n", what, rank, seconds(waited.count()));
+  std::string out =
+      fmt::format("mci {} report for {} (rank {} waited {}):\n", cause.title, what, rank, seconds(waited.count()));
   std::uint64_t id = 0;
   try {
     // A short request first: a store that cannot be reached (its host lost,
@@ -163,15 +197,22 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     } catch (const TimeoutError&) {
       // the answer a store gives for a key that is not there
     }
+    // What this rank called there, left for the reports of the others: a
+    // rank that has ended by then cannot answer them, and without it they
+    // could not tell the odd one out.
+    if (!is_p2p(stuck.kind)) store.set(called_key(stuck.seq, rank), to_bytes(what));
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}};
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}, {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
   std::vector<int> never, silent, mismatched, cannot;
   const bool collective = !is_p2p(stuck.kind);
+  // What each rank called at the stuck position, as far as the answers say.
+  std::map<std::string, std::vector<int>> called;
+  called[what].push_back(rank);
   for (int r = 0; r < size; ++r) {
     const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
     Fields f;
@@ -201,6 +242,16 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
         if (later.cannot_answer) cannot.push_back(r);
         line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
       }
+      try {
+        if (collective && store.check({called_key(stuck.seq, r)})) {
+          const std::string its = to_string(store.get(called_key(stuck.seq, r), std::chrono::milliseconds(1)));
+          called[its].push_back(r);
+          if (its != what) mismatched.push_back(r);
+          line += fmt::format("; its own report said it called {} there", its);
+        }
+      } catch (const std::exception&) {
+        // the report goes on without it
+      }
       out += line + "\n";
       continue;
     }
@@ -210,7 +261,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
                                   ? fmt::format("inside {} for {}", running, seconds(num(f, "running_ms")))
                                   : fmt::format("alive, outside mci (in user code) for {}", seconds(num(f, "idle_ms")));
     if (r == rank) {
-      line += fmt::format("waited {} in {} (timed out here)", seconds(waited.count()), what);
+      line += fmt::format("waited {} in {} ({})", seconds(waited.count()), what, cause.seen_here);
     } else if (!collective) {
       line += doing + "; last completed: " + str(f, "last_completed");
     } else if (entered < stuck.seq) {
@@ -220,16 +271,20 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
         line += " (it is queued behind earlier async work)";
     } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq && running != what) {
       mismatched.push_back(r);
+      called[running].push_back(r);
       line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives", running,
                           what);
     } else if (!str(f, "at_seq").empty() && str(f, "at_seq") != what) {
       // It has left that position already (its own timeout, most likely).
       mismatched.push_back(r);
+      called[str(f, "at_seq")].push_back(r);
       line += fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
                           str(f, "at_seq"), what, doing);
     } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
+      called[what].push_back(r);
       line += fmt::format("entered {} and is waiting in it ({})", what, doing);
     } else {
+      if (str(f, "at_seq") == what) called[what].push_back(r);
       line += fmt::format("entered {}; now {}; last completed: {}", what, doing, str(f, "last_completed"));
     }
     out += line + "\n";
@@ -245,12 +300,14 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
         "summary says which).\n",
         list(silent));
   }
+  std::vector<int> odd_ones;
   if (!mismatched.empty()) {
     out += fmt::format(
-        "Ranks in a different collective at #{}: {}. A mismatch, not a hang: every rank must call "
+        "Ranks in a different collective at #{} than rank {}: {}. A mismatch, not a hang: every rank must call "
         "the same collectives in the same order with the same count, dtype, op and root.\n",
-        stuck.seq, list(mismatched));
+        stuck.seq, rank, list(mismatched));
   }
+  if (called.size() > 1) out += odd_ones_out(called, odd_ones);
   if (collective) {
     if (!never.empty()) {
       out += fmt::format(
@@ -261,7 +318,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return {out, mismatched, silent, cannot};
+  return {out, mismatched, silent, cannot, odd_ones};
 }
 
 }  // namespace mci::diag

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -54,11 +55,25 @@ struct HangReport {
   // or exited): what a shrink after this timeout leaves out at once. The
   // others it waits for a little, not a whole timeout.
   std::vector<int> cannot_answer;
+  // Where the ranks called different collectives at that position and most
+  // called one: the ranks that did not (the odd ones out). Empty when they
+  // agree, or split with no majority.
+  std::vector<int> odd_ones;
 };
+
+// Why a report is made: it titles the report and says what this rank saw.
+struct ReportCause {
+  std::string_view title;      // "hang": "mci hang report for ..."
+  std::string_view seen_here;  // this rank's line: "timed out here"
+  std::string_view event;      // why the flight recorder was written: "a timeout"
+};
+inline constexpr ReportCause kTimedOut{"hang", "timed out here", "a timeout"};
+inline constexpr ReportCause kMismatchSeen{"mismatch", "saw the mismatch here", "a mismatch"};
 
 // Asks every rank and formats the report about `stuck`, which this rank has
 // waited `waited` for. Waits at most `answer_wait` for the answers.
 HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait);
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait,
+                               const ReportCause& cause = kTimedOut);
 
 }  // namespace mci::diag

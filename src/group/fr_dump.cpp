@@ -30,9 +30,9 @@ void ProcessGroup::Impl::name_for_dumps(const std::string& name, const std::stri
   if (dump_) dump_->rename(name, desc, job_ranks);
 }
 
-std::string ProcessGroup::Impl::dump_after_timeout() {
+std::string ProcessGroup::Impl::dump_after(std::string_view why) {
   if (!dump_) return {};
-  const std::string path = diag::dump_automatically(*recorder_, "a timeout");
+  const std::string path = diag::dump_automatically(*recorder_, why);
   return path.empty() ? std::string() : diag::dump_hint(path, dump_->prefix()) + "\n";
 }
 

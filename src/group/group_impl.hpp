@@ -92,7 +92,7 @@ struct ProcessGroup::Impl {
   // The submit and finish times of every call (MCI_CLOCK).
   std::unique_ptr<TickClock> clock_;
   std::unique_ptr<diag::DumpRegistration> dump_;  // reads recorder_: declared after it
-  std::string dump_after_timeout();               // the hang report's last line, or ""
+  std::string dump_after(std::string_view why);   // the report's last line, or ""
 
   struct Task {
     coll::CollectiveDesc d;
@@ -125,7 +125,10 @@ struct ProcessGroup::Impl {
   std::vector<Straggler> stragglers_;  // guarded by exec_mu_
   std::uint64_t timed_ops_ = 0;
   std::int64_t timed_ns_ = 0;
-  diag::HangReport hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited);
+  diag::HangReport hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited,
+                               const diag::ReportCause& cause = diag::kTimedOut);
+  // ", the odd one out: rank R ..." for an error's first line, or "".
+  static std::string odd_ones_text(const diag::HangReport& report);
   void drain();
   void worker_loop();
   void fail_group(const std::string& reason);

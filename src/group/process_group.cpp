@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backends/registry.hpp"
 #include "common/log.hpp"
@@ -125,11 +126,22 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
         throw MismatchError(fmt::format(
             "collective mismatch: rank {} called {} but rank(s) {} called a different collective at the same "
             "position (found when the {}ms timeout expired: the {} backend cannot compare the ranks' calls "
-            "sooner). Every rank must call the same collectives in the same order with the same count, dtype, "
+            "sooner){}. Every rank must call the same collectives in the same order with the same count, dtype, "
             "op and root.\n{}\n{}",
-            rank, d.fingerprint().describe(), who, timeout().count(), backend_->name(), err.what(), report.text));
+            rank, d.fingerprint().describe(), who, timeout().count(), backend_->name(), odd_ones_text(report),
+            err.what(), report.text));
       }
       throw TimeoutError(std::string(err.what()) + "\n" + report.text);
+    } catch (const MismatchError& err) {
+      // Seen at once on the wire (the engine compares the ranks' calls):
+      // every rank is asked what it called, as after a timeout, so that the
+      // error names the odd one out (two ranks' calls cannot say which is
+      // wrong) and every rank writes its flight recorder where dumps go
+      // (torchfrtrace finds every file, not an empty folder).
+      const diag::HangReport report =
+          hang_report(rec, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0),
+                      diag::kMismatchSeen);
+      throw MismatchError(fmt::format("{}{}\n{}", err.what(), odd_ones_text(report), report.text));
     }
     const auto end = clock_->now();
     // Device work timed with CUDA events (nccl) takes the device's time: the
@@ -325,13 +337,14 @@ void ProcessGroup::Impl::run_p2p_batch(std::deque<Task> batch) {
   }
 }
 
-diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited) {
+diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std::chrono::milliseconds waited,
+                                                 const diag::ReportCause& cause) {
   diag::HangReport report;
   if (store_ && report_wait_.count() > 0) {
     try {
-      report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout()));
+      report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout()), cause);
     } catch (const std::exception& e) {
-      report = {fmt::format("(no hang report: {})", e.what()), {}, {}, {}};
+      report = {fmt::format("(no hang report: {})", e.what()), {}, {}, {}, {}};
     }
   }
   {
@@ -343,8 +356,15 @@ diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std:
   }
   // With the operation still shown as running, as the other ranks' dumps
   // (written when the report asked them) show it.
-  report.text += dump_after_timeout();
+  report.text += dump_after(cause.event);
   return report;
+}
+
+std::string ProcessGroup::Impl::odd_ones_text(const diag::HangReport& report) {
+  if (report.odd_ones.empty()) return {};
+  return fmt::format(" (the odd one{} out: rank{} {}, as every other rank's answer to the report below says)",
+                     report.odd_ones.size() > 1 ? "s" : "", report.odd_ones.size() > 1 ? "s" : "",
+                     fmt::join(report.odd_ones, ", "));
 }
 
 void ProcessGroup::Impl::fail_group(const std::string& reason) {

@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "../support/job.hpp"
 #include "../support/ports.hpp"
 #include "../support/rank.hpp"
+#include "../support/temp_dir.hpp"
 
 namespace mci::test {
 namespace {
@@ -248,6 +250,36 @@ TEST(Mismatch, DifferentCollectivesAtTheSameSequenceNumberAreCaught) {
     }
   }
   EXPECT_GE(mismatches, 1) << job.all_output();
+}
+
+// Three ranks, rank 0 the odd one out (the reference a comparison with the
+// first rank, or with one's own call, would take as right). The engine sees
+// the mismatch on the wire at once; every rank that saw it asks the others
+// what they called, so each error names rank 0, and every rank writes its
+// flight recorder where MCI_FR_DUMP_DIR says, as after a timeout (the
+// documented flow found an empty folder).
+TEST(Mismatch, EveryRankNamesTheOddOneOutAndWritesItsFlightRecorder) {
+  TempDir dumps;
+  Job job(3, Scenario{"mismatch"}, {{"MCI_TEST_TIMEOUT_MS", "30000"}, {"MCI_FR_DUMP_DIR", dumps.path()}});
+  job.wait(std::chrono::seconds(25));
+  int mismatches = 0;
+  for (int r = 0; r < 3; ++r) {
+    const auto st = job.status(r);
+    EXPECT_FALSE(st.timed_out) << job.all_output();
+    EXPECT_TRUE(st.code == exit_code::mismatch || st.code == exit_code::peer) << job.all_output();
+    if (st.code != exit_code::mismatch) continue;
+    ++mismatches;
+    const std::string out = job.output(r);
+    EXPECT_NE(out.find("the odd one out: rank 0,"), std::string::npos) << out;
+    EXPECT_NE(out.find("mci mismatch report for"), std::string::npos) << out;
+    EXPECT_NE(out.find("The odd one(s) out: rank(s) 0 (2 ranks called broadcast #1"), std::string::npos) << out;
+    EXPECT_NE(out.find("Flight recorder written in torch's format to " + dumps.path() + "/mci_trace_rank_" +
+                       std::to_string(r)),
+              std::string::npos)
+        << out;
+    EXPECT_TRUE(std::filesystem::exists(dumps.path() + "/mci_trace_rank_" + std::to_string(r))) << out;
+  }
+  EXPECT_GE(mismatches, 2) << job.all_output();
 }
 
 }  // namespace

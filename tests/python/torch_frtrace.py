@@ -99,14 +99,18 @@ def worker(case, folder):
         print(f"rank {rank}: {type(e).__name__}: {text.splitlines()[0]}", flush=True)
         if case == "missing_rank" and "torchfrtrace" not in text:
             fail(f"the TimeoutError does not point to the dump: {text}")
+        if isinstance(e, mci_torch.MismatchError) and "the odd one out: rank 2," not in text:
+            fail(f"the MismatchError does not name rank 2 as the odd one out: {text}")
     else:
         fail("collective #3 returned")
+    # A mismatch writes every rank's dump by itself, as a timeout does: no
+    # rank calls dump_flight_recorder() first.
+    if not wait_for(files):
+        fail(f"not every rank's dump appeared: {[str(f) for f in files if not f.exists()]}")
     if case == "mismatch":
         path = mci_torch.dump_flight_recorder()
         if path != str(files[rank]):
             fail(f"dump_flight_recorder() wrote {path}, want {files[rank]}")
-    if not wait_for(files):
-        fail(f"not every rank's dump appeared: {[str(f) for f in files if not f.exists()]}")
 
 
 # ---------------------------------------------------------------- the driver
