@@ -123,6 +123,7 @@ void JobMonitor::started(int rank, long pid) {
   if (LocalRank* r = find(rank)) {
     r->pid = pid;
     r->process = "running";
+    r->changed_ns = steady_now_ns();
   }
 }
 
@@ -133,6 +134,7 @@ void JobMonitor::exited(int rank, const std::string& process, const std::string&
     if (r == nullptr) return;
     r->process = process;
     r->exit = how;
+    r->changed_ns = steady_now_ns();
   }
   // The page shows an exit at once, not one refresh later; on the
   // monitor's thread: the store calls must not hold up the caller (the

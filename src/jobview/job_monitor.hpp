@@ -111,7 +111,7 @@ class JobMonitor {
   std::mutex mu_;  // ranks_
   std::vector<LocalRank> ranks_;
   std::unique_ptr<JobView> view_;  // the node serving the page
-  bool took_over_tried_ = false;   // this node claimed the page (or failed to serve it): not again
+  bool took_over_tried_ = false;   // the store answered this node's claim of the page: not again
   std::shared_ptr<Store> store_;   // multi-node only
   std::unique_ptr<HttpServer> http_;
   std::mutex stop_mu_;

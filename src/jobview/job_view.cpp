@@ -155,6 +155,10 @@ void JobView::finish_ops(Group& g) {
 
 // What changed for a rank between two samples, as the job's events.
 void JobView::note_transition(int rank, const json& before, const json& now) {
+  // When it happened, by the sampling node's clock (how long before its sample).
+  const std::optional<double> when = now.contains("changed_ago_ms")
+                                         ? std::optional<double>(since_start_s() - num(now, "changed_ago_ms") / 1e3)
+                                         : std::nullopt;
   const std::string was = before.is_object() ? str(before, "process") : "";
   const std::string is = str(now, "process");
   const double pid_was = before.is_object() ? num(before, "pid") : 0;
@@ -163,14 +167,17 @@ void JobView::note_transition(int rank, const json& before, const json& now) {
     const int k = static_cast<int>(num(now, "replacement"));
     if (k > 0) {
       add_event("replacement",
-                fmt::format("rank {}: replacement {} started (pid {:.0f} on {})", rank, k, pid, str(now, "host")));
+                fmt::format("rank {}: replacement {} started (pid {:.0f} on {})", rank, k, pid, str(now, "host")),
+                when);
     } else {
-      add_event("rank_started", fmt::format("rank {} started again (pid {:.0f} on {})", rank, pid, str(now, "host")));
+      add_event("rank_started", fmt::format("rank {} started again (pid {:.0f} on {})", rank, pid, str(now, "host")),
+                when);
     }
   }
   if (is != was && gone(is)) {
     add_event("rank_lost",
-              fmt::format("rank {} (pid {:.0f} on {}) was lost: {}", rank, pid, str(now, "host"), str(now, "exit")));
+              fmt::format("rank {} (pid {:.0f} on {}) was lost: {}", rank, pid, str(now, "host"), str(now, "exit")),
+              when);
   }
 }
 
@@ -179,8 +186,11 @@ void JobView::event(const std::string& kind, const std::string& text) {
   add_event(kind, text);
 }
 
-void JobView::add_event(const std::string& kind, const std::string& text) {
-  events_.push_back(Event{since_start_s(), kind, text});
+void JobView::add_event(const std::string& kind, const std::string& text, std::optional<double> t_s) {
+  const double t = std::max(0.0, t_s.value_or(since_start_s()));
+  const auto after =
+      std::upper_bound(events_.begin(), events_.end(), t, [](double v, const Event& e) { return v < e.t_s; });
+  events_.insert(after, Event{t, kind, text});
   while (events_.size() > kEvents) events_.pop_front();
   event_counts_[kind]++;
 }

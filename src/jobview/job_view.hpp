@@ -92,7 +92,10 @@ class JobView {
   // Brings every rank's times (in an operation, idle) to now: a node's
   // sample is up to a refresh old when node 0 reads it.
   void age() const;
-  void add_event(const std::string& kind, const std::string& text);  // mu_ held
+  // mu_ held. `t_s`: when it happened (seconds since the view started; by
+  // default now); the list stays in that order, so a rank lost on another
+  // node, learned a sample later, comes before the shrink it caused.
+  void add_event(const std::string& kind, const std::string& text, std::optional<double> t_s = std::nullopt);
   void note_transition(int rank, const nlohmann::json& before, const nlohmann::json& now);
   void finish_ops(Group& g);
   Verdict verdict() const;

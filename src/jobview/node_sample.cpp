@@ -6,12 +6,12 @@
 
 namespace mci::jobview {
 
-namespace {
-
-std::int64_t steady_ns() {
+std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 nlohmann::json group_json(const monitor::AreaSnapshot& a, std::int64_t now) {
   nlohmann::json g;
@@ -65,7 +65,7 @@ nlohmann::json op_json(const monitor::OpRecord& r, int group_size, std::int64_t 
 }
 
 nlohmann::json sample_node(int node, std::vector<LocalRank>& ranks) {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = steady_now_ns();
   const std::string host = host_name();
   nlohmann::json out;
   out["node"] = node;
@@ -79,6 +79,9 @@ nlohmann::json sample_node(int node, std::vector<LocalRank>& ranks) {
     r["pid"] = lr.pid;
     r["process"] = lr.process;
     r["exit"] = lr.exit;
+    // How long ago, not when: node 0's clock is not this node's, and the
+    // sample's transit is the only error this leaves (as for "ago_ms").
+    if (lr.changed_ns > 0) r["changed_ago_ms"] = static_cast<double>(now - lr.changed_ns) / 1e6;
     r["replacement"] = lr.replacement;
     r["dumps"] = lr.dump_signal > 0;
     nlohmann::json groups = nlohmann::json::array();

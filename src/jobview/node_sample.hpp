@@ -26,9 +26,13 @@ struct LocalRank {
   std::string exit;                  // how it exited ("exit code 1", "signal SIGKILL")
   int replacement = 0;               // K for --on-rank-loss=replace's K-th replacement
   int dump_signal = 0;               // what makes it dump its flight recorder (its block says; 0: nothing)
+  std::int64_t changed_ns = 0;       // steady clock: when `process` last changed (0: never)
   std::shared_ptr<monitor::BlockFile> block;
   std::shared_ptr<monitor::BlockReader> reader;
 };
+
+// The steady clock in ns: what LocalRank::changed_ns holds.
+std::int64_t steady_now_ns();
 
 // How many of each group's last collectives a sample carries: node 0 merges
 // them by sequence number, so a sample it misses costs nothing while the

@@ -202,6 +202,24 @@ TEST(JobView, AShrinkIsAnEventASubgroupIsNot) {
   EXPECT_NE(v.metrics().find("mci_recoveries_total 1\n"), std::string::npos);
 }
 
+// Events are listed in the order they happened, not the order node 0 heard
+// of them: a rank lost on node 1, in node 1's next sample, comes before the
+// shrink node 0's own ranks already showed (it caused that shrink).
+TEST(JobView, EventsAreInTheOrderTheyHappenedNotTheOrderLearned) {
+  JobView v(options(4, 2));
+  v.update(node(0, {rank(0, 4, 5, even), rank(1, 4, 5, even)}));
+  v.update(node(1, {rank(2, 4, 5, even), rank(3, 4, 5, even)}));
+  v.update(node(0, {rank(0, 3, 6, even), rank(1, 3, 6, even)}));
+  json lost = rank(3, 4, 5, even, std::nullopt, "lost");
+  lost["changed_ago_ms"] = 2000.0;  // before the shrink was seen
+  v.update(node(1, {rank(2, 3, 6, even), lost}));
+  const json j = v.snapshot();
+  ASSERT_EQ(j["events"].size(), 2u) << j["events"].dump(1);
+  EXPECT_EQ(j["events"][0]["kind"], "rank_lost") << j["events"].dump(1);
+  EXPECT_EQ(j["events"][1]["kind"], "shrink") << j["events"].dump(1);
+  EXPECT_LE(j["events"][0]["t"].get<double>(), j["events"][1]["t"].get<double>());
+}
+
 TEST(JobView, StaysBoundedOverALongJob) {
   JobView v(options(2, 1));
   for (std::uint64_t done = 32; done < 20'000; done += 32) {
