@@ -444,7 +444,9 @@ int JobRun::finish(int rc) {
 // --max-restarts: a rank's failure on any node stops every process on every
 // node, and each node starts its processes again, up to N times.
 int JobRun::run_attempts() {
-  if (job_.nnodes > 1 && !rdzv_ && (job_.max_restarts > 0 || base_.store.replicated)) {
+  // Read only by a restart's join (join_attempt) and, on etcd, by the next
+  // node's monitor taking the page over: no connection for nobody.
+  if (job_.nnodes > 1 && !rdzv_ && (job_.max_restarts > 0 || (base_.store.replicated && job_.monitor))) {
     try {
       presence_.emplace(base_.store, job_.node_rank);
     } catch (const Error& e) {

@@ -97,8 +97,8 @@ class JobRun {
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;
   std::unique_ptr<StoreRelay> relay_;  // --rdzv_backend=etcd: this node's door to the store
-  // --max-restarts on several nodes, or a store on etcd: this mcirun's
-  // presence, which tells a restarting node (join_attempt), or on etcd the
+  // --max-restarts on several nodes, or --monitor with a store on etcd:
+  // this mcirun's presence, which tells a restarting node (join_attempt), or on etcd the
   // monitor of the next node, that it is gone (store/node_presence.hpp).
   std::optional<NodePresence> presence_;
   // Where this node's processes reach the others: toward node 0, or, on

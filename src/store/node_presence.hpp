@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "mci/store.hpp"
 
@@ -24,6 +25,15 @@ class NodePresence {
  private:
   std::unique_ptr<TcpStore> conn_;
 };
+
+// A connection the store counts: `closed_key` gains a byte when it ends
+// (armed first: a close between the two reads as closed, never as a
+// connection counted and never closed), `opened_key` counts it. Shared by
+// NodePresence and the attempt's NodeLink, which count theirs the same way.
+void count_connection(Store& conn, const std::string& opened_key, const std::string& closed_key);
+// Whether every connection counted under these keys has closed; false while
+// none ever closed (a node that never said it was there).
+bool all_closed(Store& store, const std::string& opened_key, const std::string& closed_key);
 
 // Whether node `node`'s mcirun is gone (every NodePresence connection of it
 // closed); false for a node that never said it was there.

@@ -89,13 +89,7 @@ NodeLink::NodeLink(NodeLinkOptions opts) : opts_(std::move(opts)) {
 
 std::unique_ptr<TcpStore> NodeLink::connect_counted() {
   auto store = opts_.store.connect(std::chrono::seconds(2), opts_.slice);
-  if (opts_.node_rank != 0) {
-    // The close is armed before the connection is counted: a node killed
-    // between the two then reads as gone (closed 1, opened 0), where the
-    // other order left it counted and never closed.
-    store->append_on_close(gone_key(opts_.node_rank), to_bytes("x"));
-    store->add(conns_key(opts_.node_rank), 1);
-  }
+  if (opts_.node_rank != 0) count_connection(*store, conns_key(opts_.node_rank), gone_key(opts_.node_rank));
   return store;
 }
 
@@ -305,10 +299,7 @@ int NodeLink::look_at_nodes(Loop& s) {
       finished = true;
       continue;
     }
-    // An append of nothing reads the value without waiting for it.
-    const auto closed = static_cast<std::int64_t>(s.store->append(gone_key(n), {}).size());
-    const std::int64_t opened = s.store->add(conns_key(n), 0);
-    if (closed > 0 && closed >= opened) {
+    if (all_closed(*s.store, conns_key(n), gone_key(n))) {
       finished = true;
       post({EventKind::peer_gone, fmt::format("node {}'s mcirun is gone before its processes finished (it was "
                                               "killed, or its host was lost)",
