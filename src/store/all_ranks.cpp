@@ -75,13 +75,15 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
   // lowest rank that published an error or whose process ended before it
   // published (its death certificate, ";lost R", is in the failure key). The
   // ranks below it still count: each arrives, dies, or the wait times out as
-  // it would have without the failure. Both facts are final once seen, so
+  // it would have without the failure. The lost are read before the values
+  // they are judged with: a rank lost by then that had published shows its
+  // value in the read after, so a missing value of a lost rank is final, and
   // every rank decides alike whenever it reads. Only a stopped wait polls:
   // the failure key exists from then on, so the store cannot wait for us.
   const auto poll = std::chrono::milliseconds(2) * std::max(1, size / 64);
   std::set<int> lost;
   std::size_t decided = values.size();
-  for (bool read_lost = false;; read_lost = true) {
+  for (bool first = true;; first = false) {
     int missing = -1;
     decided = values.size();
     for (std::size_t r = 0; r < values.size(); ++r) {
@@ -95,17 +97,16 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
       }
     }
     if (missing < 0) break;
-    if (read_lost) {
+    if (!first) {
       if (dl.expired()) {
-        throw TimeoutError(
-            fmt::format("Timed out waiting {}ms for store key '{}/{}': rank {} did not publish it "
-                        "(it did not start, or crashed before this step)",
-                        dl.budget().count(), prefix, missing, missing));
+        throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}/{}': rank {} did not publish it "
+                                       "(it did not start, or crashed before this step)",
+                                       dl.budget().count(), prefix, missing, missing));
       }
       std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
-      values = store.get_range(prefix, 0, size, stop, dl.wait_left());
     }
     lost = lost_ranks(to_string(store.get(stop, dl.wait_left())));
+    values = store.get_range(prefix, 0, size, stop, dl.wait_left());
   }
   RankVerdicts all;
   all.of_rank.reserve(std::min(values.size(), decided + 1));

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -148,12 +151,37 @@ class EtcdProcess {
     ::waitpid(pid_, &st, 0);
     pid_ = -1;
   }
-  // SIGSTOP: a member alive but silent (its kernel still accepts connections).
+  // SIGSTOP: a member alive but silent (its kernel still accepts
+  // connections). Returns once every thread of it is stopped: under load a
+  // thread still running when kill() returned answered the test's first
+  // read (seen in CI).
   void signal(int sig) const {
-    if (pid_ > 0) ::kill(pid_, sig);
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    if (sig != SIGSTOP) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!all_threads_stopped() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   std::string endpoint() const { return fmt::format("127.0.0.1:{}", client_port_); }
   bool started() const { return pid_ > 0; }
+
+ private:
+  // Every /proc/PID/task/TID/stat says 'T' (stopped): the state is the
+  // field after the command's closing parenthesis.
+  bool all_threads_stopped() const {
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid_), ec)) {
+      std::ifstream f(t.path() / "stat");
+      const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const auto paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'T') return false;
+    }
+    return !ec;
+  }
+
+ public:
 
  private:
   std::string dir_;
