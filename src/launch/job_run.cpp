@@ -11,6 +11,7 @@
 #include "launch/config/python_path.hpp"
 #include "launch/nodes/elastic_rendezvous.hpp"
 #include "launch/nodes/heartbeat.hpp"
+#include "launch/nodes/node_adopter.hpp"
 #include "launch/nodes/node_link.hpp"
 #include "launch/nodes/node_sizes.hpp"
 #include "launch/output/error_files.hpp"
@@ -286,6 +287,7 @@ std::optional<int> JobRun::agree_node_sizes() {
       return 128 + stop_signal;
     }
     base_.first_rank = sizes->first_rank(job_.node_rank);
+    node_nproc_ = sizes->nproc;
     base_.world = sizes->world();
     other_node_addr_ = sizes->other_node_addr;
     std::string counts;
@@ -446,7 +448,8 @@ int JobRun::finish(int rc) {
 int JobRun::run_attempts() {
   // Read only by a restart's join (join_attempt) and, on etcd, by the next
   // node's monitor taking the page over: no connection for nobody.
-  if (job_.nnodes > 1 && !rdzv_ && (job_.max_restarts > 0 || (base_.store.replicated && job_.monitor))) {
+  if (job_.nnodes > 1 && !rdzv_ &&
+      (job_.max_restarts > 0 || job_.on_rank_loss == OnRankLoss::replace || (base_.store.replicated && job_.monitor))) {
     try {
       presence_.emplace(base_.store, job_.node_rank);
     } catch (const Error& e) {
@@ -558,6 +561,31 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
                      plan_streams(job_.logs, a.log_dir, RankLabel{job_.role, rank, local, host_}, job_.prefix)});
   }
   Supervisor sup(job_, a, signals_, link.get(), monitor_.get(), guardian_);
+  // A node lost whole under replace: the first surviving node to claim it
+  // starts its ranks again (nodes/node_adopter.hpp).
+  std::unique_ptr<NodeAdopter> adopter;
+  if (presence_ && job_.on_rank_loss == OnRankLoss::replace &&
+      node_nproc_.size() == static_cast<std::size_t>(a.nnodes)) {
+    adopter = std::make_unique<NodeAdopter>(NodeAdopterOptions{a.store, a.nnodes, a.node_rank, a.index});
+    sup.adopt_with(adopter.get(), [this, a](int node, int first_local) {
+      int first_rank = 0;
+      for (int n = 0; n < node; ++n) first_rank += node_nproc_[static_cast<std::size_t>(n)];
+      std::vector<RankSpec> specs;
+      for (int i = 0; i < node_nproc_[static_cast<std::size_t>(node)]; ++i) {
+        // Its rank, numbered here past this node's own local ranks.
+        Attempt here = a;
+        const int local = first_local + i;
+        here.first_rank = first_rank + i - local;
+        const int rank = here.rank_of(local);
+        specs.push_back({rank,
+                         local,
+                         child_environment(env_base_, job_, here, local, set_omp_, python_path_),
+                         {},
+                         plan_streams(job_.logs, a.log_dir, RankLabel{job_.role, rank, local, host_}, job_.prefix)});
+      }
+      return specs;
+    });
+  }
   sup.start(ranks);
   Outcome out;
   out.rc = sup.run();

@@ -97,15 +97,19 @@ class JobRun {
   bool set_omp_ = false;
   std::unique_ptr<StoreServer> store_;
   std::unique_ptr<StoreRelay> relay_;  // --rdzv_backend=etcd: this node's door to the store
-  // --max-restarts on several nodes, or --monitor with a store on etcd:
-  // this mcirun's presence, which tells a restarting node (join_attempt), or on etcd the
-  // monitor of the next node, that it is gone (store/node_presence.hpp).
+  // --max-restarts or --on-rank-loss=replace on several nodes, or --monitor
+  // with a store on etcd: this mcirun's presence, which tells a restarting node (join_attempt), or on etcd the
+  // monitor of the next node, or the node that adopts its ranks
+  // (nodes/node_adopter.hpp), that it is gone (store/node_presence.hpp).
   std::optional<NodePresence> presence_;
   // Where this node's processes reach the others: toward node 0, or, on
   // etcd, toward its first member.
   std::string toward_;
   // Node 0: where node 1 reached the store from (node_sizes.hpp).
   std::string other_node_addr_;
+  // How many ranks each node runs (the nodes' agreement, node_sizes.hpp):
+  // where a node lost whole under replace has its ranks (NodeAdopter).
+  std::vector<int> node_nproc_;
   // Node 0 holds the program's port until the job ends, so that no other
   // job can be handed it before rank 0 binds it (program_port.hpp).
   std::optional<PortReservation> program_port_;

@@ -129,6 +129,11 @@ def applies(c):
         # rank 0 lost, while the job runs, going on or stopping; etcd's own
         # members lost, one (nothing a user sees) or a quorum (every rank
         # stops).
+        # Under replace, node 0 lost whole has its ranks started again on
+        # the first surviving node to claim it (launch/nodes/node_adopter).
+        if c.policy == "replace":
+            return (c.path == "cpu-etcd" and c.fault == "store_lost" and c.victim == "first"
+                    and c.moment in ("first", "large", "p2p"))
         return (c.moment in ("first", "large", "p2p") and c.policy in ("stop", "continue")
                 and ((c.fault == "store_lost" and c.victim == "first")
                      or (c.fault == "etcd_member" and c.victim in ("first", "last"))
@@ -150,7 +155,10 @@ def applies(c):
     if c.fault in HOST_FAULTS and c.moment in ("init", "shrink", "grow", "dump", "exit"):
         return False  # a host's fault while the job runs: its collectives, large ones, its sends
     if c.fault in HOST_FAULTS and c.policy == "replace":
-        return False  # a host lost or cut off has nothing to start a replacement on
+        # A host cut off has nothing to start a replacement on, and node 0
+        # lost whole on mci's own store takes the store with it; on etcd
+        # (above) the lost node's ranks start on a surviving node.
+        return False
     if c.fault in ("sigterm_mcirun", "sigint_mcirun") and c.moment in ("shrink", "grow"):
         return False
     if c.path.startswith("torch") and c.moment in ("dump", "grow"):
@@ -224,7 +232,7 @@ def expected(c):
         # An abort or a destroy while the group closes, every step done:
         # nothing is lost, and the job may end as a whole run.
         return "either", stop_bound
-    if c.path in ETCD_PATHS and c.policy == "continue" and c.fault in ("sigkill", "store_lost"):
+    if c.path in ETCD_PATHS and c.policy in ("continue", "replace") and c.fault in ("sigkill", "store_lost"):
         # On etcd a death certificate is a transaction committed by a quorum
         # (node 0's relay's, or, when node 0 is lost whole, another relay's
         # once node 0's relay's port refuses connections), and the shrink's
@@ -374,8 +382,15 @@ class Job:
     def rank_args(self):
         c = self.cell
         fault = c.fault if c.fault in SELF_FAULTS else ("external" if c.fault != "none" else "none")
+        extra = []
+        if c.policy == "replace" and c.fault in HOST_FAULTS:
+            # A node lost whole is seen gone once its etcd lease expires
+            # (a second or more): the job runs long enough after the fault
+            # for its ranks to start elsewhere and join.
+            extra = ["--step-ms", "400"]
         return ["--dir", self.dir, "--steps", str(6 if c.policy == "replace" else STEPS), "--fault", fault, "--moment", c.moment, "--victim",
-                str(c.victim_rank()), "--policy", c.policy, "--step", str(FAULT_STEP), "--large-mib", str(LARGE_MIB)]
+                str(c.victim_rank()), "--policy", c.policy, "--step", str(FAULT_STEP), "--large-mib", str(LARGE_MIB),
+                *extra]
 
     def env(self):
         c = self.cell
@@ -662,6 +677,12 @@ def run_cell(args, cell, hosts):
                 problems.append("no rank finished")
             if whole and len(survivors) != cell.world:
                 problems.append(f"only {len(survivors)} of {cell.world} ranks finished: nothing was to be lost")
+            if cell.policy == "replace" and cell.fault in HOST_FAULTS:
+                # The lost node's ranks started again elsewhere: every rank finished.
+                missing = set(range(cell.world)) - {r % 1000 for r in survivors}
+                if missing:
+                    problems.append(f"ranks {sorted(missing)} of the lost node did not finish: nobody started "
+                                    "them again")
             for r, ls in survivors.items():
                 fin = [x for x in ls if "final" in x][-1]
                 if fin["final"] != fin["expected"]:

@@ -233,5 +233,44 @@ TEST(ElasticTrain, AcrossTwoMcirunNodes) {
   expect_finals(f, 3, 12, n0.all() + n1.all());
 }
 
+// --on-rank-loss=replace across two launchers: node 1 lost whole (its
+// mcirun SIGKILLed; its guardian ends its ranks) leaves ranks 2 and 3 with
+// no launcher of theirs. Node 0 sees node 1's mcirun gone (its store
+// connection closed), claims it, and starts both ranks again on itself;
+// node 0's ranks shrink, then grow the group back to four at a step
+// boundary, and all four end with the uninterrupted model.
+TEST(ElasticTrain, ReplaceStartsALostNodesRanksOnASurvivingNode) {
+  constexpr int kSteps = 30;
+  const int port = free_port();
+  auto node = [&](int n) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    fmt::format("--node_rank={}", n),
+                                    "--nproc_per_node=2",
+                                    "--master_addr=127.0.0.1",
+                                    fmt::format("--master_port={}", port),
+                                    "--on-rank-loss=replace",
+                                    built("elastic_train"),
+                                    "--steps",
+                                    std::to_string(kSteps),
+                                    "--step-ms",
+                                    "50"};
+  };
+  const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "elastic-train-token"}};
+  Mcirun n0(node(0), env);
+  Mcirun n1(node(1), env);
+  ASSERT_TRUE(eventually([&] { return n0.out().find("step 3 ") != std::string::npos; }, std::chrono::seconds(60)))
+      << n0.all() << n1.all();
+  ::kill(n1.pid(), SIGKILL);
+  EXPECT_EQ(n1.code(std::chrono::seconds(10)), 1000 + SIGKILL) << n1.all();
+  ASSERT_EQ(n0.code(std::chrono::seconds(90)), 0) << n0.all() << n1.all();
+  EXPECT_NE(n0.err().find("node 1's mcirun is gone"), std::string::npos) << n0.all();
+  EXPECT_NE(n0.err().find("this node (node 0 on "), std::string::npos) << n0.all();
+  EXPECT_NE(n0.err().find("rank 2 as pid "), std::string::npos) << n0.all();
+  EXPECT_NE(n0.err().find("rank 3 as pid "), std::string::npos) << n0.all();
+  EXPECT_NE(n0.out().find("grew world 4 joined 2 in "), std::string::npos) << n0.all();
+  // Node 0's two ranks and the two it started for node 1, all on world 4.
+  expect_finals(finals(n0.out()), 4, kSteps, n0.all() + n1.all());
+}
+
 }  // namespace
 }  // namespace mci::test

@@ -122,6 +122,44 @@ TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
 #endif
 }
 
+// --on-rank-loss=replace on etcd: node 0 lost whole, its ranks 0 and 1 are
+// started again on node 1 (the first surviving node to claim node 0), which
+// grows its group back to four: no rank is lost for good, no step either.
+TEST_F(EtcdJob, Node0LostUnderReplaceItsRanksStartOnNode1) {
+#ifdef MCI_HAVE_ETCD
+  constexpr int kSteps = 40;
+  double uninterrupted = 0;
+  {
+    const std::string job = job_id("reference");
+    Mcirun n1(node(1, job, {}, train(kSteps, 1)), kEnv);
+    Mcirun n0(node(0, job, {}, train(kSteps, 1)), kEnv);
+    ASSERT_EQ(n0.code(60s), 0) << n0.all();
+    ASSERT_EQ(n1.code(60s), 0) << n1.all();
+    const auto f = finals(n0.out());
+    ASSERT_FALSE(f.empty()) << n0.all();
+    uninterrupted = f.front().second;
+  }
+  const std::string job = job_id("lost");
+  const Strings flags{"--on-rank-loss=replace"};
+  Mcirun n1(node(1, job, flags, train(kSteps, 50)), kEnv);
+  Mcirun n0(node(0, job, flags, train(kSteps, 50)), kEnv);
+  ASSERT_TRUE(eventually([&] { return contains(n0.out(), "step 3 "); }, 60s)) << n0.all() << n1.all();
+  ::kill(n0.pid(), SIGKILL);
+  EXPECT_EQ(n0.code(10s), 1000 + SIGKILL);
+  ASSERT_EQ(n1.code(90s), 0) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "node 0's mcirun is gone")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "rank 0 as pid ")) << n1.all();
+  EXPECT_TRUE(contains(n1.err(), "rank 1 as pid ")) << n1.all();
+  EXPECT_TRUE(contains(n1.out(), "grew world 4 joined 2 in ")) << n1.all();
+  const auto f = finals(n1.out());
+  ASSERT_EQ(f.size(), 4u) << n1.all();
+  for (const auto& [world, sum] : f) {
+    EXPECT_EQ(world, 4) << n1.all();
+    EXPECT_NEAR(sum, uninterrupted, 1e-9 * std::abs(uninterrupted)) << "no step lost, none done twice\n" << n1.all();
+  }
+#endif
+}
+
 // --max-restarts with a fixed --nnodes: node 0 lost whole fails node 1's
 // ranks (fault_rank stops at a peer's loss), and node 1's mcirun cannot
 // restart without node 0. It says so at once, naming node 0, instead of

@@ -394,6 +394,7 @@ int Supervisor::run() {
     relays.clear();
     fds.push_back({signals_.fd(), POLLIN, 0});
     fds.push_back({link_ ? link_->fd() : -1, POLLIN, 0});
+    fds.push_back({adopter_ ? adopter_->fd() : -1, POLLIN, 0});
     for (auto& p : procs_) {
       for (StreamRelay* s : {&p.out, &p.err}) {
         if (!s->is_open()) continue;
@@ -406,12 +407,13 @@ int Supervisor::run() {
       throw std::system_error(errno, std::generic_category(), "mcirun: poll");
     }
     for (std::size_t i = 0; i < relays.size(); ++i) {
-      if (fds[i + 2].revents != 0) relays[i]->read_some(buf_);
+      if (fds[i + 3].revents != 0) relays[i]->read_some(buf_);
     }
     if (fds[0].revents != 0) {
       for (int sig : signals_.take()) on_signal(sig);
     }
     if (link_ && fds[1].revents != 0) on_link_events();
+    if (adopter_ && fds[2].revents != 0) adopt_nodes();
     if (next_step_at_ && !killed_ && Clock::now() >= *next_step_at_) next_step();
     kill_lost_groups();
   }

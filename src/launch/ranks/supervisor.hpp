@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@
 
 #include "launch/attempt.hpp"
 #include "launch/config/job_config.hpp"
+#include "launch/nodes/node_adopter.hpp"
 #include "launch/nodes/node_link.hpp"
 #include "launch/output/stream_relay.hpp"
 #include "launch/output/summary.hpp"
@@ -73,6 +75,13 @@ class Supervisor {
   // Starts the ranks in order; a rank that cannot start stops the job (the
   // ones already running get SIGTERM) and run() then reports it.
   void start(const std::vector<RankSpec>& ranks);
+  // --on-rank-loss=replace on several nodes: the ranks of each node that
+  // `adopter` claims (a node lost whole: nodes/node_adopter.hpp) start here
+  // as replacements, within this node's cap. specs(node, first_local): that
+  // node's ranks, numbered on this node from local rank first_local (past
+  // this node's own, so that their files and devices stay apart).
+  using AdoptedSpecs = std::function<std::vector<RankSpec>(int node, int first_local)>;
+  void adopt_with(NodeAdopter* adopter, AdoptedSpecs specs);
   // Until every process has exited (and, on node 0 of a multi-node job,
   // every node has finished). Returns mcirun's exit code.
   int run();
@@ -129,6 +138,8 @@ class Supervisor {
   // The replacements on_loss queued, started once reap() no longer holds
   // references into procs_; each loss's line, then its group's cleanup.
   void start_replacements();
+  // The ranks of the nodes the adopter claimed, started as replacements.
+  void adopt_nodes();
   // Under replace, why the next loss gets no replacement ("" when it does).
   std::string replacement_refused() const;
   // Preserves p's recorded exception, and moves its error file out of its
@@ -173,11 +184,13 @@ class Supervisor {
   const Attempt& attempt_;
   SignalFd& signals_;
   NodeLink* link_;
+  NodeAdopter* adopter_ = nullptr;
+  AdoptedSpecs adopted_specs_;
   Guardian* guardian_;
   jobview::JobMonitor* monitor_;
   std::string host_;
   std::vector<Proc> procs_;
-  std::vector<RankSpec> specs_;  // how each local rank started: what a replacement starts again
+  std::vector<RankSpec> specs_;  // how each rank here started: what a replacement starts again
   std::chrono::steady_clock::time_point started_at_;
   std::vector<std::size_t> losses_;         // --on-rank-loss=continue: indexes into procs_, in order
   std::vector<std::size_t> pending_;        // --on-rank-loss=replace: lost, replacement not started yet

@@ -11,6 +11,7 @@
 #include "launch/output/error_files.hpp"
 #include "launch/ranks/child_env.hpp"
 #include "launch/ranks/supervisor.hpp"
+#include "mci/errors.hpp"
 
 namespace mci::launch {
 
@@ -80,8 +81,11 @@ void Supervisor::start_replacements() {
     std::string what;
     keep_error_file(procs_[i], k);
     try {
-      const int local = procs_[i].local_rank;
-      launch(specs_.at(static_cast<std::size_t>(local - specs_.front().local_rank)), k);
+      // By rank: an adopted node's ranks are here too (adopt_nodes).
+      const int rank = procs_[i].rank;
+      const auto spec = std::find_if(specs_.begin(), specs_.end(), [&](const RankSpec& s) { return s.rank == rank; });
+      if (spec == specs_.end()) throw Error(fmt::format("mcirun: no start recorded for rank {}", rank));
+      launch(*spec, k);
       ++replacements_;
       procs_[i].replaced_by = procs_.size() - 1;
       what = fmt::format("started pid {} in its place (replacement {})", procs_.back().pid, k);
@@ -91,6 +95,40 @@ void Supervisor::start_replacements() {
     }
     say_lost(procs_[i], what);
     end_lost_group(procs_[i]);
+  }
+}
+
+void Supervisor::adopt_with(NodeAdopter* adopter, AdoptedSpecs specs) {
+  adopter_ = adopter;
+  adopted_specs_ = std::move(specs);
+}
+
+void Supervisor::adopt_nodes() {
+  for (const int node : adopter_->take()) {
+    int first_local = 0;
+    for (const auto& s : specs_) first_local = std::max(first_local, s.local_rank + 1);
+    const std::vector<RankSpec> ranks = adopted_specs_(node, first_local);
+    std::string what;
+    for (const RankSpec& spec : ranks) {
+      const std::string sep = what.empty() ? "" : "; ";
+      if (const std::string refused = replacement_refused(); !refused.empty()) {
+        what += fmt::format("{}rank {} not started: {}", sep, spec.rank, refused);
+        continue;
+      }
+      const int k = replacements_ + 1;
+      try {
+        launch(spec, k);
+        ++replacements_;
+        specs_.push_back(spec);
+        what += fmt::format("{}rank {} as pid {} (replacement {})", sep, spec.rank, procs_.back().pid, k);
+      } catch (const std::exception& e) {
+        what += fmt::format("{}rank {} could not start: {}", sep, spec.rank, e.what());
+      }
+    }
+    say(
+        fmt::format("mcirun: node {}'s mcirun is gone (its host lost, or mcirun killed with its ranks); "
+                    "--on-rank-loss=replace: this node (node {} on {}) starts its {} rank(s) again: {}",
+                    node, attempt_.node_rank, host_, ranks.size(), what));
   }
 }
 
