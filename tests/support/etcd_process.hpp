@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -182,7 +182,6 @@ class EtcdProcess {
   }
 
  public:
-
  private:
   std::string dir_;
   int client_port_ = 0;
