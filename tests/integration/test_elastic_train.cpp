@@ -203,24 +203,26 @@ TEST(ElasticTrain, ReplaceUnderMcirunBringsTheWorldBackToItsSize) {
   expect_finals(finals(m.out()), 4, 14, m.all());
 }
 
+// mcirun's arguments for node n of two launchers of two ranks on this host,
+// elastic_train with `args`.
+std::vector<std::string> two_nodes(int n, int port, const std::string& policy, const std::vector<std::string>& args) {
+  std::vector<std::string> a{"--nnodes=2",
+                             fmt::format("--node_rank={}", n),
+                             "--nproc_per_node=2",
+                             "--master_addr=127.0.0.1",
+                             fmt::format("--master_port={}", port),
+                             "--on-rank-loss=" + policy,
+                             built("elastic_train")};
+  a.insert(a.end(), args.begin(), args.end());
+  return a;
+}
+
 TEST(ElasticTrain, AcrossTwoMcirunNodes) {
   // Two launchers as two nodes of two ranks: rank 3 (node 1) is lost inside
   // a collective; the three survivors, on both nodes, go on.
   const int port = free_port();
   auto node = [&](int n) {
-    return std::vector<std::string>{"--nnodes=2",
-                                    fmt::format("--node_rank={}", n),
-                                    "--nproc_per_node=2",
-                                    "--master_addr=127.0.0.1",
-                                    fmt::format("--master_port={}", port),
-                                    "--on-rank-loss=continue",
-                                    built("elastic_train"),
-                                    "--steps",
-                                    "12",
-                                    "--step-ms",
-                                    "10",
-                                    "--die",
-                                    "3@6:collective"};
+    return two_nodes(n, port, "continue", {"--steps", "12", "--step-ms", "10", "--die", "3@6:collective"});
   };
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "elastic-train-token"}};
   Mcirun n0(node(0), env);
@@ -243,17 +245,7 @@ TEST(ElasticTrain, ReplaceStartsALostNodesRanksOnASurvivingNode) {
   constexpr int kSteps = 30;
   const int port = free_port();
   auto node = [&](int n) {
-    return std::vector<std::string>{"--nnodes=2",
-                                    fmt::format("--node_rank={}", n),
-                                    "--nproc_per_node=2",
-                                    "--master_addr=127.0.0.1",
-                                    fmt::format("--master_port={}", port),
-                                    "--on-rank-loss=replace",
-                                    built("elastic_train"),
-                                    "--steps",
-                                    std::to_string(kSteps),
-                                    "--step-ms",
-                                    "50"};
+    return two_nodes(n, port, "replace", {"--steps", std::to_string(kSteps), "--step-ms", "50"});
   };
   const std::map<std::string, std::string> env{{"MCI_JOB_TOKEN", "elastic-train-token"}};
   Mcirun n0(node(0), env);

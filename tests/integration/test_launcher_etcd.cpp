@@ -25,6 +25,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
+const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "etcd-job-token"}, {"OMP_NUM_THREADS", "1"}};
+
+Strings train(int steps, int step_ms) {
+  return {built("elastic_train"), "--steps", std::to_string(steps), "--step-ms", std::to_string(step_ms)};
+}
+
 class EtcdJob : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -44,6 +50,17 @@ class EtcdJob : public ::testing::Test {
     a.insert(a.end(), program.begin(), program.end());
     return a;
   }
+  // The model a two-node run of `steps` ends with when nothing is lost.
+  static double reference_sum(int steps) {
+    const std::string job = job_id("reference");
+    Mcirun n1(node(1, job, {}, train(steps, 1)), kEnv);
+    Mcirun n0(node(0, job, {}, train(steps, 1)), kEnv);
+    EXPECT_EQ(n0.code(60s), 0) << n0.all();
+    EXPECT_EQ(n1.code(60s), 0) << n1.all();
+    const auto f = finals(n0.out());
+    if (f.empty()) ADD_FAILURE() << "no final line\n" << n0.all();
+    return f.empty() ? 0.0 : f.front().second;
+  }
   static std::string endpoint() {
 #ifdef MCI_HAVE_ETCD
     return shared_etcd()->endpoint();
@@ -52,12 +69,6 @@ class EtcdJob : public ::testing::Test {
 #endif
   }
 };
-
-const std::map<std::string, std::string> kEnv{{"MCI_JOB_TOKEN", "etcd-job-token"}, {"OMP_NUM_THREADS", "1"}};
-
-Strings train(int steps, int step_ms) {
-  return {built("elastic_train"), "--steps", std::to_string(steps), "--step-ms", std::to_string(step_ms)};
-}
 
 #ifdef MCI_HAVE_ETCD
 // The job's keys left on etcd (the relays' own included).
@@ -91,16 +102,7 @@ TEST_F(EtcdJob, Node0LostWholeLeavesNode1TrainingInPlace) {
 #ifdef MCI_HAVE_ETCD
   constexpr int kSteps = 40;
   double uninterrupted = 0;
-  {
-    const std::string job = job_id("reference");
-    Mcirun n1(node(1, job, {}, train(kSteps, 1)), kEnv);
-    Mcirun n0(node(0, job, {}, train(kSteps, 1)), kEnv);
-    ASSERT_EQ(n0.code(60s), 0) << n0.all();
-    ASSERT_EQ(n1.code(60s), 0) << n1.all();
-    const auto f = finals(n0.out());
-    ASSERT_FALSE(f.empty()) << n0.all();
-    uninterrupted = f.front().second;
-  }
+  ASSERT_NO_FATAL_FAILURE(uninterrupted = reference_sum(kSteps));
   const std::string job = job_id("lost");
   const Strings flags{"--on-rank-loss=continue"};
   Mcirun n1(node(1, job, flags, train(kSteps, 50)), kEnv);
@@ -129,16 +131,7 @@ TEST_F(EtcdJob, Node0LostUnderReplaceItsRanksStartOnNode1) {
 #ifdef MCI_HAVE_ETCD
   constexpr int kSteps = 40;
   double uninterrupted = 0;
-  {
-    const std::string job = job_id("reference");
-    Mcirun n1(node(1, job, {}, train(kSteps, 1)), kEnv);
-    Mcirun n0(node(0, job, {}, train(kSteps, 1)), kEnv);
-    ASSERT_EQ(n0.code(60s), 0) << n0.all();
-    ASSERT_EQ(n1.code(60s), 0) << n1.all();
-    const auto f = finals(n0.out());
-    ASSERT_FALSE(f.empty()) << n0.all();
-    uninterrupted = f.front().second;
-  }
+  ASSERT_NO_FATAL_FAILURE(uninterrupted = reference_sum(kSteps));
   const std::string job = job_id("lost");
   const Strings flags{"--on-rank-loss=replace"};
   Mcirun n1(node(1, job, flags, train(kSteps, 50)), kEnv);

@@ -66,8 +66,15 @@ TEST_F(StoreRelayTest, PromisesAreKeptWhenTheConnectionEndsMidWait) {
   ASSERT_TRUE(dying->append_on_close("gone", to_bytes("3b;")));
   EXPECT_FALSE(watcher.check({"gone"}));  // nothing while it lives
   std::thread waits([&] {
-    dying->set("waiting", to_bytes("1"));
-    EXPECT_THROW(dying->get("never", 60000ms), Error);
+    // The interrupt may come while the set's reply is still on its way
+    // (the watcher already saw the key): then the set throws (CI, loaded).
+    try {
+      dying->set("waiting", to_bytes("1"));
+      (void)dying->get("never", 60000ms);
+      ADD_FAILURE() << "a get of a key nobody sets returned";
+    } catch (const Error&) {
+      // the connection closed under it: what the test does
+    }
   });
   // Its get comes right after this key (whether it reached the relay yet or
   // not, the promises must be written when the connection closes).
