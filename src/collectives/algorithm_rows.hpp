@@ -29,6 +29,8 @@
   MESH(ring, all_gather, all_gather_ring, true)                                    \
   MESH(ring, reduce_scatter, reduce_scatter_ring, true)                            \
   MESH(recursive_doubling, all_reduce, all_reduce_recursive_doubling, true)        \
+  MESH(ordered, all_reduce, all_reduce_ordered, true)                              \
+  MESH(ordered, reduce, reduce_ordered, true)                                      \
   MESH(tree, broadcast, broadcast_tree, true)                                      \
   MESH(tree, reduce, reduce_tree, true)                                            \
   MESH(pairwise, all_to_all, all_to_all_pairwise, true)                            \

@@ -44,15 +44,40 @@ Algo shm_default(OpKind kind, std::size_t bytes) {
   }
 }
 
+bool reduces(OpKind kind) {
+  return kind == OpKind::all_reduce || kind == OpKind::reduce || kind == OpKind::reduce_scatter;
+}
+
 }  // namespace
 
 Algo shm_reduce_algo(std::size_t bytes) { return bytes <= kShmDirectBytes ? Algo::shm_direct : Algo::shm_sliced; }
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout) {
+bool rank_ordered(Algo algo, OpKind kind) {
+  if (!reduces(kind)) return true;
+  switch (algo) {
+    case Algo::direct:      // all_reduce, reduce_scatter: everyone's blocks, reduced in rank order
+    case Algo::ordered:     // all_reduce, reduce
+    case Algo::shm_direct:  // all_reduce, reduce
+    case Algo::shm_sliced:  // all_reduce, reduce
+    case Algo::shm_staged:  // reduce_scatter
+      return true;
+    default: return false;  // ring, recursive doubling and tree pair partial sums; hierarchical sums per host first
+  }
+}
+
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout,
+                 bool reproducible) {
   if (world == 1 || is_p2p(kind)) return mesh_default(kind, bytes);
-  if (forced) {
+  if (forced && (!reproducible || rank_ordered(*forced, kind))) {
     const AlgoRow* row = find_algorithm(*forced, kind);
     if (row && row->forcible && place_exists(row->place, layout)) return *forced;
+  }
+  if (reproducible && reduces(kind)) {
+    if (layout == Layout::one_host) return shm_default(kind, bytes);
+    if (kind == OpKind::reduce_scatter) return Algo::direct;
+    // One round for small buffers (every rank reduces all of them), two
+    // phases of (n-1)/n of the buffer above: the same bits either way.
+    return kind == OpKind::all_reduce && bytes <= kSmallAllReduceBytes ? Algo::direct : Algo::ordered;
   }
   if (layout == Layout::hierarchical) {
     return kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes ? mesh_default(kind, bytes)

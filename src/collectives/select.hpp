@@ -36,7 +36,18 @@ enum class Layout : std::uint8_t {
   hierarchical,  // several hosts, a segment on each host with several ranks (and the mesh)
 };
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout = Layout::flat);
+// reproducible (MCI_REPRODUCIBLE): all_reduce, reduce and reduce_scatter
+// run only algorithms that reduce every element in rank order, the same
+// fold on every layout and transport (rank_ordered()): the shm ones on one
+// host, `direct` and `ordered` elsewhere; a forced algorithm that reduces in
+// another order is passed over for them.
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout = Layout::flat,
+                 bool reproducible = false);
+
+// Whether `algo` reduces each element of `kind` in rank order (x0, then x1,
+// ...: the same bits as every other such algorithm). True for a kind that
+// reduces nothing.
+bool rank_ordered(Algo algo, OpKind kind);
 
 // Reduction in the shm segment of one host's ranks (all-reduce, reduce, and
 // the phase inside each host of hierarchical all-reduce): shm_direct or

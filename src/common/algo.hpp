@@ -25,6 +25,7 @@ namespace mci {
   X(direct, "", "every rank talks to every other rank once")                                               \
   X(ring, "", "bandwidth-optimal ring (reduce-scatter + all-gather)")                                      \
   X(recursive_doubling, "rd", "log2(n) exchange rounds, latency-optimal")                                  \
+  X(ordered, "", "each rank reduces its block of everyone's data in rank order (MCI_REPRODUCIBLE)")         \
   X(tree, "", "binomial tree")                                                                             \
   X(pairwise, "", "n-1 rounds, each rank swaps blocks with one peer per round")                            \
   X(dissemination, "", "log2(n) rounds of notifications")                                                  \

@@ -47,6 +47,10 @@ inline constexpr std::array kDumpSignals{
     SettingChoice{"SIGUSR1", "dump on SIGUSR1"},
     SettingChoice{"SIGUSR2", "dump on SIGUSR2"},
 };
+inline constexpr std::array kReproducibleModes{
+    SettingChoice{"0", "each algorithm adds in its own order"},
+    SettingChoice{"1", "all_reduce, reduce and reduce_scatter add in rank order: the same bits on any layout"},
+};
 inline constexpr std::array kClocks{
     SettingChoice{"auto", "the CPU's time-stamp counter where it is invariant, else the steady clock"},
     SettingChoice{"steady", "the steady clock"},
@@ -72,6 +76,22 @@ inline constexpr std::array kRows{
         "one host takes the collectives it serves (only those) off shared memory. An unknown name is a "
         "`ConfigError` listing the choices. Must be the same on every rank: `init_process_group` refuses "
         "ranks whose settings differ. Read by the `cpu` backend only"},
+    SettingRow{
+        .name = "MCI_REPRODUCIBLE",
+        .kind = SettingKind::choice,
+        .fallback = "0",
+        .choices = kReproducibleModes,
+        .noun = "a reproducible mode",
+        .scope = SettingScope::job,
+        .ranks_agree = true,
+        .use = SettingUse::mci_algorithms,
+        .section = SettingSection::tuning,
+        .doc =
+        "`1`: all_reduce, reduce and reduce_scatter give the same bits whatever the algorithm, the transport and "
+        "the hosts the ranks sit on: every element is reduced in rank order (rank 0's value, then rank 1's, ...), "
+        "by `shm_direct`, `shm_sliced` and `shm_staged` on one host, `direct` and `ordered` elsewhere (an "
+        "`MCI_ALGO` that reduces in another order is not used for them; see [Same bits](#same-bits)). Must be "
+        "the same on every rank. Read by the `cpu` backend only"},
     SettingRow{
         .name = "MCI_TRANSPORT",
         .kind = SettingKind::choice,

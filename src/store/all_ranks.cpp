@@ -99,9 +99,10 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
     if (missing < 0) break;
     if (!first) {
       if (dl.expired()) {
-        throw TimeoutError(fmt::format("Timed out waiting {}ms for store key '{}/{}': rank {} did not publish it "
-                                       "(it did not start, or crashed before this step)",
-                                       dl.budget().count(), prefix, missing, missing));
+        throw TimeoutError(
+            fmt::format("Timed out waiting {}ms for store key '{}/{}': rank {} did not publish it "
+                        "(it did not start, or crashed before this step)",
+                        dl.budget().count(), prefix, missing, missing));
       }
       std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
     }

@@ -137,8 +137,11 @@ def first_cases(world):
 
 
 class Cell:
-    def __init__(self, name, layout, mtu, env, moment, jobs=1, kinds=None):
+    def __init__(self, name, layout, mtu, env, moment, jobs=1, kinds=None, same_data=None):
         self.name = name
+        # Cells with the same tag run on the same data (one seed) so that
+        # their outputs can be compared bit for bit (compare_layouts).
+        self.same_data = same_data
         self.layout = layout  # ranks per host
         self.mtu = mtu
         self.env = env
@@ -152,6 +155,8 @@ class Cell:
 
 
 LAYOUTS = {"2x2": [2, 2], "2+1+2": [2, 1, 2], "1+3": [1, 3], "4x1": [1, 1, 1, 1], "1x4": [4]}
+# The collectives whose bits depend on the order of the additions.
+REDUCING = {"all_reduce", "reduce", "reduce_scatter"}
 # What MCI_ALGO can force across hosts, and the kinds each serves there.
 FORCED = {
     "direct": {"all_reduce", "broadcast", "all_gather", "gather", "scatter", "reduce_scatter"},
@@ -175,6 +180,14 @@ def all_cells():
             cells.append(Cell(f"{base}/lazy/first", layout, mtu, {"MCI_CONNECT": "lazy"}, "first", jobs=5))
             for algo, kinds in FORCED.items():
                 cells.append(Cell(f"{base}/{algo}/steady", layout, mtu, {"MCI_ALGO": algo}, "steady", kinds=kinds))
+    # Same bits whatever the layout (docs/env.md, "Same bits"): the same
+    # cases on the same data, 4 ranks as 1x4, 2x2 and 4x1; with
+    # MCI_REPRODUCIBLE=1 every output must hash the same in the three
+    # (compare_layouts), without it the runner says how many differ.
+    for lname in ("1x4", "2x2", "4x1"):
+        for mode, env in (("reproducible", {"MCI_REPRODUCIBLE": "1"}), ("default-bits", {})):
+            cells.append(Cell(f"{lname}/mtu1500/{mode}/steady", LAYOUTS[lname], 1500, env, "steady",
+                              kinds=REDUCING, same_data=mode))
     return cells
 
 
@@ -192,12 +205,16 @@ SUBSET = [
     "2x2/mtu9000/ring/steady",
     "2+1+2/mtu1500/tree/steady",
     "2x2/mtu1500/tcp-only/steady",
+    "1x4/mtu1500/reproducible/steady",
+    "2x2/mtu1500/reproducible/steady",
+    "4x1/mtu1500/reproducible/steady",
 ]
 SUBSET_FIRST_JOBS = {"2+1+2/mtu9000/auto/first": 5, "1x4/mtu1500/auto/first": 10}
 
 
 class JobResult:
     def __init__(self):
+        self.hashes = {}  # (call, rank) -> (case, hash)
         self.calls = 0
         self.wrong = 0
         self.problems = []
@@ -271,6 +288,7 @@ def check_outputs(out_dir, world, calls, res, seed):
             res.problems.append(f"rank {r} reported {len(done)} calls of {calls} (seed {seed})")
         for line in done:
             res.calls += 1
+            res.hashes[(line["call"], r)] = (line["case"], line["hash"])
             by_call.setdefault(line["call"], []).append(line)
             if line["wrong"] or line["input_changed"]:
                 res.wrong += line["wrong"]
@@ -287,6 +305,34 @@ def check_outputs(out_dir, world, calls, res, seed):
                                 + f" (seed {seed})")
 
 
+def compare_layouts(cells, results):
+    """Cells run on the same data in several layouts: under
+    MCI_REPRODUCIBLE=1 every rank's output of every call must be the same
+    bits in each layout (the first cell's problems say which differ); in
+    the default mode the count of differing outputs is only said."""
+    by_name = {r["cell"]: r for r in results}
+    tags = {}
+    for c in cells:
+        if c.same_data and c.name in by_name:
+            tags.setdefault(c.same_data, []).append(by_name[c.name])
+    for tag, runs in tags.items():
+        if len(runs) < 2:
+            continue
+        ref = runs[0]
+        for other in runs[1:]:
+            differ = [key for key, (case, h) in ref["hashes"].items()
+                      if key in other["hashes"] and other["hashes"][key][1] != h]
+            compared = sum(1 for key in ref["hashes"] if key in other["hashes"])
+            line = (f"{tag}: {len(differ)} of {compared} outputs differ between {ref['cell']} and {other['cell']}")
+            print(("     " if tag != "reproducible" or not differ else "FAIL ") + line, flush=True)
+            if tag == "reproducible" and (differ or compared == 0):
+                other["ok"] = False
+                detail = ", ".join(f"call {call} rank {rank} ({ref['hashes'][(call, rank)][0]})"
+                                   for call, rank in differ[:5])
+                other["problems"].append(f"DIFFERENT BITS ACROSS LAYOUTS under MCI_REPRODUCIBLE=1: {line}"
+                                         + (f"; first: {detail}" if detail else ": nothing compared"))
+
+
 def run_cell(args, hosts, cell, rng):
     start = time.monotonic()
     total = JobResult()
@@ -299,9 +345,11 @@ def run_cell(args, hosts, cell, rng):
         n = SUBSET_FIRST_JOBS.get(cell.name, cell.jobs) if not args.full else cell.jobs
         n = args.jobs or n
         jobs_plan = [(first[j % len(first):] + first[:j % len(first)], 1) for j in range(n)]
+    hashes = {}
     for cases, repeat in jobs_plan:
-        seed = rng.getrandbits(48)
+        seed = rng.getrandbits(48) if cell.same_data is None else args.same_data_seed
         r = run_job(args, hosts, cell, cases, repeat, seed)
+        hashes.update(r.hashes)
         jobs += 1
         failed_jobs += 1 if r.problems else 0
         total.calls += r.calls
@@ -309,7 +357,7 @@ def run_cell(args, hosts, cell, rng):
         total.problems += r.problems
     return {"cell": cell.name, "jobs": jobs, "failed_jobs": failed_jobs, "calls": total.calls, "wrong": total.wrong,
             "seconds": round(time.monotonic() - start, 1), "ok": not total.problems,
-            "problems": total.problems}
+            "problems": total.problems, "hashes": hashes}
 
 
 def main():
@@ -347,6 +395,7 @@ def main():
         print(f"matrix.py: skipped: {why}")
         return 77
     seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(32)
+    args.same_data_seed = random.Random(seed).getrandbits(48) + 1
     print(f"matrix.py: {len(cells)} cell(s), seed {seed} (rerun with --seed {seed})", flush=True)
     rng = random.Random(seed)
     results = []
@@ -368,6 +417,9 @@ def main():
                 if not r["ok"]:
                     print(f"     rerun alone: {sys.argv[0]} --mcirun ... --rank-program ... --cell '{c.name}'"
                           f" --seed {seed}", flush=True)
+    compare_layouts(cells, results)
+    for r in results:
+        r.pop("hashes", None)
     elapsed = time.monotonic() - started
     failed = [r for r in results if not r["ok"]]
     print(f"matrix.py: {len(results) - len(failed)} passed, {len(failed)} failed in {elapsed:.0f} s")

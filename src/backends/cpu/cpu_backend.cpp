@@ -51,6 +51,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const BackendContext& ctx)
       : store_(ctx.store),
         forced_(coll::parse_forced_algo(ctx.settings.text("MCI_ALGO"))),
+        reproducible_(ctx.settings.choice("MCI_REPRODUCIBLE") == "1"),
         copier_(coll::SharedCopier::kSlowRate, copies(ctx.settings.choice("MCI_SHM_STREAMING"))) {
     const Settings& s = ctx.settings;
     const Deadline dl(ctx.timeout);
@@ -86,7 +87,7 @@ class CpuBackend final : public Backend {
                       "receive into a host buffer and copy it to the GPU, or pass src=<the sending rank>",
                       d.device.str()));
     }
-    d.algo = coll::select_algo(d.kind, d.bytes(), mesh_->size(), forced_, layout_);
+    d.algo = coll::select_algo(d.kind, d.bytes(), mesh_->size(), forced_, layout_, reproducible_);
   }
 
   void run(const coll::CollectiveDesc& d, const Deadline& dl) override {
@@ -217,6 +218,7 @@ class CpuBackend final : public Backend {
 
   std::shared_ptr<Store> store_;  // outlives mesh_, which reads peers' addresses from it
   std::optional<Algo> forced_;
+  bool reproducible_;  // MCI_REPRODUCIBLE: reductions in rank order (select.hpp)
   std::unique_ptr<transport::Transport> mesh_;
   transport::ArrivalLog* arrivals_ = nullptr;  // mesh_'s, when it keeps one
   std::unique_ptr<transport::ShmWorld> shm_;

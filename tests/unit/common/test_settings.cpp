@@ -160,11 +160,12 @@ TEST(Settings, ATypedInitOptionsFieldIsTheDefaultCheckedByTheRowAlone) {
 
 TEST(Settings, TheAgreedPartHoldsTheHonouredRowsReadAsTheirKind) {
   const Settings s = resolve_all({{"MCI_SHM_BUFFER_BYTES", " 8192"}, {"MCI_ALGO", "ring"}});
-  EXPECT_EQ(s.agreed(), "MCI_ALGO=ring MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
+  EXPECT_EQ(s.agreed(),
+            "MCI_ALGO=ring MCI_REPRODUCIBLE=0 MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
   EXPECT_EQ(Settings::resolve(env_only({{"MCI_SHM_BUFFER_BYTES", "8192"}}), SettingUses{false, true}).agreed(),
             "MCI_TRANSPORT=auto MCI_SHM_BUFFER_BYTES=8192 MCI_CONNECT=lazy");
   EXPECT_EQ(Settings::agreed_names(SettingUses{true, true}),
-            "MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT");
+            "MCI_ALGO, MCI_REPRODUCIBLE, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT");
 }
 
 TEST(SettingsTable, MarkdownHasOneLinePerRowOfTheSection) {

@@ -226,11 +226,13 @@ TEST(InitSettings, RanksGivenDifferentSettingsAreRefused) {
       },
       [](ProcessGroup&) { return std::string("joined"); });
   for (const auto& e : errors) {
-    EXPECT_NE(e.find("the ranks disagree on mci's settings: rank 0 has MCI_ALGO=auto MCI_TRANSPORT=auto "
-                     "MCI_SHM_BUFFER_BYTES=524288 MCI_CONNECT=lazy, rank 1 has"),
-              std::string::npos)
+    EXPECT_NE(
+        e.find("the ranks disagree on mci's settings: rank 0 has MCI_ALGO=auto MCI_REPRODUCIBLE=0 MCI_TRANSPORT=auto "
+               "MCI_SHM_BUFFER_BYTES=524288 MCI_CONNECT=lazy, rank 1 has"),
+        std::string::npos)
         << e;
-    EXPECT_NE(e.find("MCI_CONNECT=eager. Set MCI_ALGO, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and MCI_CONNECT the same"),
+    EXPECT_NE(e.find("MCI_CONNECT=eager. Set MCI_ALGO, MCI_REPRODUCIBLE, MCI_TRANSPORT, MCI_SHM_BUFFER_BYTES and "
+                     "MCI_CONNECT the same"),
               std::string::npos)
         << e;
   }
