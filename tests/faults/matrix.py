@@ -382,13 +382,13 @@ class Job:
     def rank_args(self):
         c = self.cell
         fault = c.fault if c.fault in SELF_FAULTS else ("external" if c.fault != "none" else "none")
-        extra = []
+        steps, extra = (6 if c.policy == "replace" else STEPS), []
         if c.policy == "replace" and c.fault in HOST_FAULTS:
-            # A node lost whole is seen gone once its etcd lease expires
-            # (a second or more): the job runs long enough after the fault
-            # for its ranks to start elsewhere and join.
-            extra = ["--step-ms", "400"]
-        return ["--dir", self.dir, "--steps", str(6 if c.policy == "replace" else STEPS), "--fault", fault, "--moment", c.moment, "--victim",
+            # A node lost whole: its ranks start on another node, each an
+            # mcirun child that joins the running group at a step boundary
+            # (about a second): the job runs long enough after the fault.
+            steps, extra = 14, ["--step-ms", "150"]
+        return ["--dir", self.dir, "--steps", str(steps), "--fault", fault, "--moment", c.moment, "--victim",
                 str(c.victim_rank()), "--policy", c.policy, "--step", str(FAULT_STEP), "--large-mib", str(LARGE_MIB),
                 *extra]
 
