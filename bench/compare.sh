@@ -39,7 +39,8 @@ Options:
   -b, -e, -f         sizes: min, max (K/M/G), factor (default 8, 16M, 4)
   -n, -w             timed and warmup iterations per size (default 20, 5)
   -d, -o             dtype and reduce op (default float, sum)
-  --tools "T ..."    subset of: mci-auto mci-tcp mci-mpi gloo ompi (default all available)
+  --tools "T ..."    subset of: mci-auto mci-tcp mci-mpi gloo ompi (default all available), and
+                     repro-auto repro-tcp: mci-auto and mci-tcp with MCI_REPRODUCIBLE=1 (only when named)
   --build DIR        mci build directory (default build); configured and built here
   --no-build         use DIR as it is
   --out DIR          keep raw results there (default a new /tmp/mci-compare.XXXXXX)
@@ -155,6 +156,8 @@ done
 
 # Which tools this machine can run.
 available=(mci-auto mci-tcp)
+# The reproducible mode's tools run only when --tools names them.
+case " $tools " in *" repro-"*) available+=(repro-auto repro-tcp) ;; esac
 if [ -n "$baseline" ]; then
   case $baseline in /*) ;; *) baseline=$root/$baseline ;; esac
   if [ -x "$baseline/bin/mci-perf" ] && [ -x "$baseline/bin/mcirun" ]; then
@@ -206,6 +209,10 @@ run_tool() {
   local -a prog env=()
   case $tool in
     mci-auto|mci-tcp) prog=("$perf" "$collective" "${common[@]}" -c 1 --backend cpu --transport "${tool#mci-}") ;;
+    # MCI_REPRODUCIBLE=1 (docs/env.md, "Same bits"): what the same bits cost.
+    repro-auto|repro-tcp)
+      env=(MCI_REPRODUCIBLE=1)
+      prog=("$perf" "$collective" "${common[@]}" -c 1 --backend cpu --transport "${tool#repro-}") ;;
     base-auto|base-tcp)
       # Its own library first: the baseline's binaries may point at this build's.
       env=("LD_LIBRARY_PATH=$baseline/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
@@ -227,6 +234,7 @@ run_tool() {
       mci-mpi|ompi) cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none "${mpirun_extra[@]}" -np "$n"
                          "${prog[@]}") ;;
       base-*) cmd=(env "${env[@]}" "$baseline/bin/mcirun" --nproc_per_node="$n" --standalone "${prog[@]}") ;;
+      repro-*) cmd=(env "${env[@]}" "$mcirun" --nproc_per_node="$n" --standalone "${prog[@]}") ;;
       *) cmd=("$mcirun" --nproc_per_node="$n" --standalone "${prog[@]}") ;;
     esac
   fi

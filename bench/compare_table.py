@@ -20,9 +20,10 @@ import statistics
 import sys
 from collections import defaultdict
 
-TOOLS = ["mci-auto", "mci-tcp", "mci-mpi", "base-auto", "base-tcp", "gloo", "ompi"]
+TOOLS = ["mci-auto", "mci-tcp", "mci-mpi", "base-auto", "base-tcp", "repro-auto", "repro-tcp", "gloo", "ompi"]
 RATIOS = [("mci-auto", "ompi", "auto/ompi"), ("mci-tcp", "ompi", "tcp/ompi"), ("mci-auto", "gloo", "auto/gloo"),
-          ("mci-mpi", "ompi", "mpi/ompi"), ("mci-auto", "base-auto", "auto/base"), ("mci-tcp", "base-tcp", "tcp/base")]
+          ("mci-mpi", "ompi", "mpi/ompi"), ("mci-auto", "base-auto", "auto/base"), ("mci-tcp", "base-tcp", "tcp/base"),
+          ("repro-auto", "mci-auto", "rauto/auto"), ("repro-tcp", "mci-tcp", "rtcp/tcp"), ("repro-tcp", "ompi", "rtcp/ompi")]
 
 
 def num(v, width, digits=2):

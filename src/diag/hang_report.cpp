@@ -243,7 +243,8 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
         line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
       }
       try {
-        if (collective && store.check({called_key(stuck.seq, r)})) {
+        // Not this rank's own (its own answer only came late): it is counted already.
+        if (collective && r != rank && store.check({called_key(stuck.seq, r)})) {
           const std::string its = to_string(store.get(called_key(stuck.seq, r), std::chrono::milliseconds(1)));
           called[its].push_back(r);
           if (its != what) mismatched.push_back(r);

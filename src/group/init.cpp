@@ -387,12 +387,20 @@ void finish_together(Store& store, const Place& place, std::chrono::milliseconds
   try {
     for (bool stopped = false;; stopped = true) {
       if (stopped) std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
+      // The ended and the given up first, then who left: a rank that left
+      // and then ended shows as left in the read after.
+      std::set<int> gone;
+      if (stopped) {
+        const std::string failed = to_string(store.get("finished/failed", dl.wait_left()));
+        gone = lost_ranks(failed);
+        gone.merge(gave_up_ranks(failed));
+      }
       const auto left = store.get_range("finished/left", 1, place.world - 1, "finished/failed", dl.wait_left());
       if (std::all_of(left.begin(), left.end(), [](const auto& v) { return v.has_value(); })) return;
-      const std::set<int> lost = lost_ranks(to_string(store.get("finished/failed", dl.wait_left())));
+      if (!stopped) continue;
       bool waiting = false;
       for (std::size_t i = 0; i < left.size() && !waiting; ++i) {
-        waiting = !left[i] && !lost.count(static_cast<int>(i) + 1);
+        waiting = !left[i] && !gone.count(static_cast<int>(i) + 1);
       }
       if (!waiting) {
         log::info("rank 0: a rank ended just after init's agreement; its first operation will say who");

@@ -566,7 +566,7 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
   std::unique_ptr<NodeAdopter> adopter;
   if (presence_ && job_.on_rank_loss == OnRankLoss::replace &&
       node_nproc_.size() == static_cast<std::size_t>(a.nnodes)) {
-    adopter = std::make_unique<NodeAdopter>(NodeAdopterOptions{a.store, a.nnodes, a.node_rank, a.index});
+    adopter = std::make_unique<NodeAdopter>(NodeAdopterOptions{a.store, a.nnodes, a.node_rank, a.index, node_nproc_});
     sup.adopt_with(adopter.get(), [this, a](int node, int first_local) {
       int first_rank = 0;
       for (int n = 0; n < node; ++n) first_rank += node_nproc_[static_cast<std::size_t>(n)];

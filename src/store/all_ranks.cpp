@@ -4,7 +4,6 @@
 #include <charconv>
 #include <exception>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -36,11 +35,12 @@ Verdict decode(const std::string& s) {
 }
 }  // namespace
 
-std::set<int> lost_ranks(const std::string& failed) {
+namespace {
+// The ranks of the records "MARK R" in a failure key's value.
+std::set<int> marked_ranks(const std::string& failed, std::string_view mark) {
   std::set<int> out;
-  constexpr std::string_view kLost = ";lost ";
-  for (auto at = failed.find(kLost); at != std::string::npos; at = failed.find(kLost, at)) {
-    at += kLost.size();
+  for (auto at = failed.find(mark); at != std::string::npos; at = failed.find(mark, at)) {
+    at += mark.size();
     int r = 0;
     const auto [end, ec] = std::from_chars(failed.data() + at, failed.data() + failed.size(), r);
     if (ec == std::errc()) out.insert(r);
@@ -48,6 +48,10 @@ std::set<int> lost_ranks(const std::string& failed) {
   }
   return out;
 }
+}  // namespace
+
+std::set<int> lost_ranks(const std::string& failed) { return marked_ranks(failed, ";lost "); }
+std::set<int> gave_up_ranks(const std::string& failed) { return marked_ranks(failed, ";timeout "); }
 
 std::string RankVerdicts::failures() const {
   std::string out;
@@ -78,9 +82,9 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
   // it would have without the failure. The lost are read before the values
   // they are judged with: a rank lost by then that had published shows its
   // value in the read after, so a missing value of a lost rank is final, and
-  // every rank decides alike whenever it reads. Only a stopped wait polls:
-  // the failure key exists from then on, so the store cannot wait for us.
-  const auto poll = std::chrono::milliseconds(2) * std::max(1, size / 64);
+  // every rank decides alike whenever it reads. A stopped wait (the failure
+  // key exists from then on) waits on the first missing rank's key alone.
+  constexpr auto poll = std::chrono::milliseconds(50);
   std::set<int> lost;
   std::size_t decided = values.size();
   for (bool first = true;; first = false) {
@@ -104,7 +108,12 @@ RankVerdicts exchange_verdicts(Store& store, std::string_view topic, int rank, i
                         "(it did not start, or crashed before this step)",
                         dl.budget().count(), prefix, missing, missing));
       }
-      std::this_thread::sleep_for(std::min(poll, dl.wait_left()));
+      // On the missing rank's own key: its value, or a slice, whichever
+      // comes first (a rank lost meanwhile shows at the next look).
+      try {
+        store.wait({fmt::format("{}/{}", prefix, missing)}, std::min(poll, dl.wait_left()));
+      } catch (const TimeoutError&) {
+      }
     }
     lost = lost_ranks(to_string(store.get(stop, dl.wait_left())));
     values = store.get_range(prefix, 0, size, stop, dl.wait_left());

@@ -77,6 +77,8 @@ class AgreementTimedOut : public TimeoutError {
 // The ranks a topic's failure key names as ended: the ";lost R" records the
 // store appends when a rank's connection closes (its death certificate).
 std::set<int> lost_ranks(const std::string& failed);
+// The ranks it names as having given up (";timeout R": agree() timed out there).
+std::set<int> gave_up_ranks(const std::string& failed);
 
 GroupVerdict agree(Store& store, std::string_view topic, int rank, int size, const Verdict& mine, const Deadline& dl);
 

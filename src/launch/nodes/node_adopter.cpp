@@ -43,24 +43,30 @@ std::vector<int> NodeAdopter::take() {
   return std::exchange(claimed_, {});
 }
 
-std::vector<int> NodeAdopter::look(Store& store) {
-  std::vector<int> mine;
+void NodeAdopter::look(Store& store) {
   const std::string me = std::to_string(o_.node_rank);
   for (int n = 0; n < o_.nnodes; ++n) {
     auto&& settled = settled_[static_cast<std::size_t>(n)];
     if (settled) continue;
-    // Finished first, then gone: a node's "done" is published before its
-    // mcirun exits, so a node that ended well never reads as lost.
+    // Gone first, then finished: a node's "done" is written before its
+    // presence closes, so a node read gone and not done was lost (the
+    // other order took a node that finished between the reads).
+    if (!node_is_gone(store, n)) continue;
     if (store.check({attempt_key(o_.attempt, "done/" + std::to_string(n))})) {
       settled = true;
       continue;
     }
-    if (!node_is_gone(store, n)) continue;
-    settled = true;
+    if (!accepting_.load() || room_.load() < o_.nproc.at(static_cast<std::size_t>(n))) continue;
     const std::string key = attempt_key(o_.attempt, "adopt/" + std::to_string(n));
-    if (to_string(store.compare_set(key, {}, to_bytes(me))) == me) mine.push_back(n);
+    // A claim asked again after a lost answer finds its own name.
+    const std::string who = to_string(store.compare_set(key, {}, to_bytes(me)));
+    settled = true;
+    if (who != me) continue;
+    std::lock_guard lk(mu_);
+    claimed_.push_back(n);
+    const char one = 1;
+    (void)!::write(wake_write_.get(), &one, 1);
   }
-  return mine;
 }
 
 void NodeAdopter::run() {
@@ -68,10 +74,9 @@ void NodeAdopter::run() {
   std::unique_lock lk(mu_);
   while (!stop_) {
     lk.unlock();
-    std::vector<int> mine;
     try {
       if (!store) store = o_.store.connect(std::chrono::seconds(5), std::chrono::seconds(2));
-      mine = look(*store);
+      look(*store);
     } catch (const std::exception& e) {
       // The store out of reach: the node's link says so to the event loop;
       // this one tries again at its next round.
@@ -79,11 +84,6 @@ void NodeAdopter::run() {
       store.reset();
     }
     lk.lock();
-    if (!mine.empty()) {
-      claimed_.insert(claimed_.end(), mine.begin(), mine.end());
-      const char one = 1;
-      (void)!::write(wake_write_.get(), &one, 1);
-    }
     cv_.wait_for(lk, o_.poll, [this] { return stop_; });
   }
 }

@@ -12,6 +12,7 @@
 // it expires, and then its own ranks have lost the control plane and stop).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -29,6 +30,7 @@ struct NodeAdopterOptions {
   int nnodes = 1;
   int node_rank = 0;
   int attempt = 0;
+  std::vector<int> nproc;               // ranks of each node: a claim needs room for all of them
   std::chrono::milliseconds poll{100};  // how often each other node's presence is read
 };
 
@@ -42,11 +44,19 @@ class NodeAdopter {
   // Readable when this node claimed a gone node; take() then says which.
   int fd() const { return wake_read_.get(); }
   std::vector<int> take();
+  // How many more replacements this node may start (its cap, less those
+  // started or pending): a node is claimed only with room for all its
+  // ranks, so that a claim is never one this node cannot keep.
+  void set_room(int replacements) { room_.store(replacements); }
+  // No more claims (the node's processes are stopping, or all exited):
+  // another node claims what this one no longer would.
+  void refuse() { accepting_.store(false); }
 
  private:
   void run();
-  // One round over the nodes not settled yet; returns the ones claimed.
-  std::vector<int> look(Store& store);
+  // One round over the nodes not settled yet; what this node claimed goes
+  // to claimed_ as soon as the store has answered.
+  void look(Store& store);
 
   NodeAdopterOptions o_;
   Fd wake_read_, wake_write_;
@@ -55,6 +65,8 @@ class NodeAdopter {
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<int> claimed_;  // guarded by mu_
+  std::atomic<int> room_{0};
+  std::atomic<bool> accepting_{true};
   std::thread thread_;
 };
 

@@ -46,9 +46,11 @@ EnvLookup environment_of(const std::vector<std::string>& base) {
 
 }  // namespace
 
-std::string error_file(const Attempt& a, int local_rank) {
+std::string error_file(const Attempt& a, int local_rank) { return error_file(a, local_rank, a.rank_of(local_rank)); }
+
+std::string error_file(const Attempt& a, int local_rank, int rank) {
   if (!a.log_dir.empty()) return log_error_file(a.log_dir, local_rank);
-  return error_file_path(a.error_dir, a.rank_of(local_rank));
+  return error_file_path(a.error_dir, rank);
 }
 
 namespace {

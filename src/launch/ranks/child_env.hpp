@@ -29,6 +29,9 @@ std::vector<std::string> current_environment();
 // Where rank `local_rank`'s TORCHELASTIC_ERROR_FILE is (in the attempt's log
 // folder with --log-dir, else under its error_dir).
 std::string error_file(const Attempt& a, int local_rank);
+// The same for a process of rank `rank` started here as local rank
+// `local_rank` (a rank adopted from a lost node is not a.rank_of(local_rank)).
+std::string error_file(const Attempt& a, int local_rank, int rank);
 
 // base ("NAME=value" strings) with what torch 2.15's agent gives its
 // workers in attempt a (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,

@@ -276,6 +276,7 @@ void Supervisor::wake_to_receive(const Proc& p, int sig) {
 // a failure sends), then SIGKILL; after any other signal, SIGKILL.
 void Supervisor::begin_stop(int first) {
   phase_ = Phase::stopping;
+  if (adopter_) adopter_->refuse();
   steps_left_ = first == SIGINT ? std::vector<int>{SIGTERM, SIGKILL} : std::vector<int>{SIGKILL};
   send_step(first);
 }
@@ -418,6 +419,8 @@ int Supervisor::run() {
     kill_lost_groups();
   }
   groups_settled_ = true;
+  // Waiting for the other nodes now: no node is adopted by this one.
+  if (adopter_) adopter_->refuse();
   for (auto& p : procs_) {
     p.out.drain_and_close(buf_);
     p.err.drain_and_close(buf_);
@@ -528,7 +531,7 @@ std::string Supervisor::failure_line() const {
   std::string line =
       fmt::format("rank {} (pid {} on {}) failed: {}", p.rank, p.pid, host_, p.status ? describe_exit(*p.status) : "?");
   if (attempt_.keeps_error_files()) {
-    if (const auto ex = recorded_exception(error_file(attempt_, p.local_rank))) {
+    if (const auto ex = recorded_exception(error_file(attempt_, p.local_rank, p.rank))) {
       line += ": " + ex->substr(0, ex->find('\n'));
     }
   }
@@ -580,7 +583,7 @@ void Supervisor::print_summary() const {
     if (p.kept) {
       rr.python_exception = p.recorded;  // the file is its replacement's now
     } else if (attempt_.keeps_error_files()) {
-      rr.python_exception = recorded_exception(error_file(attempt_, p.local_rank));
+      rr.python_exception = recorded_exception(error_file(attempt_, p.local_rank, p.rank));
     }
     r.ranks.push_back(std::move(rr));
   }

@@ -140,6 +140,8 @@ class Supervisor {
   void start_replacements();
   // The ranks of the nodes the adopter claimed, started as replacements.
   void adopt_nodes();
+  // Tells the adopter how many replacements this node may still start.
+  void tell_adopter_room();
   // Under replace, why the next loss gets no replacement ("" when it does).
   std::string replacement_refused() const;
   // Preserves p's recorded exception, and moves its error file out of its

@@ -54,6 +54,7 @@ void Supervisor::on_loss(Proc& p) {
     if (p.not_replaced.empty()) {
       // Its line names the new pid: said once the replacement has started.
       pending_.push_back(index);
+      tell_adopter_room();
       return;
     }
     say_lost(p, fmt::format("not replaced: {}; as with continue, {}", p.not_replaced, others_go_on()));
@@ -66,7 +67,7 @@ void Supervisor::on_loss(Proc& p) {
 void Supervisor::keep_error_file(Proc& p, int k) {
   p.kept = true;
   if (!attempt_.keeps_error_files()) return;
-  const std::string path = error_file(attempt_, p.local_rank);
+  const std::string path = error_file(attempt_, p.local_rank, p.rank);
   p.recorded = recorded_exception(path);
   // Kept beside it (the log folder is the user's), out of the way of an
   // exception the replacement records.
@@ -96,18 +97,32 @@ void Supervisor::start_replacements() {
     say_lost(procs_[i], what);
     end_lost_group(procs_[i]);
   }
+  tell_adopter_room();
 }
 
 void Supervisor::adopt_with(NodeAdopter* adopter, AdoptedSpecs specs) {
   adopter_ = adopter;
   adopted_specs_ = std::move(specs);
+  tell_adopter_room();
+}
+
+void Supervisor::tell_adopter_room() {
+  if (!adopter_) return;
+  adopter_->set_room(std::max(0, job_.max_replacements - replacements_ - static_cast<int>(pending_.size())));
 }
 
 void Supervisor::adopt_nodes() {
   for (const int node : adopter_->take()) {
     int first_local = 0;
     for (const auto& s : specs_) first_local = std::max(first_local, s.local_rank + 1);
-    const std::vector<RankSpec> ranks = adopted_specs_(node, first_local);
+    std::vector<RankSpec> ranks;
+    try {
+      ranks = adopted_specs_(node, first_local);
+    } catch (const std::exception& e) {
+      say(fmt::format("mcirun: node {}'s mcirun is gone, and this node cannot start its ranks again: {}", node,
+                      e.what()));
+      continue;
+    }
     std::string what;
     for (const RankSpec& spec : ranks) {
       const std::string sep = what.empty() ? "" : "; ";
@@ -130,6 +145,7 @@ void Supervisor::adopt_nodes() {
                     "--on-rank-loss=replace: this node (node {} on {}) starts its {} rank(s) again: {}",
                     node, attempt_.node_rank, host_, ranks.size(), what));
   }
+  tell_adopter_room();
 }
 
 // What the rank started (data loader workers, a shell's children) dies
