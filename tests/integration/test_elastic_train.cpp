@@ -259,7 +259,9 @@ TEST(ElasticTrain, ReplaceStartsALostNodesRanksOnASurvivingNode) {
   EXPECT_NE(n0.err().find("this node (node 0 on "), std::string::npos) << n0.all();
   EXPECT_NE(n0.err().find("rank 2 as pid "), std::string::npos) << n0.all();
   EXPECT_NE(n0.err().find("rank 3 as pid "), std::string::npos) << n0.all();
-  EXPECT_NE(n0.out().find("grew world 4 joined 2 in "), std::string::npos) << n0.all();
+  // Both at one step boundary, or one at each of two (a slow start, as
+  // under a sanitizer): the group is whole again either way.
+  EXPECT_NE(n0.out().find("grew world 4 joined "), std::string::npos) << n0.all();
   // Node 0's two ranks and the two it started for node 1, all on world 4.
   expect_finals(finals(n0.out()), 4, kSteps, n0.all() + n1.all());
 }

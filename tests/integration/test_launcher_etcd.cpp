@@ -143,7 +143,9 @@ TEST_F(EtcdJob, Node0LostUnderReplaceItsRanksStartOnNode1) {
   EXPECT_TRUE(contains(n1.err(), "node 0's mcirun is gone")) << n1.all();
   EXPECT_TRUE(contains(n1.err(), "rank 0 as pid ")) << n1.all();
   EXPECT_TRUE(contains(n1.err(), "rank 1 as pid ")) << n1.all();
-  EXPECT_TRUE(contains(n1.out(), "grew world 4 joined 2 in ")) << n1.all();
+  // Both at one step boundary, or one at each of two (a slow start, as
+  // under a sanitizer, CI): the group is whole again either way.
+  EXPECT_TRUE(contains(n1.out(), "grew world 4 joined ")) << n1.all();
   const auto f = finals(n1.out());
   ASSERT_EQ(f.size(), 4u) << n1.all();
   for (const auto& [world, sum] : f) {
