@@ -204,7 +204,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
     store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
   } catch (const std::exception& e) {
-    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}, {}};
+    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}, {}, {}};
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
@@ -319,7 +319,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
     }
   }
-  return {out, mismatched, silent, cannot, odd_ones};
+  return {out, mismatched, silent, cannot, odd_ones, never};
 }
 
 }  // namespace mci::diag

@@ -59,6 +59,9 @@ struct HangReport {
   // called one: the ranks that did not (the odd ones out). Empty when they
   // agree, or split with no majority.
   std::vector<int> odd_ones;
+  // Ranks that had not reached the position yet (a collective): a hang
+  // after a timeout; after a mismatch seen at once, most likely only later.
+  std::vector<int> not_there;
 };
 
 // Why a report is made: it titles the report and says what this rank saw.

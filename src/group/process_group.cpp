@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -138,9 +139,17 @@ void ProcessGroup::Impl::execute(const coll::CollectiveDesc& d, diag::OpRecord& 
       // error names the odd one out (two ranks' calls cannot say which is
       // wrong) and every rank writes its flight recorder where dumps go
       // (torchfrtrace finds every file, not an empty folder).
-      const diag::HangReport report =
-          hang_report(rec, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0),
-                      diag::kMismatchSeen);
+      const auto waited = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0); };
+      diag::HangReport report = hang_report(rec, waited(), diag::kMismatchSeen);
+      // A rank not at this position yet is most likely only slower (the
+      // mismatch was seen at once, not after a timeout): asked again while
+      // the report's wait lasts, so that its call counts (a slow third rank
+      // left two ranks evenly split, and no odd one named: CI).
+      const auto until = Clock::now() + std::min(report_wait_, timeout());
+      while (report.odd_ones.empty() && !report.not_there.empty() && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        report = hang_report(rec, waited(), diag::kMismatchSeen);
+      }
       throw MismatchError(fmt::format("{}{}\n{}", err.what(), odd_ones_text(report), report.text));
     }
     const auto end = clock_->now();
@@ -344,7 +353,7 @@ diag::HangReport ProcessGroup::Impl::hang_report(const diag::OpRecord& rec, std:
     try {
       report = diag::collect_hang_report(*store_, rank, size, rec, waited, std::min(report_wait_, timeout()), cause);
     } catch (const std::exception& e) {
-      report = {fmt::format("(no hang report: {})", e.what()), {}, {}, {}, {}};
+      report = {fmt::format("(no hang report: {})", e.what()), {}, {}, {}, {}, {}};
     }
   }
   {
