@@ -187,7 +187,9 @@ std::optional<int> JobRun::reach_etcd(JobStore& s) {
   s.host = o.host;
   s.port = relay_->port();
   s.trouble = [relay = relay_.get()] { return relay->trouble(); };
-  s.hosted_here = job_.node_rank == 0;
+  // An elastic range has no node 0 for good: each attempt's GROUP_RANK 0
+  // leads that attempt (meet_elastic).
+  s.hosted_here = !job_.elastic && job_.node_rank == 0;
   s.replicated = true;
   base_ = first_attempt(job_, std::move(s));
   return std::nullopt;
@@ -202,7 +204,13 @@ std::optional<int> JobRun::reach_etcd(JobStore& s) {
 void JobRun::say_where() const {
   const JobStore& s = base_.store;
   const std::string placed = job_.placement_source.empty() ? "" : " (placed by " + job_.placement_source + ")";
-  if (job_.elastic) {
+  if (job_.elastic && s.replicated) {
+    say(
+        fmt::format("mcirun: elastic job of {} to {} nodes, {} process(es) on this node, the job's store on etcd ({}, "
+                    "job '{}') through this node's relay {}:{}{}; no node holds it, and any node may be lost",
+                    job_.elastic->min_nodes, job_.elastic->max_nodes, job_.nproc_per_node,
+                    fmt::join(job_.etcd->endpoints, ","), job_.run_id, s.host, s.port, placed));
+  } else if (job_.elastic) {
     log::info("mcirun: elastic job of {} to {} nodes, {} process(es) on this node, {} the store {}:{}{}",
               job_.elastic->min_nodes, job_.elastic->max_nodes, job_.nproc_per_node,
               s.hosted_here ? "hosting" : "using", s.host, s.port, placed);
@@ -237,6 +245,12 @@ std::optional<int> JobRun::agree_program_port() {
   ports.store = base_.store;
   ports.wait_limit = job_.join_timeout;
   try {
+    if (job_.elastic && base_.store.replicated) {
+      // Any node may run rank 0: each holds a port, and the attempt's
+      // GROUP_RANK 0 publishes its own (meet_elastic).
+      program_port_.emplace();
+      return std::nullopt;
+    }
     if (base_.store.hosted_here) {
       program_port_.emplace();
       // On etcd without --master_addr, node 0's address toward etcd.
@@ -437,9 +451,12 @@ std::optional<int> JobRun::start_monitor() {
   return std::nullopt;
 }
 
-// Node 0 of an elastic job tells nodes still waiting to join that the job is over.
-int JobRun::finish(int rc) {
-  if (rdzv_ && base_.store.hosted_here) rdzv_->close(rc);
+// Node 0 of an elastic job tells nodes still waiting to join that the job
+// is over; on etcd any node of the last attempt does, once the job's end is
+// decided (over: not a stop signal of this node's own, which leaves the
+// others to go on without it).
+int JobRun::finish(int rc, bool over) {
+  if (rdzv_ && (base_.store.hosted_here || (base_.store.replicated && over))) rdzv_->close(rc);
   return rc;
 }
 
@@ -461,12 +478,12 @@ int JobRun::run_attempts() {
     Attempt a = base_;
     a.index = index;
     if (rdzv_) {
-      if (auto rc = meet_elastic(a)) return finish(*rc);
+      if (auto rc = meet_elastic(a)) return finish(*rc, *rc == 1);
       index = a.index;
     }
     const Outcome out = run_attempt(a);
-    if (out.ended) return finish(*out.ended);
-    if (auto rc = decide(a, out)) return finish(*rc);
+    if (out.ended) return finish(*out.ended, false);
+    if (auto rc = decide(a, out)) return finish(*rc, out.rc == 0 || out.rank_failed);
   }
 }
 
@@ -490,10 +507,15 @@ std::optional<int> JobRun::meet_elastic(Attempt& a) {
     a.first_rank = m.first_rank();
     a.world = m.world_size();
     say("mcirun: " + describe_membership(m, *job_.elastic));
+    if (base_.store.replicated) {
+      if (auto rc = agree_attempt_endpoint(a, m)) return rc;
+    }
     members_ = m;
   } catch (const Error& e) {
     if (base_.store.hosted_here) {
       say(fmt::format("mcirun: cannot start attempt {}: {}", a.index, e.what()));
+    } else if (base_.store.replicated) {
+      say(fmt::format("mcirun: cannot start attempt {} on the job's store on etcd: {}", a.index, e.what()));
     } else {
       say(
           fmt::format("mcirun: lost node 0, which holds the job's store at {}:{} ({}): an elastic job cannot go "
@@ -502,6 +524,44 @@ std::optional<int> JobRun::meet_elastic(Attempt& a) {
     }
     return 1;
   }
+  return std::nullopt;
+}
+
+// On etcd, an elastic attempt's GROUP_RANK 0 leads it as node 0 leads a
+// fixed job: it publishes where the program's rank 0 listens (its own
+// reserved port) and waits for the other nodes at the end. When the node
+// that ran rank 0 is lost, rank 0 moves: the job says where.
+std::optional<int> JobRun::agree_attempt_endpoint(Attempt& a, const Membership& m) {
+  a.store.hosted_here = m.group_rank == 0;
+  if (members_ && !members_->nodes.empty() && members_->nodes.front().id != m.nodes.front().id) {
+    const ElasticNode& was = members_->nodes.front();
+    const ElasticNode& now = m.nodes.front();
+    say(
+        fmt::format("mcirun: attempt {}: rank 0 now runs on {} (mcirun pid {}), GROUP_RANK 0; it ran on {} (mcirun "
+                    "pid {}), which is not in this attempt",
+                    a.index, now.host, now.pid, was.host, was.pid));
+  }
+  ProgramPortOptions ports;
+  ports.store = a.store;
+  ports.wait_limit = job_.join_timeout;
+  ports.scope = fmt::format("/attempt/{}", a.index);
+  if (a.store.hosted_here) {
+    const ProgramEndpoint e{job_.local_addr.value_or(job_.master_addr.empty() ? a.store.host : job_.master_addr),
+                            program_port_->port(), on_rank_loss_name(job_.on_rank_loss)};
+    publish_program_endpoint(ports, e);
+    a.program_addr = e.addr;
+    a.program_port = e.port;
+    return std::nullopt;
+  }
+  int stop_signal = 0;
+  const auto e = fetch_program_endpoint(ports, signals_, &stop_signal);
+  if (!e) {
+    say(fmt::format("mcirun: received {} while the nodes were meeting for attempt {}", signal_name(stop_signal),
+                    a.index));
+    return 128 + stop_signal;
+  }
+  a.program_addr = e->addr;
+  a.program_port = e->port;
   return std::nullopt;
 }
 
@@ -548,7 +608,7 @@ JobRun::Outcome JobRun::run_attempt(const Attempt& attempt) {
   }
   // Node 0 of an elastic job: a node lost while the attempt runs fails it.
   std::unique_ptr<MemberWatch> watch;
-  if (rdzv_ && members_ && a.store.hosted_here && a.nnodes > 1) {
+  if (rdzv_ && members_ && rdzv_->watches() && a.nnodes > 1) {
     watch = std::make_unique<MemberWatch>(a.store, a.index, rdzv_->watched(*members_), job_.elastic->lost_after(),
                                           std::min<std::chrono::milliseconds>(job_.elastic->keep_alive,
                                                                               std::chrono::milliseconds(500)));

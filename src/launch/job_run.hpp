@@ -76,6 +76,9 @@ class JobRun {
   // --nnodes MIN:MAX: the nodes that meet for the attempt numbered from
   // `a.index` on (a late node gets a later one) fill a's membership.
   std::optional<int> meet_elastic(Attempt& a);
+  // On etcd: the attempt's GROUP_RANK 0 leads it and publishes the
+  // program's MASTER_ADDR/MASTER_PORT; the others read them.
+  std::optional<int> agree_attempt_endpoint(Attempt& a, const Membership& m);
   // One attempt, from its folders to its supervisor's exit code.
   struct Outcome {
     std::optional<int> ended;  // the job ends here, with this code, before or without a supervisor
@@ -87,7 +90,8 @@ class JobRun {
   Outcome run_attempt(const Attempt& a);
   // After a failed attempt: the history, and whether to start again.
   std::optional<int> decide(const Attempt& a, const Outcome& out);
-  int finish(int rc);
+  // over: the job's end is decided (not this node's own stop signal).
+  int finish(int rc, bool over);
 
   const JobConfig& job_;
   const EnvLookup& env_;

@@ -61,6 +61,11 @@ inline std::string node(int id) { return "mcirun/elastic/node/" + std::to_string
 inline std::string round(int attempt) { return "mcirun/elastic/round/" + std::to_string(attempt); }
 inline std::string beat(int id) { return "mcirun/elastic/beat/" + std::to_string(id); }
 inline std::string left(int id) { return "mcirun/elastic/left/" + std::to_string(id); }
+// Node `id`'s rendezvous connection, counted (store/node_presence.hpp's
+// count_connection): the store records its close, so a killed mcirun is
+// lost at once, not after its beats' silence.
+inline std::string present(int id) { return "mcirun/elastic/present/" + std::to_string(id); }
+inline std::string present_gone(int id) { return "mcirun/elastic/present_gone/" + std::to_string(id); }
 }  // namespace elastic
 
 // mcirun --monitor (jobview/job_monitor.cpp): each node's sample (JSON)

@@ -27,9 +27,13 @@
 // after the last rank's loss at step K), grow (inside the grow that takes a
 // replacement in), exit (while destroying the group at the end). Each rank
 // appends to D/rank<R>.jsonl a line per completed step ({"step", "world",
-// "t_ns"}), its errors ({"error"}), and at the end {"final", "expected"}:
+// "t_ns", and "attempt": 1 in a restarted job), its errors ({"error"}), and at the end {"final", "expected"}:
 // hashes of its model and of the uninterrupted run's. The victim writes
-// D/fault.<R> (t_ns) just before its own fault.
+// D/fault.<R> (t_ns) just before its own fault, and D/pid.<R> (its pid,
+// whose mcirun is the victim's node) before its marker. P: stop, continue,
+// replace, or restart (mcirun --max-restarts: a failure ends the rank as
+// under stop, and the job's next start, TORCHELASTIC_RESTART_COUNT > 0,
+// runs the whole training again without a fault).
 #include <signal.h>
 #include <unistd.h>
 
@@ -144,11 +148,12 @@ class Rank {
         checked = false;
         step(s);
         ++done_;
-        log_.line(fmt::format(R"({{"step":{},"world":{},"t_ns":{}}})", s, pg_->size(), now_ns()));
+        log_.line(fmt::format(R"({{"step":{},"world":{},"attempt":{},"t_ns":{}}})", s, pg_->size(), restarted() ? 1 : 0,
+                              now_ns()));
         s = done_ + 1;
       } catch (const mci::Error& e) {
         log_.line(fmt::format(R"({{"error":{},"step":{},"t_ns":{}}})", quoted(e.what()), s, now_ns()));
-        if (o_.policy == "stop") return failed(e, "step");
+        if (o_.policy == "stop" || o_.policy == "restart") return failed(e, "step");
         try {
           recover(s);
         } catch (const mci::Error& again) {
@@ -171,7 +176,12 @@ class Rank {
   }
 
  private:
-  bool victim() const { return me_ == o_.victim && o_.fault != "none"; }
+  // A restarted job does no fault again: its start is the recovery.
+  bool victim() const { return me_ == o_.victim && o_.fault != "none" && !restarted(); }
+  static bool restarted() {
+    const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    return count && std::string(count) != "0";
+  }
 
   // Sums this rank's share of step s's samples: samples i, i + n, ... for
   // group rank i of n.
@@ -300,6 +310,13 @@ class Rank {
 
   void take_model_as_joiner() { sync_model(); }
 
+  // The runner's cue: this rank's pid first (which node runs it, when an
+  // elastic job numbers its nodes itself), then the marker.
+  void mark_moment() const {
+    std::ofstream(fmt::format("{}/pid.{}", o_.dir, me_)) << ::getpid() << "\n";
+    std::ofstream(fmt::format("{}/at.{}", o_.dir, me_)) << now_ns() << "\n";
+  }
+
   void write_fault_time() { std::ofstream(fmt::format("{}/fault.{}", o_.dir, me_)) << now_ns() << "\n"; }
 
   // The fault now, on this thread (or, for "external", the marker the
@@ -311,9 +328,7 @@ class Rank {
     if (o_.fault == "sigkill") ::raise(SIGKILL);
     if (o_.fault == "sigstop") ::raise(SIGSTOP);
     if (o_.fault == "abort") pg_->abort("the fault matrix's abort");
-    if (o_.fault == "external") {
-      std::ofstream(fmt::format("{}/at.{}", o_.dir, me_)) << now_ns() << "\n";
-    }
+    if (o_.fault == "external") mark_moment();
   }
 
   // The fault from a thread of its own, `after` once the operation that
@@ -327,7 +342,7 @@ class Rank {
       if (o_.fault == "sigkill") ::raise(SIGKILL);
       if (o_.fault == "sigstop") ::raise(SIGSTOP);
       if (o_.fault == "abort" && pg_) pg_->abort("the fault matrix's abort");
-      if (o_.fault == "external") std::ofstream(fmt::format("{}/at.{}", o_.dir, me_)) << now_ns() << "\n";
+      if (o_.fault == "external") mark_moment();
     });
     helper_.detach();
   }

@@ -25,7 +25,10 @@ A cell is (fault, moment, path, victim, policy):
   torch-etcd: torch-mci there, torch's own store on etcd too
   (MCI_TORCH_STORE=mci);
 - victims: the first rank, a middle one, the last;
-- policies: mcirun --on-rank-loss stop, continue, replace.
+- policies: mcirun --on-rank-loss stop, continue, replace, and on cpu-etcd
+  restart: an elastic job (--nnodes=2:3 --max-restarts=1, the same command
+  line on every node, as torchrun's etcd-v2 rendezvous) whose nodes left
+  start the whole job again without the lost one.
 
 What each cell must do (expected()): either recover in place (every
 survivor ends with the model of the uninterrupted run, to the last bit, and
@@ -89,7 +92,7 @@ ETCD_ELECTION_S = 0.5
 ETCD_FLAGS = ["--heartbeat-interval=50", f"--election-timeout={int(ETCD_ELECTION_S * 1000)}"]
 ETCD_READ_TIMEOUT_S = 2  # --rdzv_conf read_timeout: one request to etcd, at most
 VICTIMS = ["first", "middle", "last"]
-POLICIES = ["stop", "continue", "replace"]
+POLICIES = ["stop", "continue", "replace", "restart"]
 # The faults the victim process does to itself; the others the runner does.
 SELF_FAULTS = {"sigkill", "sigstop", "abort", "destroy"}
 # Faults that need hosts of their own (network namespaces).
@@ -134,12 +137,20 @@ def applies(c):
         if c.policy == "replace":
             return (c.path == "cpu-etcd" and c.fault == "store_lost" and c.victim == "first"
                     and c.moment in ("first", "large", "p2p"))
+        # Under restart (an elastic range), the node that runs rank 0 lost
+        # whole or cut off, or rank 0 alone killed: the job starts again
+        # without that node (with it, for rank 0 alone), rank 0 elsewhere.
+        if c.policy == "restart":
+            return (c.path == "cpu-etcd" and c.victim == "first" and c.moment in ("first", "large", "p2p")
+                    and c.fault in ("store_lost", "link_cut", "sigkill"))
         return (c.moment in ("first", "large", "p2p") and c.policy in ("stop", "continue")
                 and ((c.fault == "store_lost" and c.victim == "first")
                      or (c.fault == "etcd_member" and c.victim in ("first", "last"))
                      or (c.fault == "etcd_quorum" and c.victim == "first" and c.moment != "large")
                      or (c.fault == "link_cut" and c.victim in ("first", "last"))
                      or (c.fault == "sigkill" and c.victim == "first")))
+    if c.policy == "restart":
+        return False  # the restart of an elastic job on etcd (above); mci's own store: tests/integration
     if c.path == "torch-gloo" and c.policy != "stop":
         return False  # gloo cannot go on without a lost rank: the reference column is a stop
     if c.moment in ("shrink", "grow") and (c.policy == "stop" or c.victim == "last"):
@@ -177,6 +188,21 @@ def expected(c):
         # exits with the job's code, saying the signal came too late.
         return ("either" if c.moment == "exit" else "stop"), bound
     stop_bound = TIMEOUT_MS / 1000 + GRACE_S + 2
+    if c.policy == "restart":
+        # The job starts again, as torchrun's etcd-v2 rendezvous would: the
+        # loss seen (a killed process at once: its peers' connections
+        # refused, and a node lost whole also by its mcirun's store
+        # connection, closed), every rank stopped, the nodes meet again on
+        # etcd (without a lost node, which its closed connection says at
+        # once), new processes start and form their group, and train from
+        # step 1 to step FAULT_STEP again: measured 0.5 to 1.1 s (steal 0).
+        # Node 0 lost whole takes its etcd member with it, which may lead:
+        # an election first (see the etcd cells below). A cut link is seen
+        # only by a timeout or a lease's end: measured 2.0 to 3.6 s.
+        if c.fault == "link_cut":
+            return "recover", detect + 1.0
+        election = 3 * ETCD_ELECTION_S if c.fault == "store_lost" else 0.0
+        return "recover", 1.5 + election + (1.0 if c.moment == "large" else 0.0)
     if c.fault == "sigstop" and c.moment == "init":
         # The others' init times out; the victim, continued later, needs
         # its own timeout to find them gone (under stop, mcirun ends it at
@@ -328,6 +354,8 @@ SUBSET = [
     "etcd_quorum/p2p/cpu-etcd/first/continue",
     # torch on etcd: node 0 lost whole, torch's store with the job's on etcd.
     "store_lost/p2p/torch-etcd/first/continue",
+    # An elastic job on etcd restarted without the node that ran rank 0.
+    "store_lost/first/cpu-etcd/first/restart",
     "sigkill/first/torch-mci/middle/continue",
     "sigkill/large/torch-mci/last/stop",
     "abort/p2p/torch-mci/middle/stop",
@@ -371,6 +399,7 @@ class Job:
         self.logs = []
         self.fault_t = None
         self.fault_problem = None  # why the runner could not do the cell's fault
+        self.victim_host = None  # under restart: the host the victim ran on (victim_node)
         self.ended = None
 
     def program(self):
@@ -419,9 +448,11 @@ class Job:
 
     def start(self):
         c = self.cell
-        flags = [f"--grace={GRACE_S}", f"--on-rank-loss={c.policy}"]
+        flags = [f"--grace={GRACE_S}", f"--on-rank-loss={'stop' if c.policy == 'restart' else c.policy}"]
         if c.policy == "replace":
             flags.append("--max-restarts=2")  # replacements per node
+        if c.policy == "restart":
+            flags.append("--max-restarts=1")
         env = self.env()
         if c.hosts == 1:
             argv = [self.args.mcirun, "--standalone", f"--nproc_per_node={c.world}", *flags, *self.program(),
@@ -430,7 +461,11 @@ class Job:
         elif c.path in ETCD_PATHS:
             endpoints = self.start_etcd()
             for i in range(c.hosts):
-                argv = [self.args.mcirun, f"--nnodes={c.hosts}", f"--node_rank={i}", "--nproc_per_node=2",
+                # Under restart the same command line on every node: an
+                # elastic range, whose attempts number the nodes.
+                nodes = ([f"--nnodes=2:{c.hosts}"] if c.policy == "restart"
+                         else [f"--nnodes={c.hosts}", f"--node_rank={i}"])
+                argv = [self.args.mcirun, *nodes, "--nproc_per_node=2",
                         "--rdzv_backend=etcd", f"--rdzv_endpoint={endpoints}", f"--rdzv_id={self.mark.split('=')[1]}",
                         # A node cut off from etcd learns it within a request's time.
                         f"--rdzv_conf=read_timeout={ETCD_READ_TIMEOUT_S}",
@@ -515,7 +550,23 @@ class Job:
         self.procs.append(p)
 
     def victim_node(self):
-        return 0 if self.cell.hosts == 1 else self.cell.victim_rank() // 2
+        c = self.cell
+        if c.hosts == 1:
+            return 0
+        if c.policy != "restart":
+            return c.victim_rank() // 2
+        # An elastic job numbers its nodes itself: the victim's node is the
+        # host whose namespace holds the victim's pid (written before its
+        # marker), found once, while it lives.
+        marked = pathlib.Path(self.dir, f"pid.{c.victim_rank()}")
+        if self.victim_host is None and not marked.exists():
+            return None  # it never reached its moment (the cell says so)
+        if self.victim_host is None:
+            pid = int(marked.read_text().split()[0])
+            self.victim_host = next((i for i in range(c.hosts) if pid in self.hosts.pids_in(i)), None)
+            if self.victim_host is None:
+                raise RuntimeError(f"the victim's pid {pid} is in none of the hosts")
+        return self.victim_host
 
     def external_fault(self):
         """Waits for the victim's marker, then does the fault."""
@@ -540,7 +591,7 @@ class Job:
             for i in members:
                 self.etcds[i].kill()
         elif c.fault == "store_lost":
-            for pid in self.hosts.pids_in(0):  # node 0: its mcirun, its ranks, its guardian
+            for pid in self.hosts.pids_in(node):  # its mcirun, its ranks, its guardian, its etcd member
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -683,6 +734,14 @@ def run_cell(args, cell, hosts):
                 if missing:
                     problems.append(f"ranks {sorted(missing)} of the lost node did not finish: nobody started "
                                     "them again")
+            if cell.policy == "restart":
+                # The job started again, every rank of that start finished:
+                # all of them after a rank's loss, the lost node's two fewer.
+                want = cell.world - (2 if cell.fault in HOST_FAULTS else 0)
+                if "restarting every process, restart 1 of 1" not in job.output():
+                    problems.append("the job did not start again")
+                if len(survivors) != want:
+                    problems.append(f"{len(survivors)} ranks finished the restarted job, not {want}")
             for r, ls in survivors.items():
                 fin = [x for x in ls if "final" in x][-1]
                 if fin["final"] != fin["expected"]:
@@ -691,9 +750,13 @@ def run_cell(args, cell, hosts):
                 # The steps from the one the fault hit on: a step before it
                 # that a slower rank logged just after the fault is not a
                 # recovery.
+                # Under restart, a step of the restarted job (which
+                # trains from step 1 again): a step of the failed start
+                # that ended just after the fault is not a recovery either.
                 after = sorted(x["t_ns"] / 1e9 for ls in survivors.values() for x in ls
                                if "step" in x and "error" not in x and x["t_ns"] / 1e9 > fault_t
-                               and x["step"] >= FAULT_STEP)
+                               and x["step"] >= FAULT_STEP
+                               and (cell.policy != "restart" or x.get("attempt", 0) > 0))
                 if not after:
                     problems.append("no step completed after the fault")
                 else:
@@ -716,7 +779,8 @@ def run_cell(args, cell, hosts):
         if new_shm:
             problems.append(f"left in /dev/shm: {sorted(new_shm)}")
         # A node lost whole keeps what was on its disk (node 0 under store_lost).
-        tmps = job.tmps[1:] if cell.fault == "store_lost" else job.tmps
+        lost = job.victim_node() if cell.fault == "store_lost" else None
+        tmps = [t for i, t in enumerate(job.tmps) if i != lost]
         end = time.monotonic() + 5
         while any(os.listdir(t) for t in tmps) and time.monotonic() < end:
             time.sleep(0.05)

@@ -10,12 +10,14 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "common/http_get.hpp"
+#include "common/socket.hpp"
 #include "launcher_run.hpp"
 #include "support/etcd_process.hpp"
 #include "support/temp_dir.hpp"
@@ -69,6 +71,14 @@ class EtcdJob : public ::testing::Test {
 #endif
   }
 };
+
+std::string shared_etcd_endpoint() {
+#ifdef MCI_HAVE_ETCD
+  return shared_etcd()->endpoint();
+#else
+  return "";
+#endif
+}
 
 #ifdef MCI_HAVE_ETCD
 // The job's keys left on etcd (the relays' own included).
@@ -223,6 +233,117 @@ TEST_F(EtcdJob, Node0LostNode1ServesTheMonitorsPage) {
   EXPECT_NE(j["ranks"][2]["state"], "done") << j.dump(1);
   ::kill(n1.pid(), SIGTERM);  // the test has seen what it needs: no need to train 200 steps
   EXPECT_NE(n1.code(60s), 0) << n1.all();
+#endif
+}
+
+// --nnodes MIN:MAX on etcd: no node hosts the store, so the same command
+// line on every node, and any node may be lost, the one that runs rank 0
+// included. Nodes beat every second and are lost after two silent ones.
+Strings elastic_node(const std::string& job, const std::string& nnodes, const std::string& conf,
+                     const std::string& script) {
+  return {"--nnodes=" + nnodes,
+          "--nproc_per_node=2",
+          "--rdzv_backend=etcd-v2",
+          "--rdzv_endpoint=" + shared_etcd_endpoint(),
+          "--rdzv_id=" + job,
+          "--max-restarts=1",
+          "--rdzv_conf=keep_alive_interval=1,keep_alive_max_attempt=2," + conf,
+          "/bin/sh",
+          "-c",
+          "echo attempt=$TORCHELASTIC_RESTART_COUNT rank=$RANK world=$WORLD_SIZE "
+          "group=$GROUP_RANK/$GROUP_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT;"
+          "echo $$ > $TEST_DIR/.pid.$$ && mv $TEST_DIR/.pid.$$ $TEST_DIR/pid.$TORCHELASTIC_RESTART_COUNT.$RANK;" +
+              script};
+}
+
+// Attempt 0 runs until it is stopped; later attempts finish at once.
+const std::string kSleepOnAttempt0 = "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 60; fi";
+
+// The node that runs rank 0 lost whole (its mcirun and relay SIGKILLed, its
+// ranks ended by its guardian): the two other nodes restart the job
+// between them (--max-restarts, as torchrun's etcd-v2 would), rank 0 on
+// another node, which the job says.
+TEST_F(EtcdJob, ElasticRankZerosNodeLostTheOthersRestartWithoutIt) {
+#ifdef MCI_HAVE_ETCD
+  const std::string job = job_id("elastic");
+  const std::string conf = "join_timeout=30,last_call_timeout=30";
+  std::vector<std::unique_ptr<Mcirun>> nodes;
+  for (int n = 0; n < 3; ++n)
+    nodes.push_back(std::make_unique<Mcirun>(elastic_node(job, "2:3", conf, kSleepOnAttempt0), kEnv));
+  const auto all_started = [&] {
+    int files = 0;
+    for (const auto& n : nodes) {
+      for (int r = 0; r < 6; ++r) files += n->has_file(fmt::format("pid.0.{}", r)) ? 1 : 0;
+    }
+    return files == 6;
+  };
+  ASSERT_TRUE(eventually(all_started, 60s)) << nodes[0]->all() << nodes[1]->all() << nodes[2]->all();
+  std::size_t victim = 0;
+  while (!nodes[victim]->has_file("pid.0.0")) ++victim;
+  ASSERT_TRUE(nodes[victim]->has_file("pid.0.1")) << nodes[victim]->all();
+  std::vector<pid_t> lost_ranks{std::stoi(nodes[victim]->file("pid.0.0")), std::stoi(nodes[victim]->file("pid.0.1"))};
+  ::kill(nodes[victim]->pid(), SIGKILL);
+  EXPECT_EQ(nodes[victim]->code(10s), 1000 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !process_alive(lost_ranks[0]) && !process_alive(lost_ranks[1]); }))
+      << "the lost node's ranks outlived its mcirun";
+
+  std::string out, err;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    if (n == victim) continue;
+    EXPECT_EQ(nodes[n]->code(60s), 0) << nodes[n]->all();
+    out += nodes[n]->out();
+    err += nodes[n]->err();
+  }
+  // Attempt 1: the two nodes left, ranks numbered again from 0, rank 0's
+  // MASTER_ADDR:MASTER_PORT the same on both.
+  std::string master;
+  for (int r = 0; r < 4; ++r) {
+    const std::string line = fmt::format("attempt=1 rank={} world=4 group={}/2 master=", r, r / 2);
+    ASSERT_TRUE(contains(out, line)) << out << err;
+    const auto at = out.find(line) + line.size();
+    const std::string m = out.substr(at, out.find('\n', at) - at);
+    if (master.empty()) master = m;
+    EXPECT_EQ(m, master) << out;
+  }
+  EXPECT_FALSE(contains(out, "attempt=1 rank=4")) << out;
+  EXPECT_TRUE(contains(err, "is lost: ")) << err;
+  EXPECT_TRUE(contains(err, "attempt 1: 2 node(s) (--nnodes=2:3)")) << err;
+  EXPECT_TRUE(contains(err, "attempt 1: rank 0 now runs on ")) << err;
+  EXPECT_TRUE(contains(err, fmt::format("it ran on {} (mcirun pid {})", host_name(), nodes[victim]->pid()))) << err;
+  EXPECT_FALSE(contains(err, "holds the job's store")) << "on etcd no node holds it\n" << err;
+#endif
+}
+
+// A node started once the job runs joins at its next start (a failure
+// there); it never decides that start itself: only the nodes that ran the
+// attempt before know when it ended.
+TEST_F(EtcdJob, ElasticNodeStartedLaterJoinsAtTheNextAttempt) {
+#ifdef MCI_HAVE_ETCD
+  const std::string job = job_id("late");
+  const std::string conf = "join_timeout=30,last_call_timeout=0";
+  const std::string script =
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then"
+      "  if [ $RANK = 0 ]; then while [ ! -e $TEST_DIR/fail ]; do sleep 0.02; done; exit 3; fi;"
+      "  exec sleep 60;"
+      "fi";
+  Mcirun first(elastic_node(job, "1:2", conf, script), kEnv);
+  ASSERT_TRUE(eventually([&] { return first.has_file("pid.0.0") && first.has_file("pid.0.1"); }, 30s)) << first.all();
+  Mcirun late(elastic_node(job, "1:2", conf, script), kEnv);
+  ASSERT_TRUE(eventually([&] { return contains(late.err(), "waiting to join it at attempt 1"); }, 30s))
+      << first.all() << late.all();
+  EXPECT_FALSE(late.has_file("pid.0.2")) << late.all();
+  { std::ofstream(first.dir() + "/fail") << "now\n"; }
+  ASSERT_EQ(first.code(60s), 0) << first.all() << late.all();
+  ASSERT_EQ(late.code(60s), 0) << first.all() << late.all();
+  EXPECT_TRUE(contains(first.out(), "attempt=0 rank=1 world=2 group=0/1")) << first.all();
+  const std::string out = first.out() + late.out();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(contains(out, fmt::format("attempt=1 rank={} world=4 group={}/2", r, r / 2))) << out;
+  }
+  EXPECT_TRUE(contains(late.out(), "attempt=1 rank=2 world=4 group=1/2"))
+      << "the node that came first keeps GROUP_RANK 0\n"
+      << out;
+  EXPECT_FALSE(contains(late.out(), "attempt=0")) << late.all();
 #endif
 }
 

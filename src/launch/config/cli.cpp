@@ -91,7 +91,8 @@ const std::vector<Row>& rows() {
        "number of nodes of the job (default 1, or from srun/mpirun); MIN:MAX\nis elastic: each attempt runs on the "
        "nodes "
        "there (at least MIN),\na lost node is left out of the next one, a node started later joins\nthe next one, "
-       "ranks and WORLD_SIZE are numbered again (node 0,\nwhich hosts the store, is always GROUP_RANK 0)"},
+       "ranks and WORLD_SIZE are numbered again (node 0,\nwhich hosts the store, is always GROUP_RANK 0; on etcd no "
+       "node hosts\nit)"},
       {"nproc_per_node", "", &CliArgs::nproc_per_node, true, true, "N|cpu|gpu|auto",
        "processes on this node: a number, cpu (one per usable CPU),\ngpu (one per visible GPU) or auto (gpu if any, "
        "else cpu)",
@@ -146,7 +147,7 @@ const std::vector<Row>& rows() {
        "the same for stderr (filtered_stderr.log)"},
       {"node_rank", "", &CliArgs::node_rank, true, true, "K",
        "index of this node, from 0 (default 0, or from srun/mpirun); with\n--nnodes MIN:MAX only 0 (hosts the store) "
-       "or not: GROUP_RANK is\ngiven at each attempt"},
+       "or not: GROUP_RANK is\ngiven at each attempt (ignored on etcd)"},
       {"master_addr", "", &CliArgs::master_addr, true, true, "HOST",
        "address of node 0, where the store listens (default 127.0.0.1)"},
       {"master_port", "", &CliArgs::master_port, true, true, "PORT", "port of the store on node 0 (default 29500)"},

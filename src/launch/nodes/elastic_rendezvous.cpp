@@ -15,6 +15,7 @@
 #include "mci/errors.hpp"
 #include "store/decide_once.hpp"
 #include "store/keys.hpp"
+#include "store/node_presence.hpp"
 #include "store/records.hpp"
 
 namespace mci::launch {
@@ -100,7 +101,11 @@ std::string describe_membership(const Membership& m, const ElasticNodes& range) 
 }
 
 ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const JobStore& store)
-    : job_(job), range_(*job.elastic), hosts_store_(store.hosted_here), address_(store) {
+    : job_(job),
+      range_(*job.elastic),
+      hosts_store_(store.hosted_here),
+      peers_(store.replicated && !store.hosted_here),
+      address_(store) {
   store_ = address_.connect(std::chrono::seconds(10), job.join_timeout);
   if (hosts_store_) {
     store_->set(kOpen, to_bytes("0"));
@@ -108,13 +113,16 @@ ElasticRendezvous::ElasticRendezvous(const JobConfig& job, const JobStore& store
   }
   id_ = static_cast<int>(store_->add(kNextId, 1));
   store_->set(node_key(id_), to_bytes(records::encode_node_card({::getpid(), job.nproc_per_node, host_name()})));
+  // This connection lives as long as this mcirun: its close says the node
+  // is gone (BeatTracker), within a relay's lease on etcd.
+  count_connection(*store_, keys::elastic::present(id_), keys::elastic::present_gone(id_));
   heartbeat_ = std::make_unique<Heartbeat>(address_, id_, range_.keep_alive);
 }
 
 ElasticRendezvous::~ElasticRendezvous() = default;
 
 ElasticNode ElasticRendezvous::describe(int id) {
-  if (id == 0) return {0, job_.nproc_per_node, host_name(), ::getpid()};
+  if (id == 0 && hosts_store_) return {0, job_.nproc_per_node, host_name(), ::getpid()};
   const std::string v = to_string(store_->get(node_key(id), kCardLimit));
   try {
     const records::NodeCard c = records::decode_node_card(v, "the value");
@@ -125,9 +133,16 @@ ElasticNode ElasticRendezvous::describe(int id) {
   }
 }
 
+std::vector<ElasticNode> ElasticRendezvous::describe_all(const std::vector<ElasticNode>& ids) {
+  std::vector<ElasticNode> out;
+  for (const ElasticNode& n : ids) out.push_back(describe(n.id));
+  return out;
+}
+
 std::vector<WatchedNode> ElasticRendezvous::watched(const Membership& m) const {
   std::vector<WatchedNode> out;
-  for (std::size_t g = 1; g < m.nodes.size(); ++g) {
+  for (std::size_t g = 0; g < m.nodes.size(); ++g) {
+    if (static_cast<int>(g) == m.group_rank) continue;
     const ElasticNode& n = m.nodes[g];
     out.push_back({static_cast<int>(g), n.id, n.host, n.pid});
   }
@@ -135,21 +150,30 @@ std::vector<WatchedNode> ElasticRendezvous::watched(const Membership& m) const {
 }
 
 JoinOutcome ElasticRendezvous::join(int attempt, SignalFd& signals) {
-  return hosts_store_ ? host_round(attempt, signals) : member_round(attempt, signals);
+  if (hosts_store_) return host_round(attempt, signals);
+  return peers_ ? peer_round(attempt, signals) : member_round(attempt, signals);
 }
 
 void ElasticRendezvous::close(int rc) {
   try {
     store_->set(kClosedKey, to_bytes(std::to_string(rc)));
   } catch (const Error&) {
-    // our own store: nothing else can fail it but its end
+    // our own store: nothing else can fail it but its end; on etcd, the
+    // nodes still waiting then see the job's keys expire with its lease
   }
 }
 
-// Node 0: how many nodes of the attempt before may still come back for
-// `attempt` (neither signed up nor lost); says once of each that is lost.
+std::optional<int> ElasticRendezvous::job_closed() {
+  if (!store_->check({kClosedKey})) return std::nullopt;
+  return static_cast<int>(parse_int(to_string(store_->get(kClosedKey))).value_or(1));
+}
+
+// How many nodes of the attempt before may still come back for `attempt`
+// (neither signed up nor lost); says once of each that is lost.
 int ElasticRendezvous::awaited(int attempt, const std::vector<ElasticNode>& before, const std::vector<int>& in,
                                BeatTracker& beats, std::set<int>& lost_said) {
+  // Node 0 is not in `before`: the others' GROUP_RANK starts at 1.
+  const long first_group = hosts_store_ ? 1 : 0;
   int n = 0;
   for (const ElasticNode& node : before) {
     if (std::find(in.begin(), in.end(), node.id) != in.end() || lost_said.count(node.id)) continue;
@@ -161,7 +185,8 @@ int ElasticRendezvous::awaited(int attempt, const std::vector<ElasticNode>& befo
       say(
           fmt::format("mcirun: node {} of attempt {} ({}, mcirun pid {}) is lost: {}; attempt {} goes on without it "
                       "if at least {} node(s) are there",
-                      &node - before.data() + 1, attempt - 1, node.host, node.pid, why, attempt, range_.min_nodes));
+                      &node - before.data() + first_group, attempt - 1, node.host, node.pid, why, attempt,
+                      range_.min_nodes));
       continue;
     }
     ++n;
@@ -182,29 +207,32 @@ TimeoutError ElasticRendezvous::too_few(int here, const std::vector<ElasticNode>
                   lost.empty() ? "" : "; lost: " + lost));
 }
 
-JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
+ElasticRendezvous::RoundEnd ElasticRendezvous::lead(DecideOnce& round, int attempt,
+                                                    const std::vector<ElasticNode>& before, bool restart,
+                                                    SignalFd& signals) {
   const Deadline dl(job_.join_timeout);
-  DecideOnce round(*store_, round_terms(attempt));
   BeatTracker beats(range_.lost_after());
-  std::vector<int> in;  // the other nodes' ids, in the order they signed up
+  std::vector<int> in;  // the nodes' ids that signed up, in the order they did (node 0 does not)
   std::int64_t listed = 0;
   std::set<int> lost_said;
   std::optional<Clock::time_point> min_since;
-  std::vector<ElasticNode> before;  // the other nodes of the attempt before
-  if (last_) before.assign(last_->nodes.begin() + 1, last_->nodes.end());
+  const int self = hosts_store_ ? 1 : 0;
 
   while (true) {
+    if (peers_) {  // another node may decide first
+      if (auto d = round.decision(std::chrono::milliseconds(0))) return {std::move(d), 0, std::nullopt};
+      if (const auto rc = job_closed()) return {std::nullopt, 0, rc};
+    }
     // The list is read again only when the count says it grew.
     if (const std::int64_t n = round.count(); n != listed) {
       in = signed_up(round);
       listed = n;
     }
     const int left = awaited(attempt, before, in, beats, lost_said);
-    const int here = 1 + static_cast<int>(in.size());
+    const int here = self + static_cast<int>(in.size());
     if (here >= range_.min_nodes && !min_since) min_since = Clock::now();
-    const bool first_start = !last_;
     const bool last_call_over = min_since && Clock::now() - *min_since >= range_.last_call;
-    if (here >= range_.max_nodes || (here >= range_.min_nodes && (first_start ? last_call_over : left == 0))) break;
+    if (here >= range_.max_nodes || (here >= range_.min_nodes && (restart ? left == 0 : last_call_over))) break;
     if (dl.expired()) {
       if (here >= range_.min_nodes) break;  // the ones still awaited are left out
       throw too_few(here, before, lost_said);
@@ -219,27 +247,50 @@ JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
   in = signed_up(round);
   // Node 0, then the nodes of the attempt before in their order, then the
   // newcomers in the order they came, up to MAX: a node keeps its place
-  // relative to the others, so a restart moves as few ranks as it can.
-  std::vector<int> order{0};
+  // relative to the others, so a restart moves as few ranks as it can (and
+  // rank 0 only when its node is lost).
+  std::vector<int> order;
+  if (hosts_store_) order.push_back(0);
   for (const ElasticNode& n : before) {
     if (std::find(in.begin(), in.end(), n.id) != in.end()) order.push_back(n.id);
   }
   for (int id : in) {
-    if (id > 0 && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
+    if (std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
   }
   if (static_cast<int>(order.size()) > range_.max_nodes) order.resize(static_cast<std::size_t>(range_.max_nodes));
-  Membership m;
-  m.attempt = attempt;
-  m.group_rank = 0;
-  for (int id : order) m.nodes.push_back(describe(id));
+  std::vector<ElasticNode> nodes;
+  for (int id : order) nodes.push_back(describe(id));
+  const std::string mine = members_text(nodes);
+  const std::string fixed = round.decide(mine);
   // Node 0 is the only one to decide: another decision is another job's.
-  const std::string mine = members_text(m.nodes);
-  if (const std::string fixed = round.decide(mine); fixed != mine) {
+  // Peers may race; the first fixed holds for all of them.
+  if (fixed != mine && !peers_) {
     throw Error(
         fmt::format("mcirun: the job's store already holds a list of the nodes of attempt {} ('{}', store key "
                     "'{}'), not written by this node 0: is another job using this store?",
                     attempt, fixed, round.decision_key()));
   }
+  return {fixed, 0, std::nullopt};
+}
+
+ElasticRendezvous::RoundEnd ElasticRendezvous::follow(DecideOnce& round, SignalFd& signals) {
+  while (true) {
+    if (auto d = round.decision(std::chrono::milliseconds(0))) return {std::move(d), 0, std::nullopt};
+    if (const auto rc = job_closed()) return {std::nullopt, 0, rc};
+    if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
+  }
+}
+
+JoinOutcome ElasticRendezvous::host_round(int attempt, SignalFd& signals) {
+  DecideOnce round(*store_, round_terms(attempt));
+  std::vector<ElasticNode> before;  // the other nodes of the attempt before
+  if (last_) before.assign(last_->nodes.begin() + 1, last_->nodes.end());
+  const RoundEnd end = lead(round, attempt, before, last_.has_value(), signals);
+  if (!end.decision) return {std::nullopt, end.signal, end.job_ended};
+  Membership m;
+  m.attempt = attempt;
+  m.group_rank = 0;
+  m.nodes = describe_all(parse_members(*end.decision));
   last_ = m;
   return {m, 0, std::nullopt};
 }
@@ -250,6 +301,15 @@ std::vector<int> ElasticRendezvous::signed_up(DecideOnce& round) {
     if (std::find(ids.begin(), ids.end(), s.id) == ids.end()) ids.push_back(s.id);
   }
   return ids;
+}
+
+void ElasticRendezvous::say_waiting(int round, int attempt, bool& said) const {
+  if (round <= attempt || said) return;
+  said = true;
+  say(
+      fmt::format("mcirun: the job has started without this node: waiting to join it at attempt {} (the next "
+                  "start of the job, after a failure; --max-restarts={})",
+                  round, job_.max_restarts));
 }
 
 JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
@@ -265,24 +325,12 @@ JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
   while (true) {
     DecideOnce agreement(*store_, round_terms(round));
     agreement.arrive(records::encode_node_slots({{id_, job_.nproc_per_node}}));
-    if (round > attempt && !said_waiting) {
-      said_waiting = true;
-      say(
-          fmt::format("mcirun: the job has started without this node: waiting to join it at attempt {} (the next "
-                      "start of the job, after a failure; --max-restarts={})",
-                      round, job_.max_restarts));
-    }
-    std::optional<std::string> decision;
-    while (!(decision = agreement.decision(std::chrono::milliseconds(0)))) {
-      if (store_->check({kClosedKey})) {
-        const int rc = static_cast<int>(parse_int(to_string(store_->get(kClosedKey))).value_or(1));
-        return {std::nullopt, 0, rc};
-      }
-      if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
-    }
+    say_waiting(round, attempt, said_waiting);
+    const RoundEnd end = follow(agreement, signals);
+    if (!end.decision) return {std::nullopt, end.signal, end.job_ended};
     Membership m;
     m.attempt = round;
-    m.nodes = parse_members(*decision);
+    m.nodes = parse_members(*end.decision);
     const auto me = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const ElasticNode& n) { return n.id == id_; });
     if (me != m.nodes.end()) {
       m.group_rank = static_cast<int>(me - m.nodes.begin());
@@ -290,6 +338,48 @@ JoinOutcome ElasticRendezvous::member_round(int attempt, SignalFd& signals) {
     }
     // Left out: the round was full, or this node signed up after node 0
     // had read the list (it opened the next round first).
+    if (static_cast<int>(m.nodes.size()) >= range_.max_nodes) {
+      say(fmt::format("mcirun: attempt {} already has the {} nodes --nnodes={}:{} allows: this node waits for the next",
+                      round, range_.max_nodes, range_.min_nodes, range_.max_nodes));
+    }
+    round = std::max(round + 1, open_round(round + 1));
+  }
+}
+
+// On etcd: every node signs up, and a node of the attempt before (any node,
+// for the first start) decides; the others wait for that decision.
+JoinOutcome ElasticRendezvous::peer_round(int attempt, SignalFd& signals) {
+  // A node that comes late (or restarts after the others) learns the
+  // attempt that takes names now.
+  int round = attempt;
+  if (store_->check({kOpen})) round = std::max(round, open_round(round));
+  bool said_waiting = false;
+  while (true) {
+    DecideOnce agreement(*store_, round_terms(round));
+    agreement.arrive(records::encode_node_slots({{id_, job_.nproc_per_node}}));
+    say_waiting(round, attempt, said_waiting);
+    // Who may decide a restart: the nodes that ran the attempt before (a
+    // node that came late cannot tell whether it still runs).
+    std::vector<ElasticNode> before;
+    bool may_lead = round == 0;
+    if (round > 0) {
+      DecideOnce previous(*store_, round_terms(round - 1));
+      if (const auto d = previous.decision(std::chrono::milliseconds(0))) {
+        before = describe_all(parse_members(*d));
+        may_lead = std::any_of(before.begin(), before.end(), [&](const ElasticNode& n) { return n.id == id_; });
+      }
+    }
+    const RoundEnd end = may_lead ? lead(agreement, round, before, round > 0, signals) : follow(agreement, signals);
+    if (!end.decision) return {std::nullopt, end.signal, end.job_ended};
+    Membership m;
+    m.attempt = round;
+    m.nodes = describe_all(parse_members(*end.decision));
+    const auto me = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const ElasticNode& n) { return n.id == id_; });
+    if (me != m.nodes.end()) {
+      m.group_rank = static_cast<int>(me - m.nodes.begin());
+      last_ = m;
+      return {m, 0, std::nullopt};
+    }
     if (static_cast<int>(m.nodes.size()) >= range_.max_nodes) {
       say(fmt::format("mcirun: attempt {} already has the {} nodes --nnodes={}:{} allows: this node waits for the next",
                       round, range_.max_nodes, range_.min_nodes, range_.max_nodes));

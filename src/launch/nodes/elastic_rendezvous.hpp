@@ -22,6 +22,15 @@
 // wait for nodes that may never come). A node that signs up while an
 // attempt runs joins the next one: mcirun does not restart a healthy
 // attempt to let it in (torchrun does).
+//
+// On etcd (JobStore::replicated) no node hosts the store and none is node
+// 0 for good: every node takes an id (1, 2, ...), beats, and signs up, and
+// any node of the attempt before (any node, for the first) may decide a
+// round by the same rule; the first decision fixed wins (DecideOnce), so a
+// lost node leads nothing. GROUP_RANK 0, where rank 0 runs, is the first
+// node of the list: the first of the attempt before that is back, so rank 0
+// moves only when its node is lost. A node that came late never decides a
+// restart: only the nodes that ran the attempt before know it has ended.
 #pragma once
 
 #include <sys/types.h>
@@ -70,8 +79,9 @@ struct JoinOutcome {
 
 class ElasticRendezvous {
  public:
-  // Connects to node 0's store (hosted already, on node 0); another node
-  // takes its id and starts beating. Throws Error when the store cannot
+  // Connects to node 0's store (hosted already, on node 0), or this node's
+  // relay to etcd; a node that does not host the store takes its id and
+  // starts beating. Throws Error when the store cannot
   // be reached within job.join_timeout.
   ElasticRendezvous(const JobConfig& job, const JobStore& store);
   ~ElasticRendezvous();
@@ -85,29 +95,51 @@ class ElasticRendezvous {
   JoinOutcome join(int attempt, SignalFd& signals);
   // Node 0, when the job ends: nodes still waiting leave with rc.
   void close(int rc);
-  // Node 0: the other nodes of an attempt, for a MemberWatch.
+  // Whether this node watches the others while an attempt runs (node 0, or
+  // every node on etcd), and which: every node of m but this one.
+  bool watches() const { return hosts_store_ || peers_; }
   std::vector<WatchedNode> watched(const Membership& m) const;
-  // Node 0: a MemberWatch found node `id` lost; the next round does not
-  // wait for its silence again.
+  // A MemberWatch found node `id` lost; the next round does not wait for
+  // its silence again.
   void mark_lost(int id, const std::string& why) { known_lost_[id] = why; }
 
  private:
+  // What a wait for a round's decision ended with: the decision, or the
+  // signal or job end that came first.
+  struct RoundEnd {
+    std::optional<std::string> decision;
+    int signal = 0;
+    std::optional<int> job_ended;
+  };
   JoinOutcome host_round(int attempt, SignalFd& signals);
   JoinOutcome member_round(int attempt, SignalFd& signals);
+  JoinOutcome peer_round(int attempt, SignalFd& signals);
+  // Waits until enough nodes signed up for `round`, then fixes its list
+  // (unless another node fixed one first, for a peer). before: the nodes of
+  // the attempt before (node 0 left out); restart: there was one (its
+  // nodes are awaited, rather than last_call_timeout).
+  RoundEnd lead(DecideOnce& round, int attempt, const std::vector<ElasticNode>& before, bool restart,
+                SignalFd& signals);
+  // Waits for another node's decision of `round`.
+  RoundEnd follow(DecideOnce& round, SignalFd& signals);
+  std::optional<int> job_closed();
   ElasticNode describe(int id);
+  std::vector<ElasticNode> describe_all(const std::vector<ElasticNode>& ids);
   int awaited(int attempt, const std::vector<ElasticNode>& before, const std::vector<int>& in, BeatTracker& beats,
               std::set<int>& lost_said);
   TimeoutError too_few(int here, const std::vector<ElasticNode>& before, const std::set<int>& lost_said) const;
   std::vector<int> signed_up(DecideOnce& round);
   int open_round(int otherwise);
+  void say_waiting(int round, int attempt, bool& said) const;
 
   const JobConfig& job_;
   ElasticNodes range_;
   bool hosts_store_ = false;
+  bool peers_ = false;  // on etcd: no node hosts the store, any may decide
   StoreAddress address_;
   std::unique_ptr<TcpStore> store_;
   int id_ = 0;
-  std::optional<Membership> last_;  // node 0: the attempt before
+  std::optional<Membership> last_;  // node 0, or a peer: the attempt before it ran
   std::map<int, std::string> known_lost_;
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -6,6 +6,7 @@
 #include "launch/nodes/node_link.hpp"
 #include "mci/errors.hpp"
 #include "store/keys.hpp"
+#include "store/node_presence.hpp"
 #include "store/records.hpp"
 
 namespace mci::launch {
@@ -55,6 +56,10 @@ void Heartbeat::run() {
 bool BeatTracker::lost(Store& store, int id, std::string* why) {
   if (store.check({left_key(id)})) {
     if (why) *why = "its mcirun left the job";
+    return true;
+  }
+  if (all_closed(store, keys::elastic::present(id), keys::elastic::present_gone(id))) {
+    if (why) *why = "its mcirun is gone (its store connection closed: killed, or its host lost)";
     return true;
   }
   const std::int64_t count = store.add(beat_key(id), 0);

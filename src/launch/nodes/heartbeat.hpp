@@ -5,11 +5,11 @@
 //   mcirun/elastic/left/ID  set when that node's mcirun leaves the job on its
 //                           own (its job ended, a signal), so node 0 need
 //                           not wait for its silence.
-// Node 0 calls a node lost when it left, or when its counter has not moved
-// for keep_alive_interval x keep_alive_max_attempt: a SIGKILLed mcirun, a
-// dead host, a broken network all look the same from there. The store
-// cannot tell a closed connection (its keys outlive their writers), hence a
-// beat rather than a watch on the socket.
+// Node 0 calls a node lost when it left, when its rendezvous connection
+// closed (the store records that close: a SIGKILLed mcirun at once, on etcd
+// within its relay's lease), or when its counter has not moved for
+// keep_alive_interval x keep_alive_max_attempt: a dead host or a broken
+// network may leave a connection open for long, hence the beat as well.
 #pragma once
 
 #include <sys/types.h>

@@ -43,9 +43,9 @@ PortReservation::PortReservation() {
 
 void publish_program_endpoint(const ProgramPortOptions& o, const ProgramEndpoint& e) {
   const auto store = o.store.connect(std::chrono::seconds(10), std::chrono::seconds(10));
-  store->set(kProgramAddrKey, to_bytes(e.addr));
-  store->set(kOnRankLossKey, to_bytes(e.on_rank_loss));
-  store->set(kProgramPortKey, to_bytes(std::to_string(e.port)));  // last: the others wait on it
+  store->set(kProgramAddrKey + o.scope, to_bytes(e.addr));
+  store->set(kOnRankLossKey + o.scope, to_bytes(e.on_rank_loss));
+  store->set(kProgramPortKey + o.scope, to_bytes(std::to_string(e.port)));  // last: the others wait on it
 }
 
 std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& o, SignalFd& signals,
@@ -55,7 +55,7 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
   while (true) {
     try {
       if (!store) store = o.store.connect(kStoreTry, kStoreTry);
-      const std::string v = to_string(store->get(kProgramPortKey, kStoreTry));
+      const std::string v = to_string(store->get(kProgramPortKey + o.scope, kStoreTry));
       const auto port = parse_int(v);
       if (!port || *port < 1 || *port > 65535) {
         throw Error(
@@ -63,9 +63,11 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
                         "must run the same mcirun version",
                         v));
       }
-      ProgramEndpoint e{to_string(store->get(kProgramAddrKey, kStoreTry)), static_cast<int>(*port)};
+      ProgramEndpoint e{to_string(store->get(kProgramAddrKey + o.scope, kStoreTry)), static_cast<int>(*port)};
       // Set before the port; absent only from an mcirun older than --on-rank-loss, which stops.
-      if (store->check({kOnRankLossKey})) e.on_rank_loss = to_string(store->get(kOnRankLossKey, kStoreTry));
+      if (store->check({kOnRankLossKey + o.scope})) {
+        e.on_rank_loss = to_string(store->get(kOnRankLossKey + o.scope, kStoreTry));
+      }
       return e;
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet

@@ -42,6 +42,9 @@ struct ProgramPortOptions {
   // How long a node waits for node 0 (torchrun's join timeout; --rdzv_conf
   // join_timeout=SECONDS).
   std::chrono::milliseconds wait_limit{std::chrono::minutes(10)};
+  // Appended to the keys: "" for the job, "/attempt/N" for an elastic
+  // attempt on etcd, whose GROUP_RANK 0 may be another node each time.
+  std::string scope;
 };
 
 struct ProgramEndpoint {

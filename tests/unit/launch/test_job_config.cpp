@@ -253,7 +253,21 @@ TEST(JobConfig, TheStoreOnEtcdTakesItsMembersFromTheEndpoint) {
 
   expect_has(error({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd"}), "needs --rdzv_endpoint=HOST1:2379");
   expect_has(error({"--standalone", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "a one-node job needs no etcd");
-  expect_has(error({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"}), "give --nnodes=N, not a range");
+  // An elastic range on etcd: no node hosts the store, every node alike
+  // (--node_rank only gets a notice), no MASTER_ADDR needed.
+  const JobConfig elastic = job({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"});
+  ASSERT_TRUE(elastic.elastic);
+  EXPECT_EQ(elastic.elastic->min_nodes, 1);
+  EXPECT_EQ(elastic.elastic->max_nodes, 3);
+  EXPECT_FALSE(elastic.hosts_store());
+  EXPECT_TRUE(elastic.master_addr.empty());
+  const JobConfig ranked = job({"--nnodes=1:3", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1"});
+  EXPECT_FALSE(ranked.hosts_store()) << "on etcd node 0 hosts nothing";
+  ASSERT_FALSE(ranked.notices.empty());
+  EXPECT_NE(ranked.notices.back().find("--node_rank=0 ignored: no node hosts the store"), std::string::npos)
+      << ranked.notices.back();
+  expect_has(error({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--monitor=0"}),
+             "--monitor with an elastic --nnodes=1:3 on etcd is not built yet");
   // TLS: torchrun's keys, or https:// endpoints; and the legacy backend's etcd_prefix.
   const JobConfig tls = job({"--nnodes=2", "--node_rank=0", "--rdzv_backend=etcd", "--rdzv_endpoint=h1,h2:2400",
                              "--rdzv_conf=protocol=https,cacert=/ca.pem,cert=/c.pem,key=/c.key,etcd_prefix=/jobs/a"});
