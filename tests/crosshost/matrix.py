@@ -76,6 +76,8 @@ def steady_cases(world, full, kinds=None):
     subset: fewer dtypes and sizes)."""
     out = []
     dtypes = ["f32", "bf16", "i32", "i64"] if full else ["f32", "i32"]
+    if kinds == REDUCING and "bf16" not in dtypes:
+        dtypes.append("bf16")  # the same-bits cells: one rounding of 16-bit floats, whatever the layout
     per_rank_cap = 4 << 20 if full else 1 << 20
     sizes = BOUNDARIES if full else [80, 4096, 16384, 65536, 524288, 1 << 20, 2 << 20, 4 << 20]
     deltas = (-1, 0, 1) if full else (1,)

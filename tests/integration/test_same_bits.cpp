@@ -3,8 +3,9 @@
 // transport, equal to the rank-ordered fold ((x0 + x1) + x2) + ... that the
 // test computes itself from every rank's inputs. Without it, the bits
 // depend on the algorithm: the test reports how many runs differ from the
-// fold (no assertion: that is the default mode's nature). The same across
-// hosts is tests/crosshost's.
+// fold (no assertion: that is the default mode's nature). 16-bit floats
+// are the fold in f32, rounded once. The same across hosts is
+// tests/crosshost's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,6 +40,33 @@ std::vector<float> fold(int world, std::size_t count) {
   return acc;
 }
 
+// 16-bit floats: every rank's inputs rounded to T, folded in rank order in
+// f32 (divided by the world for avg), rounded once (docs/env.md).
+template <class T>
+std::vector<T> inputs16(int rank, std::size_t count, T (*round)(float)) {
+  std::vector<T> v(count);
+  const std::vector<float> f = inputs(rank, count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = round(f[i]);
+  return v;
+}
+template <class T>
+std::vector<T> fold16(int world, std::size_t count, T (*round)(float), bool avg) {
+  std::vector<float> acc(count, 0.0f);
+  for (int r = 0; r < world; ++r) {
+    const std::vector<T> x = inputs16(r, count, round);
+    for (std::size_t i = 0; i < count; ++i) acc[i] = r == 0 ? to_float(x[i]) : acc[i] + to_float(x[i]);
+  }
+  std::vector<T> out(count);
+  for (std::size_t i = 0; i < count; ++i) out[i] = round(avg ? acc[i] / static_cast<float>(world) : acc[i]);
+  return out;
+}
+template <class T>
+std::size_t differ16(const std::vector<T>& got, const std::vector<T>& want) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(T)) != 0;
+  return bad;
+}
+
 // How many elements differ, bit for bit, from the fold's [from, from + n).
 std::size_t differ(const float* got, const std::vector<float>& want, std::size_t from, std::size_t n) {
   std::size_t bad = 0;
@@ -47,7 +75,8 @@ std::size_t differ(const float* got, const std::vector<float>& want, std::size_t
 }
 
 // Each rank prints "bits OP differ N" for all_reduce (small and large),
-// reduce (root 1) and reduce_scatter, then "bits done".
+// reduce (root 1), reduce_scatter, and a bf16 sum and an f16 average
+// all_reduce (one rounding), then "bits done".
 MCI_SCENARIO(same_bits) {
   auto pg = join();
   const int n = pg->size(), r = pg->rank();
@@ -68,6 +97,13 @@ MCI_SCENARIO(same_bits) {
   pg->reduce_scatter(mci::view(in), mci::view(out), ReduceOp::sum);
   say(fmt::format("bits reduce_scatter differ {}",
                   differ(out.data(), want, block * static_cast<std::size_t>(r), block)));
+  const std::size_t count16 = 1'000'003;
+  std::vector<BFloat16> b = inputs16(r, count16, to_bfloat16);
+  pg->all_reduce(mci::view(b), ReduceOp::sum);
+  say(fmt::format("bits all_reduce_bf16 differ {}", differ16(b, fold16(n, count16, to_bfloat16, false))));
+  std::vector<Half> h = inputs16(r, count16, to_half);
+  pg->all_reduce(mci::view(h), ReduceOp::avg);
+  say(fmt::format("bits all_reduce_f16_avg differ {}", differ16(h, fold16(n, count16, to_half, true))));
   say("bits done");
   return 0;
 }
@@ -113,8 +149,9 @@ TEST(SameBits, ReproducibleReductionsAreTheRankOrderedFoldOnEveryAlgorithmAndTra
         }
         ASSERT_TRUE(ran) << what << "\n" << job.all_output();
         const auto [differing, lines] = differences(job, world);
-        // all_reduce x2 and reduce_scatter on every rank, reduce x2 on rank 1.
-        ASSERT_EQ(lines, 3 * world + 2) << what << "\n" << job.all_output();
+        // all_reduce x2, reduce_scatter and the 16-bit all_reduce x2 on every
+        // rank, reduce x2 on rank 1.
+        ASSERT_EQ(lines, 5 * world + 2) << what << "\n" << job.all_output();
         if (std::string(reproducible) == "1") {
           EXPECT_EQ(differing, 0u) << what << ": elements differ from the rank-ordered fold\n" << job.all_output();
         } else if (differing > 0) {

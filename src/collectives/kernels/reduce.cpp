@@ -1,6 +1,7 @@
 #include "collectives/kernels/reduce.hpp"
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -75,6 +76,25 @@ void finish_avg(void* data, std::size_t count, DType t, int n) {
     case DType::i64:
       return avg_typed<std::int64_t, std::int64_t>(static_cast<std::int64_t*>(data), count, n, same, same);
   }
+}
+
+void fold_ranks(void* dst, RankSources src, int n, std::size_t count, DType t, ReduceOp op) {
+  if (count == 0) return;
+  if (t == DType::f16 || t == DType::bf16) {
+#if defined(__x86_64__)
+    static const bool avx2 = has_avx2_f16c();
+    if (avx2) return fold_16bit_avx2(dst, src, n, count, t, op);
+#endif
+    return fold_16bit_generic(dst, src, n, count, t, op);
+  }
+  const std::size_t bytes = count * dtype_size(t);
+  if (n == 1) {
+    if (dst != src(0)) std::memmove(dst, src(0), bytes);
+    return;
+  }
+  reduce_to(dst, src(0), src(1), count, t, op);
+  for (int r = 2; r < n; ++r) reduce_into(dst, src(r), count, t, op);
+  if (op == ReduceOp::avg) finish_avg(dst, count, t, n);
 }
 
 // The kernel this process uses, for diagnostics and tests.

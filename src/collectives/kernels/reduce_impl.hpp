@@ -131,4 +131,83 @@ inline void reduce_to(void* out, const void* a, const void* b, std::size_t n, DT
   }
 }
 
+// 16-bit floats folded in rank order with one rounding: each element's n
+// values widened to f32, combined in f32 in rank order (divided by n in
+// f32 for avg), rounded to T once. Chunked, so that the f32 accumulator
+// stays in L1; a chunk's sources are all read before its result is
+// written, so dst may be any one of the sources.
+template <class T>
+inline void widen(float* out, const T* in, std::size_t n) {
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<T, Half>) {
+#if defined(MCI_KERNELS_AVX2)
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    }
+#endif
+    for (; i < n; ++i) out[i] = to_float(in[i]);
+  } else {
+    for (; i < n; ++i) out[i] = bf16_load(in[i]);
+  }
+}
+
+template <class T>
+inline void narrow(T* out, const float* in, std::size_t n) {
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<T, Half>) {
+#if defined(MCI_KERNELS_AVX2)
+    for (; i + 8 <= n; i += 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+#endif
+    for (; i < n; ++i) out[i] = to_half(in[i]);
+  } else {
+    for (; i < n; ++i) out[i] = bf16_store(in[i]);
+  }
+}
+
+template <class T, class Sources>
+inline void fold16(T* dst, const Sources& src, int n, std::size_t count, ReduceOp op) {
+  constexpr std::size_t kChunk = 1024;
+  alignas(32) float acc[kChunk];
+  alignas(32) float x[kChunk];
+  for (std::size_t at = 0; at < count; at += kChunk) {
+    const std::size_t len = std::min(kChunk, count - at);
+    widen(acc, static_cast<const T*>(src(0)) + at, len);
+    for (int r = 1; r < n; ++r) {
+      widen(x, static_cast<const T*>(src(r)) + at, len);
+      switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg:
+          for (std::size_t i = 0; i < len; ++i) acc[i] = acc[i] + x[i];
+          break;
+        case ReduceOp::prod:
+          for (std::size_t i = 0; i < len; ++i) acc[i] = acc[i] * x[i];
+          break;
+        case ReduceOp::min:
+          for (std::size_t i = 0; i < len; ++i) acc[i] = min_of(acc[i], x[i]);
+          break;
+        case ReduceOp::max:
+          for (std::size_t i = 0; i < len; ++i) acc[i] = max_of(acc[i], x[i]);
+          break;
+      }
+    }
+    if (op == ReduceOp::avg) {
+      const float world = static_cast<float>(n);
+      for (std::size_t i = 0; i < len; ++i) acc[i] = acc[i] / world;
+    }
+    narrow(dst + at, acc, len);
+  }
+}
+
+template <class Sources>
+inline void fold_16bit(void* dst, const Sources& src, int n, std::size_t count, DType t, ReduceOp op) {
+  if (t == DType::f16) {
+    fold16(static_cast<Half*>(dst), src, n, count, op);
+  } else {
+    fold16(static_cast<BFloat16*>(dst), src, n, count, op);
+  }
+}
+
 }  // namespace mci::coll::MCI_KERNEL_NS

@@ -23,9 +23,8 @@ void all_reduce_direct(const Ctx& c) {
     t.post_recv(p, fp, all + bytes * p, bytes);
   }
   t.wait_all(c.dl);
-  if (bytes) std::memcpy(d.out, all, bytes);
-  for (int p = 1; p < n; ++p) reduce_into(d.out, all + bytes * p, d.count, d.dtype, d.op);
-  if (d.op == ReduceOp::avg) finish_avg(d.out, d.count, d.dtype, n);
+  fold_ranks(
+      d.out, [&](int p) -> const void* { return all + bytes * p; }, n, d.count, d.dtype, d.op);
 }
 
 }  // namespace mci::coll

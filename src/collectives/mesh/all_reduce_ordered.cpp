@@ -41,9 +41,8 @@ const std::uint8_t* reduce_own_block(const Ctx& c, bool in_out) {
   }
   t.wait_all(c.dl);
   std::uint8_t* dst = in_out ? static_cast<std::uint8_t*>(d.out) + b.offset(r) * es : slots + mine * n;
-  if (mine) std::memcpy(dst, slots, mine);
-  for (int p = 1; p < n; ++p) reduce_into(dst, slots + mine * p, b.size(r), d.dtype, d.op);
-  if (d.op == ReduceOp::avg) finish_avg(dst, b.size(r), d.dtype, n);
+  fold_ranks(
+      dst, [&](int p) -> const void* { return slots + mine * p; }, n, b.size(r), d.dtype, d.op);
   return dst;
 }
 

@@ -35,10 +35,8 @@ void reduce_slice(const ShmCtx& c, const std::uint8_t* own, Base base, std::size
     std::memcpy(copy, own, count * es);
     own = copy;
   }
-  auto src = [&](int r) -> const std::uint8_t* { return r == me ? own : base(r) + at * es; };
-  reduce_to(dst, src(0), src(1), count, d.dtype, d.op);
-  for (int r = 2; r < n; ++r) reduce_into(dst, src(r), count, d.dtype, d.op);
-  if (d.op == ReduceOp::avg) finish_avg(dst, count, d.dtype, n);
+  auto src = [&](int r) -> const void* { return r == me ? own : base(r) + at * es; };
+  fold_ranks(dst, src, n, count, d.dtype, d.op);
 }
 
 void run(const ShmCtx& c, bool everyone_gets_result, bool direct) {

@@ -43,10 +43,8 @@ void shm_reduce_scatter(const ShmCtx& c) {
             std::memcpy(copy, own, len * es);
             own = copy;
           }
-          auto src = [&](int r) -> const std::uint8_t* { return r == me ? own : w.staging(r, s) + mine; };
-          reduce_to(out + off, src(0), src(1), len, d.dtype, d.op);
-          for (int r = 2; r < n; ++r) reduce_into(out + off, src(r), len, d.dtype, d.op);
-          if (d.op == ReduceOp::avg) finish_avg(out + off, len, d.dtype, n);
+          auto src = [&](int r) -> const void* { return r == me ? own : w.staging(r, s) + mine; };
+          fold_ranks(out + off, src, n, len, d.dtype, d.op);
         });
   }
 }

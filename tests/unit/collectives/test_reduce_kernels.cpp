@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string_view>
@@ -139,6 +142,82 @@ TEST(ReduceKernels, VectorAndBaselineBuildsGiveTheSameBits) {
   EXPECT_STREQ(reduce_kernel_name(), "avx2+f16c");
 }
 #endif
+
+// The rank-ordered fold (every algorithm of MCI_REPRODUCIBLE, and the
+// shared-memory ones): 16-bit floats accumulate every rank's value in f32
+// and are rounded once, not once per rank. The reference below is that
+// definition written out; per-rank rounding (reduce_into, as the ring
+// does) gives other bits on some elements, so the test tells them apart.
+template <class T>
+void check_16bit_fold(DType t, T (*round)(float), float (*widen)(T)) {
+  constexpr int kRanks = 5;
+  constexpr std::size_t kCount = 3001;  // over two chunks of the kernel, and a tail
+  std::mt19937 rng(11);
+  std::vector<std::vector<T>> in(kRanks, std::vector<T>(kCount));
+  for (auto& v : in) {
+    for (auto& x : v) x = round(std::uniform_real_distribution<float>(-3, 3)(rng));
+  }
+  const auto src = [&](int r) -> const void* { return in[static_cast<std::size_t>(r)].data(); };
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::max}) {
+    std::vector<T> got(kCount), stepwise = in[0];
+    fold_ranks(got.data(), src, kRanks, kCount, t, op);
+    for (int r = 1; r < kRanks; ++r)
+      reduce_into(stepwise.data(), in[static_cast<std::size_t>(r)].data(), kCount, t, op);
+    if (op == ReduceOp::avg) finish_avg(stepwise.data(), kCount, t, kRanks);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      float acc = widen(in[0][i]);
+      for (int r = 1; r < kRanks; ++r) {
+        const float x = widen(in[static_cast<std::size_t>(r)][i]);
+        acc = op == ReduceOp::prod ? acc * x : op == ReduceOp::max ? std::max(acc, x) : acc + x;
+      }
+      if (op == ReduceOp::avg) acc /= static_cast<float>(kRanks);
+      ASSERT_EQ(std::bit_cast<std::uint16_t>(got[i]), std::bit_cast<std::uint16_t>(round(acc)))
+          << dtype_name(t) << " " << reduce_op_name(op) << " element " << i;
+      differ += std::bit_cast<std::uint16_t>(got[i]) != std::bit_cast<std::uint16_t>(stepwise[i]) ? 1 : 0;
+    }
+    if (op == ReduceOp::max) {
+      EXPECT_EQ(differ, 0u) << "max rounds nothing";
+    } else {
+      EXPECT_GT(differ, 0u) << dtype_name(t) << " " << reduce_op_name(op) << ": one rounding is not one per rank";
+    }
+    // In place: the result over the first rank's own values.
+    std::vector<std::vector<T>> again = in;
+    fold_ranks(
+        again[0].data(), [&](int r) -> const void* { return again[static_cast<std::size_t>(r)].data(); }, kRanks,
+        kCount, t, op);
+    EXPECT_EQ(std::memcmp(again[0].data(), got.data(), kCount * sizeof(T)), 0) << dtype_name(t);
+#if defined(__x86_64__)
+    if (std::string_view(reduce_kernel_name()) == "avx2+f16c") {
+      std::vector<T> base(kCount), vec(kCount);
+      fold_16bit_generic(base.data(), src, kRanks, kCount, t, op);
+      fold_16bit_avx2(vec.data(), src, kRanks, kCount, t, op);
+      EXPECT_EQ(std::memcmp(base.data(), vec.data(), kCount * sizeof(T)), 0) << "the two builds differ";
+    }
+#endif
+  }
+}
+
+TEST(ReduceKernels, RankOrderedFoldRounds16BitFloatsOnce) {
+  check_16bit_fold<Half>(DType::f16, to_half, to_float);
+  check_16bit_fold<BFloat16>(DType::bf16, to_bfloat16, to_float);
+}
+
+TEST(ReduceKernels, RankOrderedFoldOfWiderTypesIsTheStepwiseFold) {
+  std::mt19937 rng(5);
+  std::vector<std::vector<float>> in(4, std::vector<float>(257));
+  for (auto& v : in) {
+    for (auto& x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  }
+  std::vector<float> got(257), want = in[0];
+  fold_ranks(
+      got.data(), [&](int r) -> const void* { return in[static_cast<std::size_t>(r)].data(); }, 4, 257, DType::f32,
+      ReduceOp::avg);
+  for (int r = 1; r < 4; ++r)
+    reduce_into(want.data(), in[static_cast<std::size_t>(r)].data(), 257, DType::f32, ReduceOp::sum);
+  finish_avg(want.data(), 257, DType::f32, 4);
+  EXPECT_EQ(got, want);
+}
 
 }  // namespace
 }  // namespace mci::coll
