@@ -371,6 +371,19 @@ def options():
                         "MCI_NO_SUCH_THING")
     expect_config_error(lambda: mci_torch.Options(algoritm="ring"), "algoritm", "algorithm")
     expect_config_error(lambda: dist.new_group([0, 1], backend="mci", pg_options=42), "mci_torch.Options")
+    # reproducible=True is MCI_REPRODUCIBLE=1 for the group; every rank
+    # must give the same (checked when the group forms, as the job's
+    # settings are).
+    check(mci_torch.Options(reproducible=True).settings == {"MCI_REPRODUCIBLE": "1"}, "reproducible=True")
+    check(mci_torch.Options(reproducible=False).settings == {"MCI_REPRODUCIBLE": "0"}, "reproducible=False")
+    same = dist.new_group([0, 1], backend="mci", pg_options=mci_torch.Options(reproducible=True, transport="tcp"))
+    b = torch.full((1001,), 0.1 * (rank + 1), dtype=torch.bfloat16)
+    dist.all_reduce(b, group=same)
+    want = (torch.tensor(0.1, dtype=torch.bfloat16).float() + torch.tensor(0.2, dtype=torch.bfloat16).float())
+    check(torch.equal(b, torch.full((1001,), want.item()).bfloat16()), f"a reproducible group's bf16 sum {b[:3]}")
+    expect_config_error(lambda: dist.new_group([0, 1], backend="mci",
+                                               pg_options=mci_torch.Options(reproducible=rank == 0)),
+                        "MCI_REPRODUCIBLE")
     print(f"rank {rank}: pg_options ok", flush=True)
 
 

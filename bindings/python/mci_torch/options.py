@@ -2,6 +2,7 @@
 
     dist.init_process_group("mci", pg_options=mci_torch.Options(algorithm="ring"))
     sub = dist.new_group([0, 1], backend="mci", pg_options=mci_torch.Options(transport="tcp"))
+    dist.init_process_group("mci", pg_options=mci_torch.Options(reproducible=True))
 
 A setting given here wins over the environment (the fallback), for this
 group only; groups split from it inherit it. Names are mci's variables
@@ -18,6 +19,9 @@ _NAMED = {
     "transport": "MCI_TRANSPORT",
     "flight_recorder_entries": "MCI_FLIGHT_RECORDER_ENTRIES",
     "hang_report_wait_ms": "MCI_HANG_REPORT_WAIT_MS",
+    # The same bits whatever the layout (docs/env.md, "Same bits"): every
+    # rank of the group must give the same.
+    "reproducible": "MCI_REPRODUCIBLE",
 }
 
 
@@ -26,7 +30,8 @@ class Options:
     MCI_TORCH_ENGINE, else "cpu"). timeout: a timedelta that replaces the
     group's (None: the one torch gives). settings: {"MCI_ALGO": "ring", ...}.
     Keywords: algorithm, transport, flight_recorder_entries,
-    hang_report_wait_ms (their variables' values, as strings or numbers)."""
+    hang_report_wait_ms (their variables' values, as strings or numbers),
+    reproducible (True or False: MCI_REPRODUCIBLE)."""
 
     def __init__(self, engine=None, timeout=None, settings=None, **named):
         unknown = sorted(set(named) - set(_NAMED))
@@ -41,6 +46,8 @@ class Options:
         self.timeout = timeout
         self.settings = {str(k): str(v) for k, v in (settings or {}).items()}
         for k, v in named.items():
+            if isinstance(v, bool):
+                v = int(v)  # MCI_REPRODUCIBLE=1, not "True"
             if v is not None:
                 self.settings[_NAMED[k]] = str(v)
 
