@@ -5,8 +5,9 @@
 //   mcirun --nproc_per_node=4 --on-rank-loss=continue elastic_train --steps 40 --step-ms 50
 //
 // Group rank 0 prints "step S world W loss L" after each step; every rank
-// prints "final rank R world W sum X" at the end (X: the sum of the
-// parameters, %.12e; the same on every rank). When a peer is lost, the
+// prints "final rank R world W sum X bits H" at the end (X: the sum of the
+// parameters, %.12e; H: a hash of the parameters' and the optimizer's
+// bits; both the same on every rank). When a peer is lost, the
 // survivors shrink the group (DistributedDataParallel::recover), take the
 // model of the survivor that completed the most steps and redo the
 // interrupted step.
@@ -15,6 +16,13 @@
 //   --steps N        optimizer steps (default 20)
 //   --step-ms M      milliseconds of simulated compute per step (default 0)
 //   --timestamps     rank 0's step lines end with " at T" (ms since the epoch)
+//   --whole          under --on-rank-loss=replace, no step runs on fewer
+//                    ranks than WORLD_SIZE: after a loss the members wait at
+//                    the step boundary for the replacements (up to 60 s,
+//                    then they go on and say so). With MCI_REPRODUCIBLE=1
+//                    every step then sums the same shares in the same
+//                    order, and the run ends with the uninterrupted run's
+//                    bits.
 //   --die R@S:POINT  the process started as RANK R kills itself with SIGKILL
 //                    at step S (repeatable), at POINT: between (before the
 //                    step starts), backward (mid-compute, before any
@@ -66,6 +74,7 @@ struct Options {
   int steps = 20;
   int step_ms = 0;
   bool timestamps = false;
+  bool whole = false;
   std::vector<Death> deaths;
 };
 
@@ -121,11 +130,13 @@ Options parse(int argc, char** argv) {
       o.step_ms = to_int(a, value());
     } else if (a == "--timestamps") {
       o.timestamps = true;
+    } else if (a == "--whole") {
+      o.whole = true;
     } else if (a == "--die") {
       o.deaths.push_back(parse_death(value()));
     } else {
       throw UsageError{
-          fmt::format("unknown argument '{}' (flags: --steps N --step-ms M --timestamps --die R@S:POINT)", a)};
+          fmt::format("unknown argument '{}' (flags: --steps N --step-ms M --timestamps --whole --die R@S:POINT)", a)};
     }
   }
   return o;
@@ -175,6 +186,8 @@ class Trainer {
         std::move(pg),
         std::vector<mci::Parameter>{{"weight", mci::view(w_), mci::view(dw_)}, {"bias", mci::view(b_), mci::view(db_)}},
         opts);
+    const char* world = std::getenv("WORLD_SIZE");
+    full_ = world ? std::atoi(world) : group().size();
     if (joining) {
       joined_ = true;
       // The members grow() at a step boundary: take the most advanced replica.
@@ -196,20 +209,10 @@ class Trainer {
         // A step boundary: replacements waiting join here.
         const bool check = replace && !checked;
         checked = false;
-        if (check && group().joiners_waiting()) {
-          const auto t0 = std::chrono::steady_clock::now();
-          mci::DistributedDataParallel::Growth g;
-          try {
-            g = ddp_->grow(done, {mci::view(vw_), mci::view(vb_)});
-          } catch (const mci::ConfigError& e) {
-            // A joiner lost while the group formed: go on as after a loss.
-            throw mci::PeerError(e.what(), -1);
-          }
-          const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          if (group().rank() == 0) {
-            say(fmt::format("grew world {} joined {} in {:.1f} ms at step {}{}", group().size(), g.joined, ms, step,
-                            o_.timestamps ? fmt::format(" at {}", now_ms()) : ""));
-          }
+        if (replace && o_.whole && !gave_up_ && group().size() < full_) {
+          wait_whole(step);
+        } else if (check && group().joiners_waiting()) {
+          grow_at(step);
         }
         const double loss = train_step(step);
         ++done;
@@ -231,12 +234,68 @@ class Trainer {
     }
     double sum = b_[0];
     for (double x : w_) sum += x;
-    say(fmt::format("final rank {} world {} sum {:.12e}", group().rank(), group().size(), sum));
+    say(fmt::format("final rank {} world {} sum {:.12e} bits {:016x}", group().rank(), group().size(), sum, bits()));
     return 0;
   }
 
  private:
   mci::ProcessGroup& group() const { return ddp_->process_group(); }
+
+  // Replacements waiting join at this boundary (grow is collective).
+  void grow_at(int step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    mci::DistributedDataParallel::Growth g;
+    try {
+      g = ddp_->grow(done_, {mci::view(vw_), mci::view(vb_)});
+    } catch (const mci::ConfigError& e) {
+      // A joiner lost while the group formed: go on as after a loss.
+      throw mci::PeerError(e.what(), -1);
+    }
+    const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (group().rank() == 0) {
+      say(fmt::format("grew world {} joined {} in {:.1f} ms at step {}{}", group().size(), g.joined, ms, step,
+                      o_.timestamps ? fmt::format(" at {}", now_ms()) : ""));
+    }
+  }
+
+  // --whole: the group waits at this boundary until it is whole again.
+  // Every look is collective (joiners_waiting: rank 0 asks, all hear its
+  // answer) and so is giving up (rank 0's clock, broadcast), so the ranks
+  // never part ways.
+  void wait_whole(int step) {
+    constexpr auto kLimit = std::chrono::seconds(60);
+    const auto since = std::chrono::steady_clock::now();
+    while (group().size() < full_) {
+      if (group().joiners_waiting()) {
+        grow_at(step);
+        continue;
+      }
+      std::uint8_t give_up = group().rank() == 0 && std::chrono::steady_clock::now() - since > kLimit ? 1 : 0;
+      group().broadcast(mci::view(&give_up, 1), 0);
+      if (give_up) {
+        gave_up_ = true;
+        if (group().rank() == 0) {
+          say(
+              fmt::format("no replacement within 60 s: going on with world {} of {} at step {}; its bits will "
+                          "differ from a run that was never interrupted",
+                          group().size(), full_, step));
+        }
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // FNV-1a over the bytes of the parameters and the optimizer's state: the
+  // same bits, the same hash.
+  std::uint64_t bits() const {
+    std::uint64_t h = 1469598103934665603ull;
+    for (const std::vector<double>* v : {&w_, &b_, &vw_, &vb_}) {
+      const auto* p = reinterpret_cast<const unsigned char*>(v->data());
+      for (std::size_t i = 0; i < v->size() * sizeof(double); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    }
+    return h;
+  }
 
   void maybe_die(int step, Point p) const {
     if (const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT"); attempt && std::atoi(attempt) > 0) return;
@@ -292,6 +351,10 @@ class Trainer {
   const int start_rank_;
   std::uint64_t done_ = 0;  // optimizer steps completed
   bool joined_ = false;     // a replacement that joined the running group
+  // --whole: the job's WORLD_SIZE, which every step runs on; gave_up_: no
+  // replacement came in time, and the steps go on with fewer.
+  int full_ = 0;
+  bool gave_up_ = false;
   std::vector<double> w_, b_, dw_, db_, vw_, vb_;
   std::unique_ptr<mci::DistributedDataParallel> ddp_;
 };
