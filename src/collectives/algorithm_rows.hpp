@@ -49,6 +49,7 @@
   SHM(shm_staged, all_to_all, shm_all_to_all)                                      \
   SHM(shm_flags, barrier, shm_barrier)                                             \
   HIER(hierarchical, all_reduce, hierarchical_all_reduce)                          \
+  HIER(host_chain, all_reduce, hierarchical_all_reduce_chain)                      \
   HIER(hierarchical, broadcast, hierarchical_broadcast)                            \
   HIER(hierarchical, reduce, hierarchical_reduce)                                  \
   HIER(hierarchical, all_gather, hierarchical_all_gather)                          \

@@ -60,6 +60,7 @@ bool rank_ordered(Algo algo, OpKind kind) {
     case Algo::shm_direct:  // all_reduce, reduce
     case Algo::shm_sliced:  // all_reduce, reduce
     case Algo::shm_staged:  // reduce_scatter
+    case Algo::host_chain:  // all_reduce: the fold host after host
       return true;
     default: return false;  // ring, recursive doubling and tree pair partial sums; hierarchical sums per host first
   }
@@ -75,6 +76,11 @@ Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> 
   if (reproducible && reduces(kind)) {
     if (layout == Layout::one_host) return shm_default(kind, bytes);
     if (kind == OpKind::reduce_scatter) return Algo::direct;
+    // Large all-reduces across hosts: the fold host after host, whose links
+    // carry one host's worth, as the default's do (all_reduce_chain.cpp).
+    if (kind == OpKind::all_reduce && layout == Layout::hierarchical && bytes > kSmallAllReduceBytes) {
+      return Algo::host_chain;
+    }
     // One round for small buffers (every rank reduces all of them), two
     // phases of (n-1)/n of the buffer above: the same bits either way.
     return kind == OpKind::all_reduce && bytes <= kSmallAllReduceBytes ? Algo::direct : Algo::ordered;

@@ -35,6 +35,7 @@ namespace mci {
   X(shm_staged, "", "shared memory: each rank stages its data, the others read what they need")            \
   X(shm_flags, "", "shared memory: one step of flags, nothing staged (barrier)")                           \
   X(hierarchical, "hier", "several hosts: shared memory inside each, TCP between their leaders")           \
+  X(host_chain, "", "several hosts of consecutive ranks: the rank-ordered fold host after host (MCI_REPRODUCIBLE)") \
   X(library, "", "the backend's library (NCCL, Gloo, MPI) chooses for itself")
 // clang-format on
 

@@ -89,7 +89,8 @@ inline constexpr std::array kRows{
         .doc =
         "`1`: all_reduce, reduce and reduce_scatter give the same bits whatever the algorithm, the transport and "
         "the hosts the ranks sit on: every element is reduced in rank order (rank 0's value, then rank 1's, ...), "
-        "by `shm_direct`, `shm_sliced` and `shm_staged` on one host, `direct` and `ordered` elsewhere (an "
+        "by `shm_direct`, `shm_sliced` and `shm_staged` on one host, `host_chain`, `direct` and `ordered` "
+        "across hosts (an "
         "`MCI_ALGO` that reduces in another order is not used for them; see [Same bits](#same-bits)). Must be "
         "the same on every rank. Read by the `cpu` backend only"},
     SettingRow{

@@ -156,7 +156,7 @@ class Cell:
         return sum(self.layout)
 
 
-LAYOUTS = {"2x2": [2, 2], "2+1+2": [2, 1, 2], "1+3": [1, 3], "4x1": [1, 1, 1, 1], "1x4": [4]}
+LAYOUTS = {"2x2": [2, 2], "2+1+2": [2, 1, 2], "1+3": [1, 3], "4x1": [1, 1, 1, 1], "1x4": [4], "1x5": [5]}
 # The collectives whose bits depend on the order of the additions.
 REDUCING = {"all_reduce", "reduce", "reduce_scatter"}
 # What MCI_ALGO can force across hosts, and the kinds each serves there.
@@ -190,6 +190,11 @@ def all_cells():
         for mode, env in (("reproducible", {"MCI_REPRODUCIBLE": "1"}), ("default-bits", {})):
             cells.append(Cell(f"{lname}/mtu1500/{mode}/steady", LAYOUTS[lname], 1500, env, "steady",
                               kinds=REDUCING, same_data=mode))
+    # Five ranks on three uneven hosts against one host: the chain of hosts
+    # (host_chain) through a host of one rank.
+    for lname in ("1x5", "2+1+2"):
+        cells.append(Cell(f"{lname}/mtu1500/reproducible/steady", LAYOUTS[lname], 1500, {"MCI_REPRODUCIBLE": "1"},
+                          "steady", kinds=REDUCING, same_data="reproducible-5"))
     return cells
 
 
@@ -210,6 +215,8 @@ SUBSET = [
     "1x4/mtu1500/reproducible/steady",
     "2x2/mtu1500/reproducible/steady",
     "4x1/mtu1500/reproducible/steady",
+    "1x5/mtu1500/reproducible/steady",
+    "2+1+2/mtu1500/reproducible/steady",
 ]
 SUBSET_FIRST_JOBS = {"2+1+2/mtu9000/auto/first": 5, "1x4/mtu1500/auto/first": 10}
 
@@ -326,8 +333,9 @@ def compare_layouts(cells, results):
                       if key in other["hashes"] and other["hashes"][key][1] != h]
             compared = sum(1 for key in ref["hashes"] if key in other["hashes"])
             line = (f"{tag}: {len(differ)} of {compared} outputs differ between {ref['cell']} and {other['cell']}")
-            print(("     " if tag != "reproducible" or not differ else "FAIL ") + line, flush=True)
-            if tag == "reproducible" and (differ or compared == 0):
+            reproducible = tag.startswith("reproducible")
+            print(("     " if not reproducible or not differ else "FAIL ") + line, flush=True)
+            if reproducible and (differ or compared == 0):
                 other["ok"] = False
                 detail = ", ".join(f"call {call} rank {rank} ({ref['hashes'][(call, rank)][0]})"
                                    for call, rank in differ[:5])
