@@ -13,6 +13,10 @@ gradients (8 MiB) make DDP's buckets large enough for the pipelined
 all-reduce between hosts, and its first all-reduce is the job's first
 large one (issue 49's case).
 
+Then the same bits whatever the layout (docs/env.md, "Same bits"): with
+MCI_REPRODUCIBLE=1, 100 steps on the two hosts and 100 steps with the four
+ranks on one host end with bitwise equal weights after every step.
+
     torch_ddp.py --mcirun BUILD/bin/mcirun --python VENV/bin/python   (root: makes the hosts)
     torch_ddp.py train BACKEND OUT_DIR                                (one rank, under mcirun)
 Exits 0 when passed, 1 when not, 77 when it cannot run here.
@@ -26,6 +30,7 @@ import sys
 import tempfile
 
 STEPS = 20
+SAME_BITS_STEPS = 100
 WIDTH = 1024
 
 
@@ -44,7 +49,7 @@ def flat(torch, model):
     return torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
 
 
-def train(backend, out_dir):
+def train(backend, out_dir, tag, steps):
     import torch
     import torch.distributed as dist
 
@@ -62,13 +67,13 @@ def train(backend, out_dir):
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     states = [flat(torch, model)]
-    for step in range(STEPS):
+    for step in range(steps):
         x, y = batch(torch, step, rank)
         opt.zero_grad()
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
         states.append(flat(torch, model))
-    torch.save(torch.stack(states), os.path.join(out_dir, f"{backend}.rank{rank}.pt"))
+    torch.save(torch.stack(states), os.path.join(out_dir, f"{tag}.rank{rank}.pt"))
     dist.destroy_process_group()
 
 
@@ -92,16 +97,23 @@ def reference(torch, world):
     return torch.stack(states)
 
 
-def run_job(args, hosts, backend, out_dir):
+def run_job(args, hosts, backend, out_dir, tag=None, steps=STEPS, one_host=False, extra_env=None):
+    """Four ranks: 2 hosts x 2, or (one_host) 1 x 4 on host 0."""
+    tag = tag or backend
     port = hosts.free_port(0)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCI_", "MASTER_", "RANK", "WORLD_SIZE"))}
-    env.update({"MCI_JOB_TOKEN": f"ddp-{backend}-{os.getpid()}", "OMP_NUM_THREADS": "1", "MCI_PYTHON": args.python})
+    env.update({"MCI_JOB_TOKEN": f"ddp-{tag}-{os.getpid()}", "OMP_NUM_THREADS": "1", "MCI_PYTHON": args.python})
+    env.update(extra_env or {})
+    program = [os.path.abspath(__file__), "train", backend, out_dir, tag, str(steps)]
     logs, procs = [], []
-    for i in range(2):
-        log = open(os.path.join(out_dir, f"{backend}.node{i}.log"), "w+")
+    for i in range(1 if one_host else 2):
+        log = open(os.path.join(out_dir, f"{tag}.node{i}.log"), "w+")
         logs.append(log)
-        argv = [args.mcirun, "--nnodes=2", f"--node_rank={i}", "--nproc_per_node=2", f"--master_addr={hosts.address(0)}",
-                f"--master_port={port}", os.path.abspath(__file__), "train", backend, out_dir]
+        if one_host:
+            argv = [args.mcirun, "--standalone", "--nproc_per_node=4", *program]
+        else:
+            argv = [args.mcirun, "--nnodes=2", f"--node_rank={i}", "--nproc_per_node=2",
+                    f"--master_addr={hosts.address(0)}", f"--master_port={port}", *program]
         procs.append(hosts.popen(i, argv, env=env, stdout=log, stderr=subprocess.STDOUT))
     problems = []
     for i, p in enumerate(procs):
@@ -112,17 +124,17 @@ def run_job(args, hosts, backend, out_dir):
             rc = "hung"
         if rc != 0:
             logs[i].seek(0)
-            problems.append(f"{backend}: node {i}'s mcirun exited {rc}:\n{logs[i].read()[-3000:]}")
+            problems.append(f"{tag}: node {i}'s mcirun exited {rc}:\n{logs[i].read()[-3000:]}")
     for log in logs:
         log.close()
     for line in hosts.leftovers():
-        problems.append(f"{backend}: leak after the job: {line}")
+        problems.append(f"{tag}: leak after the job: {line}")
     return problems
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "train":
-        train(sys.argv[2], sys.argv[3])
+        train(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--mcirun", required=True)
@@ -144,6 +156,9 @@ def main():
         with NetnsHosts(2, mtu=1500) as hosts:
             for backend in ("mci", "gloo"):
                 problems += run_job(args, hosts, backend, out_dir)
+            same = {"MCI_REPRODUCIBLE": "1"}
+            problems += run_job(args, hosts, "mci", out_dir, "same2x2", SAME_BITS_STEPS, False, same)
+            problems += run_job(args, hosts, "mci", out_dir, "same1x4", SAME_BITS_STEPS, True, same)
         if problems:
             print("\n".join(problems))
             return 1
@@ -184,7 +199,22 @@ for name, other in (("mci against gloo", runs["gloo"]), ("mci against one proces
             break
     print(f"{name}: largest difference {(mine - other).abs().max().item():.3g} over {mine.shape[0] - 1} steps "
           f"(weights' scale {scale:.3g})")
-print("\n".join(bad) if bad else "every rank bitwise equal at every step; mci, gloo and one process agree")
+# MCI_REPRODUCIBLE=1: two hosts and one host, bitwise, every step.
+layouts = {}
+for tag in ("same2x2", "same1x4"):
+    ranks = [torch.load(os.path.join(out, f"{tag}.rank{r}.pt")) for r in range(4)]
+    for r in range(1, 4):
+        if not torch.equal(ranks[0], ranks[r]):
+            bad.append(f"{tag}: rank {r}'s weights differ from rank 0's")
+    layouts[tag] = ranks[0]
+a, b = layouts["same2x2"], layouts["same1x4"]
+steps_differing = sum(1 for s in range(a.shape[0]) if not torch.equal(a[s], b[s]))
+print(f"MCI_REPRODUCIBLE=1, 2 hosts x 2 against 1 host x 4: {steps_differing} of {a.shape[0]} states differ "
+      f"(largest difference {(a.double() - b.double()).abs().max().item():.3g})")
+if steps_differing:
+    bad.append("MCI_REPRODUCIBLE=1: the weights on 2 hosts x 2 and 1 host x 4 are not the same bits")
+print("\n".join(bad) if bad else "every rank bitwise equal at every step; mci, gloo and one process agree; "
+      "the same bits on both layouts")
 sys.exit(1 if bad else 0)
 """ % os.path.dirname(os.path.abspath(__file__))
 
