@@ -5,8 +5,9 @@ torch twin of the C++ example elastic_train, same flags, same lines:
     mcirun --nproc_per_node=4 --on-rank-loss=continue elastic_train.py --steps 40 --step-ms 50
 
 Group rank 0 prints "step S world W loss L" after each step; every rank
-prints "final rank R world W sum X" at the end (X the sum of the
-parameters, %.12e, the same on every rank). When a peer is lost, the
+prints "final rank R world W sum X bits H" at the end (X the sum of the
+parameters, %.12e, H a hash of the parameters' and the optimizer's bits,
+both the same on every rank). When a peer is lost, the
 survivors shrink the group (mci_torch.shrink_group: torch 2.x's
 shrink_group on mci), take the model and optimizer state of the survivor
 that completed the most steps, wrap the model in DDP again and redo the
@@ -20,12 +21,19 @@ mci); it takes the model and optimizer state of the most advanced replica,
 prints "joined as rank R of world W at step S", and rank 0 prints "grew
 world W joined K in T ms at step S".
 
+--whole: under replace, no step runs on fewer ranks than WORLD_SIZE: after
+a loss the members wait at each step boundary (at most --join-timeout)
+for the replacements. With MCI_REPRODUCIBLE=1 every step then sums the
+same shares in the same order, and the run ends with the bits of the run
+never interrupted (docs/env.md, "Same bits").
+
 --die R@S:POINT: the process started as RANK R kills itself with SIGKILL at
 step S, at POINT: between, backward (mid-compute), collective (in DDP's
 all-reduce: a communication hook), recovery; only on a job's first start,
 never in a replacement.
 """
 import argparse
+import hashlib
 import os
 import signal
 import sys
@@ -64,6 +72,8 @@ def parse():
     ap.add_argument("--wait-joiners-at", type=int, default=0, metavar="STEP",
                     help="under replace: before step STEP, wait (at most --join-timeout) until a replacement "
                          "waits to join, rather than go on smaller")
+    ap.add_argument("--whole", action="store_true",
+                    help="under replace: no step on fewer ranks than WORLD_SIZE (wait for the replacements)")
     a = ap.parse_args()
     deaths = set()
     for d in a.die:
@@ -90,6 +100,7 @@ class Trainer:
         self.step = 0
         self.done = 0
         self.joined = joined
+        self.gave_up = False  # --whole: no replacement came within --join-timeout
         self.model = torch.nn.Linear(DIM, 1, dtype=torch.float64)
         with torch.no_grad():
             for p in self.model.parameters():
@@ -163,10 +174,12 @@ class Trainer:
 
     def joiners_waiting(self, step):
         """Whether replacements wait to join (collective). Before
-        --wait-joiners-at's step, while the group is smaller than at the
-        start, the members wait for one, at most --join-timeout."""
+        --wait-joiners-at's step (every step under --whole), while the group
+        is smaller than at the start, the members wait for one, at most
+        --join-timeout."""
         waiting = mci_torch.joiners_waiting()
-        if step != self.args.wait_joiners_at or dist.get_world_size() >= self.start_world:
+        wait_here = (self.args.whole and not self.gave_up) or step == self.args.wait_joiners_at
+        if not wait_here or dist.get_world_size() >= self.start_world:
             return waiting
         until = time.monotonic() + self.args.join_timeout.total_seconds()
         while not waiting:
@@ -174,10 +187,22 @@ class Trainer:
             over = torch.tensor([int(time.monotonic() >= until)])
             dist.broadcast(over, 0)
             if over.item():
+                if self.args.whole:
+                    # Every rank heard rank 0: none waits at a later boundary.
+                    self.gave_up = True
+                    if dist.get_rank() == 0:
+                        print(f"no replacement within {self.args.join_timeout.total_seconds():.0f} s: going on "
+                              f"with world {dist.get_world_size()} of {self.start_world} at step {step}; its bits "
+                              "will differ from a run that was never interrupted", flush=True)
                 break
             time.sleep(0.05)
             waiting = mci_torch.joiners_waiting()
         return waiting
+
+    def short(self):
+        """--whole: the group is smaller than WORLD_SIZE, and its members
+        still wait for replacements."""
+        return self.args.whole and not self.gave_up and dist.get_world_size() < self.start_world
 
     def grow(self, step):
         """A step boundary under replace: replacements waiting join here."""
@@ -198,11 +223,16 @@ class Trainer:
             step = self.done + 1
             done = self.done
             try:
-                check, checked = replace and not checked, False
-                if check and self.joiners_waiting(step):
+                # --whole: while the group is smaller than at the start, every
+                # rank looks (and waits) at each boundary, a replacement that
+                # just joined included, until it is whole again; each look is
+                # collective.
+                look, checked = replace and (not checked or self.short()), False
+                while look and self.joiners_waiting(step):
                     self.grow(step)
                     done = self.done
                     step = done + 1
+                    look = self.short()
                 loss = self.train_step(step)
             except (mci_torch.PeerError, RuntimeError) as e:
                 self.done = self.recover(done, e)
@@ -212,7 +242,14 @@ class Trainer:
                 at = f" at {int(time.time() * 1000)}" if self.args.timestamps else ""
                 print(f"step {step} world {dist.get_world_size()} loss {loss:.6f}{at}", flush=True)
         total = sum(p.detach().sum().item() for p in self.model.parameters())
-        print(f"final rank {dist.get_rank()} world {dist.get_world_size()} sum {total:.12e}", flush=True)
+        h = hashlib.blake2b(digest_size=8)
+        for p in self.model.parameters():
+            h.update(p.detach().numpy().tobytes())
+            buf = self.opt.state[p].get("momentum_buffer")
+            if buf is not None:
+                h.update(buf.numpy().tobytes())
+        print(f"final rank {dist.get_rank()} world {dist.get_world_size()} sum {total:.12e} bits {h.hexdigest()}",
+              flush=True)
 
 
 def main():

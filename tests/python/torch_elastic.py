@@ -18,6 +18,12 @@ etcd_node0 continue, the job's store on etcd (a member this test starts): 2
            among them, end with it). torch's store is on etcd too
            (MCI_TORCH_STORE=mci): node 1's ranks shrink and finish as
            world 2.
+same_bits  replace with MCI_REPRODUCIBLE=1 and --whole: 2 "nodes" on this
+           host, each its mcirun with 2 ranks on mci's store; node 1's
+           mcirun is SIGKILLed at step 3, node 0 starts its two ranks
+           again, they join through torch's reconfigure contract, and
+           every rank ends with the bits (parameters and momentum) of the
+           same training on 4 ranks never interrupted.
 no_join    replace, 2 ranks, a program whose members never offer a join:
            the replacement ends within its join timeout with a clear error,
            and mcirun then ends the job (with a rank left running, the next
@@ -172,11 +178,83 @@ def node_lost_on_etcd(mcirun, common, want):
     return fails
 
 
+def same_bits_after_replace(mcirun):
+    """same_bits: see the module's text. Returns the failures."""
+    import socket
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", MCI_REPRODUCIBLE="1", MCI_JOB_TOKEN="torch-same-bits")
+    ref = subprocess.run([mcirun, "--standalone", "--nproc_per_node=4", sys.executable, EXAMPLE, "--steps", str(STEPS)],
+                         capture_output=True, text=True, env=env, timeout=180)
+    want = set(re.findall(r"^final rank \d+ world 4 sum \S+ bits (\S+)$", ref.stdout, re.M))
+    if ref.returncode != 0 or len(want) != 1:
+        return [f"the uninterrupted run failed or its ranks disagree ({want}):\n{ref.stdout}{ref.stderr}"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def node(rank):
+        return subprocess.Popen([mcirun, "--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=2",
+                                 "--master_addr=127.0.0.1", f"--master_port={port}", "--on-rank-loss=replace",
+                                 sys.executable, EXAMPLE, "--steps", str(STEPS), "--step-ms", "300", "--whole"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    nodes = [node(0), node(1)]
+    outs = [[], []]
+    readers = [threading.Thread(target=lambda i=i: outs[i].extend(nodes[i].stdout), daemon=True) for i in (0, 1)]
+    for t in readers:
+        t.start()
+    killed = False
+    try:
+        until = time.monotonic() + 120
+        while time.monotonic() < until and not any(l.startswith("step 3 ") for l in outs[0]):
+            if nodes[0].poll() is not None:
+                break
+            time.sleep(0.02)
+        if any(l.startswith("step 3 ") for l in outs[0]):
+            nodes[1].kill()  # node 1's mcirun: its guardian ends its ranks
+            killed = True
+        try:
+            nodes[0].wait(180)
+        except subprocess.TimeoutExpired:
+            pass  # said below
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for t in readers:
+            t.join(10)
+    n0 = "".join(outs[0])
+    if not killed:
+        return [f"node 0 never printed step 3:\n{n0}"]
+    fails = []
+    if nodes[0].returncode != 0:
+        fails.append(f"node 0's mcirun exited {nodes[0].returncode}")
+    for pattern in (r"^grew world 4 joined \d+ in \S+ ms at step \d+$", r"node 1's mcirun is gone"):
+        if not re.search(pattern, n0, re.M):
+            fails.append(f"no line matches {pattern!r}")
+    if re.search(r"^step \d+ world [123] ", n0, re.M):
+        fails.append("a step ran on fewer than 4 ranks")
+    got = re.findall(r"^final rank (\d+) world (\d+) sum \S+ bits (\S+)$", n0, re.M)
+    if sorted(int(r) for r, _, _ in got) != [0, 1, 2, 3] or any(w != "4" or b not in want for _, w, b in got):
+        fails.append(f"finals {got}, want ranks 0..3 of world 4 with the bits {want} of the run never interrupted")
+    if fails:
+        fails.append(f"--- node 0:\n{n0}")
+    return fails
+
+
 def main():
     if sys.argv[1] == "never_grows":
         return never_grows()
     mcirun, cpp = sys.argv[1], sys.argv[2]
     scenario = sys.argv[3] if len(sys.argv) > 3 else "in_place"
+    if scenario == "same_bits":
+        fails = same_bits_after_replace(mcirun)
+        if fails:
+            print("\n".join(fails))
+            return 1
+        print("passed: node 1 lost, its ranks replaced on node 0, every rank ends with the uninterrupted run's bits")
+        return 0
     if scenario == "no_join":
         started = time.monotonic()
         # One replacement (--max-restarts=1): rank 0 leaves once it has gone.
