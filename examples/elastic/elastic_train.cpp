@@ -192,6 +192,7 @@ class Trainer {
       joined_ = true;
       // The members grow() at a step boundary: take the most advanced replica.
       done_ = ddp_->sync_replicas(0, {mci::view(vw_), mci::view(vb_)});
+      share_gave_up();
       say(fmt::format("joined as rank {} of world {} at step {}", group().rank(), group().size(), done_ + 1));
     }
   }
@@ -252,10 +253,21 @@ class Trainer {
       throw mci::PeerError(e.what(), -1);
     }
     const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    share_gave_up();
     if (group().rank() == 0) {
       say(fmt::format("grew world {} joined {} in {:.1f} ms at step {}{}", group().size(), g.joined, ms, step,
                       o_.timestamps ? fmt::format(" at {}", now_ms()) : ""));
     }
+  }
+
+  // --whole: a replacement that joins after the members gave up waiting
+  // must not wait at the next boundary while they step: it hears their
+  // state from rank 0 (both sides call this right after the grow).
+  void share_gave_up() {
+    if (!o_.whole) return;
+    std::uint8_t g = gave_up_ ? 1 : 0;
+    group().broadcast(mci::view(&g, 1), 0);
+    gave_up_ = g != 0;
   }
 
   // --whole: the group waits at this boundary until it is whole again.

@@ -110,6 +110,7 @@ class Trainer:
             # The members grew the group at a step boundary and take the
             # same steps next: the most advanced replica's state, then DDP.
             self.done = self.sync(0)
+            self.share_gave_up()
             print(f"joined as rank {dist.get_rank()} of world {dist.get_world_size()} at step {self.done + 1}",
                   flush=True)
         self.wrap()
@@ -199,6 +200,15 @@ class Trainer:
             waiting = mci_torch.joiners_waiting()
         return waiting
 
+    def share_gave_up(self):
+        """--whole: a replacement that joins after the members gave up
+        waiting hears it from rank 0 (both sides call this right after the
+        grow), so it does not wait at the next boundary while they step."""
+        if self.args.whole:
+            g = torch.tensor([int(self.gave_up)])
+            dist.broadcast(g, 0)
+            self.gave_up = bool(g.item())
+
     def short(self):
         """--whole: the group is smaller than WORLD_SIZE, and its members
         still wait for replacements."""
@@ -209,6 +219,7 @@ class Trainer:
         t0 = time.monotonic()
         joined = mci_torch.grow_group(timeout=self.args.join_timeout)
         self.done = self.sync(self.done)
+        self.share_gave_up()
         self.wrap()
         if dist.get_rank() == 0:
             ms = (time.monotonic() - t0) * 1000

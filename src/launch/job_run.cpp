@@ -483,34 +483,59 @@ int JobRun::run_attempts() {
     }
     const Outcome out = run_attempt(a);
     if (out.ended) return finish(*out.ended, false);
-    if (auto rc = decide(a, out)) return finish(*rc, out.rc == 0 || out.rank_failed);
+    // The job's end, said to nodes still waiting: its success only by the
+    // attempt's GROUP_RANK 0 on etcd, which waited for the other nodes
+    // first (another node's own ranks may succeed while a rank elsewhere
+    // still fails); a failure past --max-restarts by any node.
+    const bool leads = rdzv_ && (base_.store.hosted_here || a.node_rank == 0);
+    if (auto rc = decide(a, out)) return finish(*rc, out.rc == 0 ? leads : out.rank_failed);
   }
 }
 
 std::optional<int> JobRun::meet_elastic(Attempt& a) {
   try {
-    JoinOutcome j = rdzv_->join(a.index, signals_);
-    if (j.signal != 0) {
-      say(fmt::format("mcirun: received {} while the nodes were meeting for attempt {}", signal_name(j.signal),
-                      a.index));
-      return 128 + j.signal;
+    while (true) {
+      JoinOutcome j = rdzv_->join(a.index, signals_);
+      if (j.signal != 0) {
+        say(fmt::format("mcirun: received {} while the nodes were meeting for attempt {}", signal_name(j.signal),
+                        a.index));
+        return 128 + j.signal;
+      }
+      if (j.job_ended) {
+        say(fmt::format("mcirun: {} ended the job ({}) while this node waited to join attempt {}",
+                        base_.store.replicated ? "the nodes of its last attempt" : "node 0",
+                        *j.job_ended == 0 ? "it succeeded" : fmt::format("exit code {}", *j.job_ended), a.index));
+        return *j.job_ended == 0 ? 0 : 1;
+      }
+      const Membership m = *j.membership;
+      a.index = m.attempt;
+      a.nnodes = static_cast<int>(m.nodes.size());
+      a.node_rank = m.group_rank;
+      a.first_rank = m.first_rank();
+      a.world = m.world_size();
+      say("mcirun: " + describe_membership(m, *job_.elastic));
+      if (base_.store.replicated) {
+        try {
+          if (auto rc = agree_attempt_endpoint(a, m)) return rc;
+        } catch (const ProgramOwnerLost& lost) {
+          // GROUP_RANK 0 went before it said where rank 0 listens: nothing
+          // ran, and every other node finds the same; they meet again
+          // without it.
+          const ElasticNode& owner = m.nodes.front();
+          say(
+              fmt::format("mcirun: attempt {}'s GROUP_RANK 0 ({}, mcirun pid {}) is lost before it said where "
+                          "rank 0 listens ({}): the nodes meet again without it for attempt {}",
+                          m.attempt, owner.host, owner.pid, lost.what(), m.attempt + 1));
+          rdzv_->mark_lost(owner.id, lost.what());
+          members_ = m;
+          a = base_;
+          a.index = m.attempt + 1;
+          continue;
+        }
+      }
+      members_ = m;
+      break;
     }
-    if (j.job_ended) {
-      say(fmt::format("mcirun: node 0 ended the job ({}) before this node could join it: nothing ran here",
-                      *j.job_ended == 0 ? "it succeeded" : fmt::format("exit code {}", *j.job_ended)));
-      return *j.job_ended == 0 ? 0 : 1;
-    }
-    const Membership& m = *j.membership;
-    a.index = m.attempt;
-    a.nnodes = static_cast<int>(m.nodes.size());
-    a.node_rank = m.group_rank;
-    a.first_rank = m.first_rank();
-    a.world = m.world_size();
-    say("mcirun: " + describe_membership(m, *job_.elastic));
-    if (base_.store.replicated) {
-      if (auto rc = agree_attempt_endpoint(a, m)) return rc;
-    }
-    members_ = m;
   } catch (const Error& e) {
     if (base_.store.hosted_here) {
       say(fmt::format("mcirun: cannot start attempt {}: {}", a.index, e.what()));
@@ -545,9 +570,17 @@ std::optional<int> JobRun::agree_attempt_endpoint(Attempt& a, const Membership& 
   ports.store = a.store;
   ports.wait_limit = job_.join_timeout;
   ports.scope = fmt::format("/attempt/{}", a.index);
+  auto beats = std::make_shared<BeatTracker>(job_.elastic->lost_after());
+  ports.owner_gone = [this, beats, id = m.nodes.front().id]() -> std::optional<std::string> {
+    std::string why;
+    if (rdzv_->lost(*beats, id, &why)) return why;
+    return std::nullopt;
+  };
   if (a.store.hosted_here) {
-    const ProgramEndpoint e{job_.local_addr.value_or(job_.master_addr.empty() ? a.store.host : job_.master_addr),
-                            program_port_->port(), on_rank_loss_name(job_.on_rank_loss)};
+    // The same command line on every node: --master_addr names no one
+    // node here; the address toward etcd, or --local_addr.
+    const ProgramEndpoint e{job_.local_addr.value_or(a.store.host), program_port_->port(),
+                            on_rank_loss_name(job_.on_rank_loss)};
     publish_program_endpoint(ports, e);
     a.program_addr = e.addr;
     a.program_port = e.port;

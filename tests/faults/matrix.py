@@ -678,7 +678,7 @@ def run_cell(args, cell, hosts):
             if job.fault_problem:
                 problems.append(job.fault_problem)
         codes = job.wait(60 + (10 if cell.path.startswith("torch") else 0))
-        if cell.fault == "link_cut":
+        if cell.fault == "link_cut" and job.victim_node() is not None:
             hosts.link(job.victim_node(), True)
         fault_t = job.fault_t or job.self_fault_time()
         if None in codes:

@@ -347,6 +347,30 @@ TEST_F(EtcdJob, ElasticNodeStartedLaterJoinsAtTheNextAttempt) {
 #endif
 }
 
+// A node waiting to join while every node of the running attempt is lost
+// (here the only one, SIGKILLed with its ranks) does not wait for a
+// decision nobody will make: it starts the next attempt itself, within the
+// range's MIN.
+TEST_F(EtcdJob, ElasticWaitingNodeGoesOnWhenEveryRunningNodeIsLost) {
+#ifdef MCI_HAVE_ETCD
+  const std::string job = job_id("orphan");
+  const std::string conf = "join_timeout=30,last_call_timeout=0";
+  Mcirun first(elastic_node(job, "1:2", conf, kSleepOnAttempt0), kEnv);
+  ASSERT_TRUE(eventually([&] { return first.has_file("pid.0.0") && first.has_file("pid.0.1"); }, 30s)) << first.all();
+  const std::vector<pid_t> ranks{std::stoi(first.file("pid.0.0")), std::stoi(first.file("pid.0.1"))};
+  Mcirun late(elastic_node(job, "1:2", conf, kSleepOnAttempt0), kEnv);
+  ASSERT_TRUE(eventually([&] { return contains(late.err(), "waiting to join it at attempt 1"); }, 30s))
+      << first.all() << late.all();
+  ::kill(first.pid(), SIGKILL);
+  EXPECT_EQ(first.code(10s), 1000 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !process_alive(ranks[0]) && !process_alive(ranks[1]); }));
+  ASSERT_EQ(late.code(60s), 0) << late.all();
+  EXPECT_TRUE(contains(late.err(), "every node of attempt 0 is gone")) << late.all();
+  EXPECT_TRUE(contains(late.out(), "attempt=1 rank=0 world=2 group=0/1")) << late.all();
+  EXPECT_TRUE(contains(late.out(), "attempt=1 rank=1 world=2 group=0/1")) << late.all();
+#endif
+}
+
 // The same job over TLS: etcd requires client certificates (a CA the test
 // makes), and mcirun takes torchrun's --rdzv_conf keys for them.
 TEST_F(EtcdJob, TwoNodesTrainOverTls) {

@@ -109,6 +109,40 @@ def check_run(p, want, lost, recoveries_want, world_end, extra=()):
     return fails, recoveries
 
 
+def kill_at_step_3(nodes, watch, victim, survivor, wait_s):
+    """Two mcirun as nodes: once nodes[watch] printed step 3, nodes[victim]
+    is SIGKILLed (its guardian ends its ranks), then nodes[survivor] is
+    waited for, at most wait_s. Every process is ended and waited for.
+    Returns each node's output, exit codes (-9: killed, or still running
+    at the end) and when the kill came (None: step 3 never came)."""
+    outs = [[], []]
+    readers = [threading.Thread(target=lambda i=i: outs[i].extend(nodes[i].stdout), daemon=True) for i in (0, 1)]
+    for t in readers:
+        t.start()
+    killed_at = None
+    try:
+        until = time.monotonic() + 120
+        while time.monotonic() < until and not any(l.startswith("step 3 ") for l in outs[watch]):
+            if nodes[watch].poll() is not None:
+                break
+            time.sleep(0.02)
+        if any(l.startswith("step 3 ") for l in outs[watch]):
+            nodes[victim].kill()
+            killed_at = time.time()
+        try:
+            nodes[survivor].wait(wait_s)
+        except subprocess.TimeoutExpired:
+            pass  # said by the caller, with what each node printed
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for t in readers:
+            t.join(10)
+    return ["".join(o) for o in outs], [p.returncode for p in nodes], killed_at
+
+
 def node_lost_on_etcd(mcirun, common, want):
     """etcd_node0: see the module's text. Returns the failures."""
     from etcd_local import EtcdMember, find_etcd
@@ -126,38 +160,12 @@ def node_lost_on_etcd(mcirun, common, want):
                                      "--on-rank-loss=continue", sys.executable] + common + ["--timestamps"],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
-        nodes = [node(1), node(0)]
-        outs = [[], []]
-        readers = [threading.Thread(target=lambda i=i: outs[i].extend(nodes[i].stdout), daemon=True) for i in (0, 1)]
-        for t in readers:
-            t.start()
-        killed_at = None
-        try:
-            until = time.monotonic() + 120
-            while time.monotonic() < until and not any(l.startswith("step 3 ") for l in outs[1]):
-                if nodes[1].poll() is not None:
-                    break
-                time.sleep(0.02)
-            if any(l.startswith("step 3 ") for l in outs[1]):
-                nodes[1].kill()  # node 0's mcirun: its guardian ends its ranks
-                killed_at = time.time()
-            try:
-                nodes[0].wait(120)
-            except subprocess.TimeoutExpired:
-                pass  # said below, with what each node printed
-        finally:
-            for p in nodes:
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
-            for t in readers:
-                t.join(10)
-    n1, n0 = "".join(outs[0]), "".join(outs[1])
+        (n1, n0), rc, killed_at = kill_at_step_3([node(1), node(0)], watch=1, victim=1, survivor=0, wait_s=120)
     fails = []
     if killed_at is None:
         return [f"node 0 never printed step 3\n--- node 0:\n{n0}\n--- node 1:\n{n1}"]
-    if nodes[0].returncode != 0:
-        fails.append(f"node 1's mcirun exited {nodes[0].returncode} (-9: still running after 120 s, killed)")
+    if rc[0] != 0:
+        fails.append(f"node 1's mcirun exited {rc[0]} (-9: still running after 120 s, killed)")
     finals = re.findall(r"^final rank (\d+) world (\d+) sum (\S+)", n1, re.M)
     if sorted(int(r) for r, _, _ in finals) != [0, 1] or any(
             int(w) != 2 or abs(float(x) - want) > 1e-9 * abs(want) for _, w, x in finals):
@@ -198,38 +206,12 @@ def same_bits_after_replace(mcirun):
                                  sys.executable, EXAMPLE, "--steps", str(STEPS), "--step-ms", "300", "--whole"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
-    nodes = [node(0), node(1)]
-    outs = [[], []]
-    readers = [threading.Thread(target=lambda i=i: outs[i].extend(nodes[i].stdout), daemon=True) for i in (0, 1)]
-    for t in readers:
-        t.start()
-    killed = False
-    try:
-        until = time.monotonic() + 120
-        while time.monotonic() < until and not any(l.startswith("step 3 ") for l in outs[0]):
-            if nodes[0].poll() is not None:
-                break
-            time.sleep(0.02)
-        if any(l.startswith("step 3 ") for l in outs[0]):
-            nodes[1].kill()  # node 1's mcirun: its guardian ends its ranks
-            killed = True
-        try:
-            nodes[0].wait(180)
-        except subprocess.TimeoutExpired:
-            pass  # said below
-    finally:
-        for p in nodes:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        for t in readers:
-            t.join(10)
-    n0 = "".join(outs[0])
-    if not killed:
+    (n0, _), rc, killed_at = kill_at_step_3([node(0), node(1)], watch=0, victim=1, survivor=0, wait_s=180)
+    if killed_at is None:
         return [f"node 0 never printed step 3:\n{n0}"]
     fails = []
-    if nodes[0].returncode != 0:
-        fails.append(f"node 0's mcirun exited {nodes[0].returncode}")
+    if rc[0] != 0:
+        fails.append(f"node 0's mcirun exited {rc[0]}")
     for pattern in (r"^grew world 4 joined \d+ in \S+ ms at step \d+$", r"node 1's mcirun is gone"):
         if not re.search(pattern, n0, re.M):
             fails.append(f"no line matches {pattern!r}")

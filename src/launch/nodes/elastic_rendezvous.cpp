@@ -158,8 +158,9 @@ void ElasticRendezvous::close(int rc) {
   try {
     store_->set(kClosedKey, to_bytes(std::to_string(rc)));
   } catch (const Error&) {
-    // our own store: nothing else can fail it but its end; on etcd, the
-    // nodes still waiting then see the job's keys expire with its lease
+    // our own store: nothing else can fail it but its end; on etcd, a
+    // node still waiting takes the next round itself once every node of
+    // the last attempt is gone (peer_round)
   }
 }
 
@@ -245,6 +246,10 @@ ElasticRendezvous::RoundEnd ElasticRendezvous::lead(DecideOnce& round, int attem
   // outside this decision and goes there too.
   store_->set(kOpen, to_bytes(std::to_string(attempt + 1)));
   in = signed_up(round);
+  // A node that signed up and is gone already (its mcirun ended or was
+  // killed: its connection closed) would become a member that never
+  // starts; at the first start nothing else has looked at it.
+  std::erase_if(in, [&](int id) { return id != id_ && gone_now(*store_, id); });
   // Node 0, then the nodes of the attempt before in their order, then the
   // newcomers in the order they came, up to MAX: a node keeps its place
   // relative to the others, so a restart moves as few ranks as it can (and
@@ -271,6 +276,35 @@ ElasticRendezvous::RoundEnd ElasticRendezvous::lead(DecideOnce& round, int attem
                     attempt, fixed, round.decision_key()));
   }
   return {fixed, 0, std::nullopt};
+}
+
+ElasticRendezvous::RoundEnd ElasticRendezvous::follow_unless_orphaned(DecideOnce& round, int attempt,
+                                                                      std::vector<ElasticNode>& before,
+                                                                      SignalFd& signals) {
+  BeatTracker beats(range_.lost_after());
+  while (true) {
+    if (auto d = round.decision(std::chrono::milliseconds(0))) return {std::move(d), 0, std::nullopt};
+    if (const auto rc = job_closed()) return {std::nullopt, 0, rc};
+    // The attempt before may have been decided since this node came.
+    if (before.empty() && attempt > 0) {
+      DecideOnce previous(*store_, round_terms(attempt - 1));
+      if (const auto d = previous.decision(std::chrono::milliseconds(0))) before = describe_all(parse_members(*d));
+    }
+    std::map<int, std::string> why;
+    if (!before.empty() && std::all_of(before.begin(), before.end(), [&](const ElasticNode& n) {
+          return known_lost_.count(n.id) || beats.lost(*store_, n.id, &why[n.id]);
+        })) {
+      known_lost_.insert(why.begin(), why.end());  // the round this node leads need not wait for them again
+      say(
+          fmt::format("mcirun: every node of attempt {} is gone (stopped or lost) and none started attempt {}: this "
+                      "node starts it with the nodes that are here",
+                      attempt - 1, attempt));
+      RoundEnd orphaned;
+      orphaned.orphaned = true;
+      return orphaned;
+    }
+    if (const int sig = stop_signal(signals, kSlice)) return {std::nullopt, sig, std::nullopt};
+  }
 }
 
 ElasticRendezvous::RoundEnd ElasticRendezvous::follow(DecideOnce& round, SignalFd& signals) {
@@ -369,7 +403,16 @@ JoinOutcome ElasticRendezvous::peer_round(int attempt, SignalFd& signals) {
         may_lead = std::any_of(before.begin(), before.end(), [&](const ElasticNode& n) { return n.id == id_; });
       }
     }
-    const RoundEnd end = may_lead ? lead(agreement, round, before, round > 0, signals) : follow(agreement, signals);
+    RoundEnd end;
+    if (may_lead) {
+      end = lead(agreement, round, before, round > 0, signals);
+    } else {
+      // A node that waits leads after all if every node of the attempt
+      // before is gone (all stopped or lost): the job goes on with the
+      // nodes that are left, rather than wait for a decision nobody makes.
+      end = follow_unless_orphaned(agreement, round, before, signals);
+      if (end.orphaned) end = lead(agreement, round, before, true, signals);
+    }
     if (!end.decision) return {std::nullopt, end.signal, end.job_ended};
     Membership m;
     m.attempt = round;

@@ -29,8 +29,9 @@
 // round by the same rule; the first decision fixed wins (DecideOnce), so a
 // lost node leads nothing. GROUP_RANK 0, where rank 0 runs, is the first
 // node of the list: the first of the attempt before that is back, so rank 0
-// moves only when its node is lost. A node that came late never decides a
-// restart: only the nodes that ran the attempt before know it has ended.
+// moves only when its node is lost. A node that came late decides a
+// restart only once every node of the attempt before is gone (only they
+// know whether it still runs).
 #pragma once
 
 #include <sys/types.h>
@@ -102,6 +103,8 @@ class ElasticRendezvous {
   // A MemberWatch found node `id` lost; the next round does not wait for
   // its silence again.
   void mark_lost(int id, const std::string& why) { known_lost_[id] = why; }
+  // Whether node `id` is lost, as `beats` sees it (gone_now, or silent).
+  bool lost(BeatTracker& beats, int id, std::string* why) { return beats.lost(*store_, id, why); }
 
  private:
   // What a wait for a round's decision ended with: the decision, or the
@@ -110,6 +113,7 @@ class ElasticRendezvous {
     std::optional<std::string> decision;
     int signal = 0;
     std::optional<int> job_ended;
+    bool orphaned = false;  // a peer: every node of the attempt before is gone
   };
   JoinOutcome host_round(int attempt, SignalFd& signals);
   JoinOutcome member_round(int attempt, SignalFd& signals);
@@ -122,6 +126,10 @@ class ElasticRendezvous {
                 SignalFd& signals);
   // Waits for another node's decision of `round`.
   RoundEnd follow(DecideOnce& round, SignalFd& signals);
+  // A peer that may not decide: the same, but returns `orphaned` once every
+  // node of the attempt before (read from the store when it is decided) is
+  // gone, so that this node decides instead.
+  RoundEnd follow_unless_orphaned(DecideOnce& round, int attempt, std::vector<ElasticNode>& before, SignalFd& signals);
   std::optional<int> job_closed();
   ElasticNode describe(int id);
   std::vector<ElasticNode> describe_all(const std::vector<ElasticNode>& ids);

@@ -53,7 +53,7 @@ void Heartbeat::run() {
   }
 }
 
-bool BeatTracker::lost(Store& store, int id, std::string* why) {
+bool gone_now(Store& store, int id, std::string* why) {
   if (store.check({left_key(id)})) {
     if (why) *why = "its mcirun left the job";
     return true;
@@ -62,6 +62,11 @@ bool BeatTracker::lost(Store& store, int id, std::string* why) {
     if (why) *why = "its mcirun is gone (its store connection closed: killed, or its host lost)";
     return true;
   }
+  return false;
+}
+
+bool BeatTracker::lost(Store& store, int id, std::string* why) {
+  if (gone_now(store, id, why)) return true;
   const std::int64_t count = store.add(beat_key(id), 0);
   const auto now = Clock::now();
   auto [it, fresh] = seen_.try_emplace(id, Seen{count, now});

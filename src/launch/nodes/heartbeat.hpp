@@ -32,6 +32,10 @@ namespace mci::launch {
 
 std::string beat_key(int id);
 std::string left_key(int id);
+// Whether node `id`'s mcirun said it left, or its rendezvous connection
+// closed (killed, its host lost): what can be known without waiting for
+// its beats' silence.
+bool gone_now(Store& store, int id, std::string* why = nullptr);
 
 // A node other than node 0, for as long as it is in the job (waiting to
 // join included): beats on a thread and connection of its own; the

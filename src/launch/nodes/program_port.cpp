@@ -72,6 +72,9 @@ std::optional<ProgramEndpoint> fetch_program_endpoint(const ProgramPortOptions& 
     } catch (const TimeoutError&) {
       // node 0's launcher is not up yet, or has not published the port yet
     }
+    if (o.owner_gone) {
+      if (auto why = o.owner_gone()) throw ProgramOwnerLost(*why);
+    }
     pollfd p{signals.fd(), POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
       for (int sig : signals.take()) {

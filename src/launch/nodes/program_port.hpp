@@ -17,11 +17,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "common/socket.hpp"
 #include "launch/ranks/signals.hpp"
+#include "mci/errors.hpp"
 #include "mci/store.hpp"
 
 namespace mci::launch {
@@ -45,6 +47,14 @@ struct ProgramPortOptions {
   // Appended to the keys: "" for the job, "/attempt/N" for an elastic
   // attempt on etcd, whose GROUP_RANK 0 may be another node each time.
   std::string scope;
+  // Asked while waiting: why the node that publishes is gone, or nullopt
+  // (unset: never asked). Its answer ends the wait (ProgramOwnerLost).
+  std::function<std::optional<std::string>()> owner_gone;
+};
+
+// The node that was to publish the endpoint is gone.
+struct ProgramOwnerLost : Error {
+  using Error::Error;
 };
 
 struct ProgramEndpoint {
