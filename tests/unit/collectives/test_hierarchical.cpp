@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -319,6 +320,76 @@ TEST(HierarchicalAllReduce, LinksThatTakeLittleAtATime) {
   for (int round = 0; round < 3; ++round) {
     for (const char* hosts : {"aabb", "abb", "abab", "abcabc"}) expect_clean(hosts, all_reduces, kSmallWindow);
   }
+}
+
+// host_chain (MCI_REPRODUCIBLE across hosts): the bits of the rank-order
+// fold ((x0 + x1) + x2) + ... computed here, whatever the hosts, on values
+// of very different sizes (so that another order shows in the last bits).
+// f64 and the consecutive layouts run the chain; bf16 (one rounding) and
+// hosts of scattered ranks take the flat ordered algorithm.
+template <class T>
+T chain_input(int rank, std::size_t i) {
+  const auto h = static_cast<std::uint32_t>((i + 1) * 2654435761u ^ static_cast<std::uint32_t>(rank) * 40503u);
+  const double unit = static_cast<double>(h % 20001) / 10000.0 - 1.0;  // [-1, 1]
+  return static_cast<T>(std::ldexp(unit, static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 24) - 12));
+}
+
+template <class T>
+std::vector<std::string> chain_all_reduces(const Places& places, int r, int n, DType dt) {
+  std::vector<std::string> failures;
+  Scratch scratch;
+  int round = 0;
+  for (const HierarchicalCase& c : cases()) {
+    ++round;
+    std::vector<T> in(c.count), out(c.count), want(c.count);
+    for (std::size_t i = 0; i < c.count; ++i) {
+      in[i] = chain_input<T>(r, i);
+      T acc = chain_input<T>(0, i);
+      for (int q = 1; q < n; ++q) acc = acc + chain_input<T>(q, i);
+      want[i] = c.op == ReduceOp::avg ? acc / static_cast<T>(n) : acc;
+    }
+    CollectiveDesc d;
+    d.kind = OpKind::all_reduce;
+    d.dtype = dt;
+    d.count = c.count;
+    d.op = c.op;
+    d.in = in.data();
+    d.out = c.in_place ? in.data() : out.data();
+    d.seq = static_cast<std::uint64_t>(round);
+    d.algo = select_algo(OpKind::all_reduce, c.count * sizeof(T), n, std::nullopt, Layout::hierarchical, true);
+    if (c.count * sizeof(T) > kSmallAllReduceBytes && d.algo != Algo::host_chain) {
+      return {"a large reproducible all_reduce across hosts is not host_chain"};
+    }
+    run_algorithm(places, d, Deadline(60s), scratch);
+    const T* got = static_cast<const T*>(d.out);
+    for (std::size_t i = 0; i < c.count; ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+        failures.push_back(fmt::format("host_chain {} x {} {}{}: element {} is {} but the fold is {}", dtype_name(dt),
+                                       c.count, reduce_op_name(c.op), c.in_place ? " in place" : "", i,
+                                       static_cast<double>(got[i]), static_cast<double>(want[i])));
+        break;
+      }
+    }
+  }
+  return failures;
+}
+
+std::vector<std::string> chain_f32(const Places& p, int r, int n) {
+  return chain_all_reduces<float>(p, r, n, DType::f32);
+}
+std::vector<std::string> chain_f64(const Places& p, int r, int n) {
+  return chain_all_reduces<double>(p, r, n, DType::f64);
+}
+
+TEST(HostChain, TheRankOrderFoldOnConsecutiveHosts) {
+  for (const char* hosts : {"aabb", "abb", "aabbbc", "abcd"}) expect_clean(hosts, chain_f32);
+  expect_clean("aabb", chain_f64);
+}
+
+TEST(HostChain, HostsOfScatteredRanksTakeTheFlatFold) { expect_clean("abab", chain_f32); }
+
+TEST(HostChain, LinksThatTakeLittleAtATime) {
+  for (const char* hosts : {"aabb", "aabbbc"}) expect_clean(hosts, chain_f32, kSmallWindow);
 }
 
 void expect_every_collective(const std::string& hosts) {
