@@ -16,6 +16,7 @@
 #include "common/socket.hpp"
 #include "diag/dump_registry.hpp"
 #include "mci/errors.hpp"
+#include "monitor/positions.hpp"
 #include "store/keys.hpp"
 #include "store/records.hpp"
 
@@ -208,14 +209,20 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
   }
   const auto deadline = Clock::now() + answer_wait;
   const std::string me_host = host_name();
-  std::vector<int> never, silent, mismatched, cannot;
+  std::vector<int> silent, mismatched, cannot;
   const bool collective = !is_p2p(stuck.kind);
   // What each rank called at the stuck position, as far as the answers say.
   std::map<std::string, std::vector<int>> called;
   called[what].push_back(rank);
+  // First every rank's answer (or why there is none), then one
+  // classification of all of them (monitor/positions.hpp, the page's too),
+  // then a line each.
+  std::vector<Fields> answers(static_cast<std::size_t>(size));
+  std::vector<std::string> silent_lines(static_cast<std::size_t>(size));
+  std::vector<monitor::RankPlace> places;
   for (int r = 0; r < size; ++r) {
     const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
-    Fields f;
+    Fields& f = answers[static_cast<std::size_t>(r)];
     bool answered = false;
     std::optional<Fate> fate;
     try {
@@ -231,17 +238,38 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       }
     } catch (const std::exception&) {
     }
-    std::string line = fmt::format("  rank {}: ", r);
-    if (!answered) {
-      silent.push_back(r);
+    monitor::RankPlace place;
+    place.rank = r;
+    if (answered && r == rank) {
+      place.entered = place.running_seq = stuck.seq;
+      place.running = what;
+    } else if (answered) {
+      place.entered = static_cast<std::uint64_t>(num(f, "entered"));
+      place.running_seq = static_cast<std::uint64_t>(num(f, "running_seq"));
+      place.running = str(f, "running");
+      place.at_position = str(f, "at_seq");
+    } else {
+      place.life = monitor::Life::silent;
+      std::string& line = silent_lines[static_cast<std::size_t>(r)];
       if (fate) {
         cannot.push_back(r);
-        line += fmt::format("cannot answer: {}", fate->text);
+        line = fmt::format("cannot answer: {}", fate->text);
       } else {
         const Fate later = rank_fate(store, r, me_host);
         if (later.cannot_answer) cannot.push_back(r);
-        line += fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
+        line = fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
       }
+    }
+    places.push_back(std::move(place));
+  }
+  const monitor::Positions at = monitor::classify_positions(places, stuck.seq, what);
+  for (int r = 0; r < size; ++r) {
+    const Fields& f = answers[static_cast<std::size_t>(r)];
+    const monitor::Where where = at.where[static_cast<std::size_t>(r)];
+    std::string line = fmt::format("  rank {}: ", r);
+    if (where == monitor::Where::silent) {
+      silent.push_back(r);
+      line += silent_lines[static_cast<std::size_t>(r)];
       try {
         // Not this rank's own (its own answer only came late): it is counted already.
         if (collective && r != rank && store.check({called_key(stuck.seq, r)})) {
@@ -256,7 +284,6 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       out += line + "\n";
       continue;
     }
-    const auto entered = static_cast<std::uint64_t>(num(f, "entered"));
     const std::string running = str(f, "running");
     const std::string doing = !running.empty()
                                   ? fmt::format("inside {} for {}", running, seconds(num(f, "running_ms")))
@@ -265,23 +292,22 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
       line += fmt::format("waited {} in {} ({})", seconds(waited.count()), what, cause.seen_here);
     } else if (!collective) {
       line += doing + "; last completed: " + str(f, "last_completed");
-    } else if (entered < stuck.seq) {
-      never.push_back(r);
+    } else if (where == monitor::Where::never_entered) {
       line += fmt::format("never entered {}; {}; last completed: {}", what, doing, str(f, "last_completed"));
       if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq)
         line += " (it is queued behind earlier async work)";
-    } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq && running != what) {
+    } else if (where == monitor::Where::elsewhere && static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
       mismatched.push_back(r);
       called[running].push_back(r);
       line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives", running,
                           what);
-    } else if (!str(f, "at_seq").empty() && str(f, "at_seq") != what) {
+    } else if (where == monitor::Where::elsewhere) {
       // It has left that position already (its own timeout, most likely).
       mismatched.push_back(r);
       called[str(f, "at_seq")].push_back(r);
       line += fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
                           str(f, "at_seq"), what, doing);
-    } else if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
+    } else if (where == monitor::Where::waiting) {
       called[what].push_back(r);
       line += fmt::format("entered {} and is waiting in it ({})", what, doing);
     } else {
@@ -290,6 +316,7 @@ HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord&
     }
     out += line + "\n";
   }
+  const std::vector<int> never = collective ? at.of(monitor::Where::never_entered) : std::vector<int>{};
   auto list = [](const std::vector<int>& v) {
     std::string s;
     for (int r : v) s += fmt::format("{}{}", s.empty() ? "" : ", ", r);
