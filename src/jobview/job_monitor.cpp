@@ -111,7 +111,7 @@ int JobMonitor::block_for(int rank, int local_rank, int replacement) {
   r->rank = rank;
   r->local_rank = local_rank;
   r->replacement = replacement;
-  r->process = "starting";
+  r->process = Process::starting;
   r->exit.clear();
   r->block = file;
   r->reader = std::make_shared<monitor::BlockReader>(file->fd());
@@ -122,12 +122,12 @@ void JobMonitor::started(int rank, long pid) {
   std::lock_guard lk(mu_);
   if (LocalRank* r = find(rank)) {
     r->pid = pid;
-    r->process = "running";
+    r->process = Process::running;
     r->changed_ns = steady_now_ns();
   }
 }
 
-void JobMonitor::exited(int rank, const std::string& process, const std::string& how) {
+void JobMonitor::exited(int rank, Process process, const std::string& how) {
   {
     std::lock_guard lk(mu_);
     LocalRank* r = find(rank);
@@ -155,7 +155,7 @@ std::pair<int, std::vector<int>> JobMonitor::signal_dumps() {
   int sent = 0;
   std::vector<int> cannot;
   for (const LocalRank& r : ranks_) {
-    if (r.process != "running" || r.pid <= 0) continue;
+    if (r.process != Process::running || r.pid <= 0) continue;
     if (r.dump_signal <= 0) {
       cannot.push_back(r.rank);
       continue;
@@ -182,7 +182,7 @@ nlohmann::json JobMonitor::request_dump() {
 
 void JobMonitor::refresh() {
   std::lock_guard refreshing(store_mu_);  // one store client, one user at a time
-  nlohmann::json mine;
+  NodeSample mine;
   {
     std::lock_guard lk(mu_);
     mine = sample_node(o_.node_rank, ranks_);
@@ -198,16 +198,17 @@ void JobMonitor::refresh() {
     if (n == o_.node_rank) continue;
     try {
       if (!store_->check({node_key(n)})) continue;
+      // The JSON edge: another node's sample, decoded once, here.
       const auto j = nlohmann::json::parse(to_string(store_->get(node_key(n), std::chrono::seconds(1))), nullptr,
                                            /*allow_exceptions=*/false);
-      if (j.is_object()) view_->update(j);
+      if (j.is_object()) view_->update(j.get<NodeSample>());
     } catch (const Error& e) {
       log::debug("mcirun --monitor: cannot read node {}'s sample: {}", n, e.what());
     }
   }
 }
 
-void JobMonitor::publish(const nlohmann::json& mine) {
+void JobMonitor::publish(const NodeSample& mine) {
   if (!store_) return;
   try {
     // A dump the page asked for since the last refresh: this node's too
@@ -218,7 +219,7 @@ void JobMonitor::publish(const nlohmann::json& mine) {
         signal_dumps();
       }
     }
-    store_->set(node_key(o_.node_rank), to_bytes(mine.dump()));
+    store_->set(node_key(o_.node_rank), to_bytes(nlohmann::json(mine).dump()));
   } catch (const Error& e) {
     log::debug("mcirun --monitor: cannot send this node's sample: {}", e.what());
   }

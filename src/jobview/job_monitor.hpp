@@ -76,7 +76,7 @@ class JobMonitor {
   int block_for(int rank, int local_rank, int replacement);
   void started(int rank, long pid);
   // process: "done", "lost" or "failed"; how: "exit code 1", "signal SIGKILL".
-  void exited(int rank, const std::string& process, const std::string& how);
+  void exited(int rank, Process process, const std::string& how);
   void event(const std::string& kind, const std::string& text);
   // One refresh now (tests, and the last state before the job ends).
   void refresh();
@@ -99,7 +99,7 @@ class JobMonitor {
   void start_serving();
   // A node other than the one serving: this node's sample into the store,
   // and the dumps the page asked for since the last refresh.
-  void publish(const nlohmann::json& mine);
+  void publish(const NodeSample& mine);
   // On etcd, a node other than 0: once node 0 is gone, serve the page if no
   // other node claimed it first.
   void take_over_if_node0_gone();

@@ -7,34 +7,13 @@
 
 #include "common/op_kind.hpp"
 #include "jobview/bandwidth.hpp"
+#include "monitor/positions.hpp"
 
 namespace mci::jobview {
 
 namespace {
 
 using json = nlohmann::json;
-
-double num(const json& j, const char* key, double fallback = 0) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-std::string str(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-bool gone(const std::string& process) { return process == "lost" || process == "failed"; }
-
-// The collective a rank has entered last (its running one, else the newest
-// it finished): what the hang report calls its position.
-std::uint64_t entered(const json& g) {
-  const json& run = g["running"];
-  if (run.is_object() && num(run, "seq") > 0) return static_cast<std::uint64_t>(num(run, "seq"));
-  std::uint64_t top = 0;
-  for (const auto& r : g["recent"]) top = std::max(top, static_cast<std::uint64_t>(num(r, "seq")));
-  return top;
-}
 
 std::string seconds_text(double s) { return s < 10 ? fmt::format("{:.1f} s", s) : fmt::format("{:.0f} s", s); }
 
@@ -66,61 +45,52 @@ double JobView::since_start_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
-const json* JobView::main_group(const json& rank_sample) {
-  const auto it = rank_sample.find("groups");
-  if (it == rank_sample.end() || !it->is_array()) return nullptr;
-  // The newest group still open: after a shrink or a grow the ranks move
-  // to the new group, and the old one is closed.
-  const json* pick = nullptr;
-  for (const auto& g : *it) {
-    if (!g.value("closed", false)) pick = &g;
+std::string_view JobView::state_name(State s) {
+  switch (s) {
+    case State::starting: return "starting";
+    case State::ok: return "ok";
+    case State::slow: return "slow";
+    case State::stalled: return "stalled";
+    case State::done: return "done";
   }
-  if (pick == nullptr && !it->empty()) pick = &it->back();
-  return pick;
+  return "starting";
 }
 
-void JobView::update(const json& node_sample) {
+void JobView::update(const NodeSample& node_sample) {
   std::lock_guard lk(mu_);
   const auto now = std::chrono::steady_clock::now();
-  const int node = static_cast<int>(num(node_sample, "node"));
-  if (!node_sample.contains("ranks") || !node_sample["ranks"].is_array()) return;
-  for (const auto& r : node_sample["ranks"]) {
-    if (!r.is_object()) continue;
-    const int rank = static_cast<int>(num(r, "rank", -1));
-    if (rank < 0) continue;
-    Rank& rk = ranks_[rank];
-    note_transition(rank, rk.sample, r);
+  for (const RankSample& r : node_sample.ranks) {
+    if (r.rank < 0) continue;
+    Rank& rk = ranks_[r.rank];
+    note_transition(r.rank, rk, r);
+    rk.seen = true;
     rk.sample = r;
-    rk.node = node;
+    rk.node = node_sample.node;
     rk.at = now;
-    if (!r.contains("groups") || !r["groups"].is_array()) continue;
-    for (const auto& g : r["groups"]) {
-      const std::string name = str(g, "name");
-      const int size = static_cast<int>(num(g, "size"));
-      const std::string key = fmt::format("{}/{}", name, size);
+    for (const GroupSample& g : r.groups) {
+      const std::string key = fmt::format("{}/{}", g.name, g.size);
       // A group formed again under the same name with another size: the
       // job shrank or grew (said once). A subgroup has a name of its own.
       if (!groups_.contains(key)) {
-        if (const auto was = last_size_.find(name); was != last_size_.end() && was->second != size) {
-          add_event(size < was->second ? "shrink" : "grow",
-                    fmt::format("group '{}' formed again with {} rank(s) (it had {})", name, size, was->second));
+        if (const auto was = last_size_.find(g.name); was != last_size_.end() && was->second != g.size) {
+          add_event(g.size < was->second ? "shrink" : "grow",
+                    fmt::format("group '{}' formed again with {} rank(s) (it had {})", g.name, g.size, was->second));
         }
-        last_size_[name] = size;
+        last_size_[g.name] = g.size;
       }
       Group& gr = groups_[key];
-      gr.name = name;
-      gr.size = size;
-      for (const auto& op : g["recent"]) {
-        const auto seq = static_cast<std::uint64_t>(num(op, "seq"));
-        if (seq == 0 || !op.value("ok", false)) continue;
-        if (!gr.ops.empty() && seq + kOpsPerGroup < gr.ops.rbegin()->first) continue;  // fell out of the window
-        Op& o = gr.ops[seq];
-        o.kind = str(op, "kind");
-        o.dtype = str(op, "dtype");
-        o.bytes = static_cast<std::uint64_t>(num(op, "bytes"));
-        o.size = size;
-        o.dur_us[rank] = num(op, "dur_us");
-        if (o.end_s < 0) o.end_s = std::max(0.0, since_start_s() - num(op, "ago_ms") / 1e3);
+      gr.name = g.name;
+      gr.size = g.size;
+      for (const RecentOp& op : g.recent) {
+        if (op.seq == 0 || !op.ok) continue;
+        if (!gr.ops.empty() && op.seq + kOpsPerGroup < gr.ops.rbegin()->first) continue;  // fell out of the window
+        Op& o = gr.ops[op.seq];
+        o.kind = op.kind;
+        o.dtype = op.dtype;
+        o.bytes = op.bytes;
+        o.size = g.size;
+        o.dur_us[r.rank] = op.dur_us;
+        if (o.end_s < 0) o.end_s = std::max(0.0, since_start_s() - op.ago_ms / 1e3);
       }
       while (gr.ops.size() > kOpsPerGroup) gr.ops.erase(gr.ops.begin());
       finish_ops(gr);
@@ -154,30 +124,22 @@ void JobView::finish_ops(Group& g) {
 }
 
 // What changed for a rank between two samples, as the job's events.
-void JobView::note_transition(int rank, const json& before, const json& now) {
+void JobView::note_transition(int rank, const Rank& before, const RankSample& now) {
   // When it happened, by the sampling node's clock (how long before its sample).
-  const std::optional<double> when = now.contains("changed_ago_ms")
-                                         ? std::optional<double>(since_start_s() - num(now, "changed_ago_ms") / 1e3)
-                                         : std::nullopt;
-  const std::string was = before.is_object() ? str(before, "process") : "";
-  const std::string is = str(now, "process");
-  const double pid_was = before.is_object() ? num(before, "pid") : 0;
-  const double pid = num(now, "pid");
-  if (pid_was != 0 && pid != 0 && pid != pid_was) {
-    const int k = static_cast<int>(num(now, "replacement"));
-    if (k > 0) {
+  const std::optional<double> when =
+      now.changed_ago_ms ? std::optional<double>(since_start_s() - *now.changed_ago_ms / 1e3) : std::nullopt;
+  const std::int64_t pid_was = before.seen ? before.sample.pid : 0;
+  if (pid_was != 0 && now.pid != 0 && now.pid != pid_was) {
+    if (now.replacement > 0) {
       add_event("replacement",
-                fmt::format("rank {}: replacement {} started (pid {:.0f} on {})", rank, k, pid, str(now, "host")),
+                fmt::format("rank {}: replacement {} started (pid {} on {})", rank, now.replacement, now.pid, now.host),
                 when);
     } else {
-      add_event("rank_started", fmt::format("rank {} started again (pid {:.0f} on {})", rank, pid, str(now, "host")),
-                when);
+      add_event("rank_started", fmt::format("rank {} started again (pid {} on {})", rank, now.pid, now.host), when);
     }
   }
-  if (is != was && gone(is)) {
-    add_event("rank_lost",
-              fmt::format("rank {} (pid {:.0f} on {}) was lost: {}", rank, pid, str(now, "host"), str(now, "exit")),
-              when);
+  if (gone(now.process) && (!before.seen || before.sample.process != now.process)) {
+    add_event("rank_lost", fmt::format("rank {} (pid {} on {}) was lost: {}", rank, now.pid, now.host, now.exit), when);
   }
 }
 
@@ -199,34 +161,49 @@ void JobView::age() const {
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [rank, rk] : ranks_) {
     rk.view = rk.sample;
-    if (str(rk.sample, "process") != "running") continue;
+    if (rk.sample.process != Process::running) continue;
     const double ms = std::chrono::duration<double, std::milli>(now - rk.at).count();
-    auto it = rk.view.find("groups");
-    if (it == rk.view.end() || !it->is_array()) continue;
-    for (auto& g : *it) {
-      if (g.contains("running") && g["running"].is_object()) g["running"]["for_ms"] = num(g["running"], "for_ms") + ms;
-      if (g.contains("idle_ms") && g["running"].is_null()) g["idle_ms"] = num(g, "idle_ms") + ms;
+    for (GroupSample& g : rk.view.groups) {
+      if (g.running) {
+        g.running->for_ms += ms;
+      } else {
+        g.idle_ms += ms;
+      }
     }
   }
 }
 
 JobView::Verdict JobView::verdict() const {
   Verdict v;
-  struct Seen {
-    int rank;
-    const json* sample;
-    const json* g;
-  };
-  std::vector<Seen> all;
   bool any_group = false, all_done = !ranks_.empty();
+  double timeout_ms = 0;
+  std::vector<monitor::RankPlace> places;
+  std::map<std::string, int> kinds_at;  // what the ranks run, by kind, to find the position's
   for (const auto& [rank, rk] : ranks_) {
-    const json* g = main_group(rk.view);
+    const GroupSample* g = rk.view.main_group();
     any_group = any_group || g != nullptr;
-    all_done = all_done && str(rk.view, "process") != "running" && str(rk.view, "process") != "starting";
-    all.push_back({rank, &rk.view, g});
+    all_done = all_done && rk.view.process != Process::running && rk.view.process != Process::starting;
+    monitor::RankPlace p;
+    p.rank = rank;
+    if (rk.view.process == Process::done) {
+      p.life = monitor::Life::done;
+    } else if (gone(rk.view.process)) {
+      p.life = monitor::Life::lost;
+    } else if (g == nullptr) {
+      p.life = monitor::Life::no_group;
+    }
+    if (g != nullptr) {
+      p.entered = g->entered();
+      timeout_ms = std::max(timeout_ms, g->timeout_ms);
+      if (g->running) {
+        p.running_seq = g->running->seq;
+        p.running = g->running->kind;
+      }
+    }
+    places.push_back(std::move(p));
   }
   if (all_done) {
-    v.state = "done";
+    v.state = State::done;
     v.text = "every rank has exited";
     return v;
   }
@@ -234,79 +211,75 @@ JobView::Verdict JobView::verdict() const {
     v.text = "waiting for the ranks to create their process group";
     return v;
   }
-  std::uint64_t top = 0;
-  double timeout_ms = 0;
-  for (const auto& s : all) {
-    if (s.g == nullptr) continue;
-    top = std::max(top, entered(*s.g));
-    timeout_ms = std::max(timeout_ms, num(*s.g, "timeout_ms"));
+  // The position is the furthest collective any rank entered; what it is,
+  // the kind most of the ranks there run.
+  const std::uint64_t top = monitor::furthest_position(places);
+  for (const auto& p : places) {
+    if (p.life == monitor::Life::alive && p.running_seq == top && top > 0) kinds_at[p.running]++;
   }
+  std::string what;
+  int most = 0;
+  for (const auto& [kind, n] : kinds_at) {
+    if (n > most) what = kind, most = n;
+  }
+  const monitor::Positions at = monitor::classify_positions(places, top, what);
   v.timeout_s = timeout_ms / 1e3;
   const double stall_ms = timeout_ms > 0 ? std::min<double>(static_cast<double>(o_.stall_after.count()), timeout_ms / 4)
                                          : static_cast<double>(o_.stall_after.count());
+  // The ranks waiting in it, long enough to be a stall if one is missing.
   double waited_ms = 0;
-  std::string kind_at_top;
-  std::vector<const Seen*> waiting, missing;
-  for (const auto& s : all) {
-    const std::string process = str(*s.sample, "process");
-    if (s.g == nullptr) {
-      if (process != "done") missing.push_back(&s);
-      continue;
-    }
-    const json& run = (*s.g)["running"];
-    if (gone(process) || entered(*s.g) < top) {
-      if (process != "done") missing.push_back(&s);
-    } else if (run.is_object() && num(run, "seq") == static_cast<double>(top) && num(run, "for_ms") >= stall_ms) {
-      waiting.push_back(&s);
-      waited_ms = std::max(waited_ms, num(run, "for_ms"));
-      kind_at_top = str(run, "kind");
-    }
+  std::size_t waiting = 0;
+  for (int rank : at.of(monitor::Where::waiting)) {
+    const double ms = ranks_.at(rank).view.main_group()->running->for_ms;
+    if (ms < stall_ms) continue;
+    ++waiting;
+    waited_ms = std::max(waited_ms, ms);
   }
-  if (!waiting.empty() && !missing.empty()) {
-    const Seen& m = *missing.front();
-    v.state = "stalled";
-    v.rank = m.rank;
+  if (waiting > 0 && !at.missing.empty()) {
+    const int m = at.missing.front();
+    v.state = State::stalled;
+    v.rank = m;
     v.waiting_s = waited_ms / 1e3;
-    std::string what;
-    const std::string host = str(*m.sample, "host");
-    const std::string process = str(*m.sample, "process");
-    if (gone(process)) {
-      what = fmt::format("which was lost ({})", str(*m.sample, "exit"));
-    } else if (m.g == nullptr) {
-      what = fmt::format("which has not created its process group yet (on host {})", host);
-    } else if (const json& run = (*m.g)["running"]; run.is_object()) {
-      const double seq = num(run, "seq");
-      what = seq > 0 ? fmt::format("which is in {} #{} on host {}", str(run, "kind"), seq, host)
-                     : fmt::format("which is in {} (peer {}) on host {}", str(run, "kind"), num(run, "peer"), host);
-    } else {
-      what = fmt::format("which is running its own code since {} (its last collective was #{}) on host {}",
-                         seconds_text(num(*m.g, "idle_ms") / 1e3), entered(*m.g), host);
-    }
     std::string others;
-    for (std::size_t i = 1; i < missing.size() && i < 8; ++i) others += fmt::format(", {}", missing[i]->rank);
-    if (missing.size() > 8) others += ", ...";
+    for (std::size_t i = 1; i < at.missing.size() && i < 8; ++i) others += fmt::format(", {}", at.missing[i]);
+    if (at.missing.size() > 8) others += ", ...";
     v.text = fmt::format("waiting {} of {} in {} #{} for rank {}{}, {}", seconds_text(v.waiting_s),
-                         v.timeout_s > 0 ? seconds_text(v.timeout_s) : std::string("no timeout"), kind_at_top, top,
-                         m.rank, others.empty() ? "" : " (and " + others.substr(2) + ")", what);
+                         v.timeout_s > 0 ? seconds_text(v.timeout_s) : std::string("no timeout"), what, top, m,
+                         others.empty() ? "" : " (and " + others.substr(2) + ")", missing_text(ranks_.at(m).view));
     return v;
   }
-  if (!waiting.empty()) {
-    v.state = "slow";
+  if (waiting > 0) {
+    v.state = State::slow;
     v.waiting_s = waited_ms / 1e3;
-    v.text = fmt::format("every rank is in {} #{} for {}: a long transfer, no rank is missing", kind_at_top, top,
+    v.text = fmt::format("every rank is in {} #{} for {}: a long transfer, no rank is missing", what, top,
                          seconds_text(v.waiting_s));
     return v;
   }
-  // No wait in progress: who has been arriving last, over the main
-  // group's last 10 complete collectives.
-  const Seen* first = nullptr;
-  for (const auto& s : all) {
-    if (s.g != nullptr) {
-      first = &s;
-      break;
-    }
+  return arrivals_verdict(top, places.size());
+}
+
+std::string JobView::missing_text(const RankSample& r) const {
+  const GroupSample* g = r.main_group();
+  if (gone(r.process)) return fmt::format("which was lost ({})", r.exit);
+  if (g == nullptr) return fmt::format("which has not created its process group yet (on host {})", r.host);
+  if (g->running) {
+    const RunningOp& run = *g->running;
+    return run.seq > 0 ? fmt::format("which is in {} #{} on host {}", run.kind, run.seq, r.host)
+                       : fmt::format("which is in {} (peer {}) on host {}", run.kind, run.peer, r.host);
   }
-  const auto git = groups_.find(fmt::format("{}/{}", str(*first->g, "name"), static_cast<int>(num(*first->g, "size"))));
+  return fmt::format("which is running its own code since {} (its last collective was #{}) on host {}",
+                     seconds_text(g->idle_ms / 1e3), g->entered(), r.host);
+}
+
+// No wait in progress: who has been arriving last, over the main group's
+// last 10 complete collectives.
+JobView::Verdict JobView::arrivals_verdict(std::uint64_t top, std::size_t nranks) const {
+  Verdict v;
+  const GroupSample* first = nullptr;
+  for (const auto& [rank, rk] : ranks_) {
+    if ((first = rk.view.main_group()) != nullptr) break;
+  }
+  const auto git = groups_.find(fmt::format("{}/{}", first->name, first->size));
   std::vector<const Op*> done;
   if (git != groups_.end()) {
     for (auto it = git->second.ops.rbegin(); it != git->second.ops.rend() && done.size() < 10; ++it) {
@@ -320,28 +293,84 @@ JobView::Verdict JobView::verdict() const {
     std::sort(d.begin(), d.end());
     late[d[0].second].push_back(d[1].first - d[0].first);
   }
-  v.state = "ok";
+  v.state = State::ok;
   for (auto& [rank, by] : late) {
     if (done.size() < 5 || by.size() * 10 < done.size() * 7) continue;
     std::sort(by.begin(), by.end());
     const double median = by[by.size() / 2];
     if (median < 5000) continue;  // under 5 ms: noise, not a slow step
-    v.state = "slow";
+    v.state = State::slow;
     v.rank = rank;
     v.text = fmt::format("rank {} arrives last by {} in {} of the last {} collectives", rank, duration_text(median),
                          by.size(), done.size());
     return v;
   }
-  v.text = done.empty() ? fmt::format("{} rank(s) running", all.size())
-                        : fmt::format("all {} ranks in step (last collective #{})", all.size(), top);
+  v.text = done.empty() ? fmt::format("{} rank(s) running", nranks)
+                        : fmt::format("all {} ranks in step (last collective #{})", nranks, top);
   return v;
+}
+
+json JobView::rank_row(int rank, const Rank& rk, const Verdict& v) const {
+  const RankSample& r = rk.view;
+  const GroupSample* g = r.main_group();
+  json row;
+  row["rank"] = rank;
+  row["node"] = rk.node;
+  row["host"] = r.host;
+  row["pid"] = r.pid;
+  row["process"] = process_name(r.process);
+  row["exit"] = r.exit;
+  row["dumps"] = r.dumps;
+  row["sample_age_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - rk.at).count();
+  row["last_arrivals"] = rk.last_arrivals;
+  row["waited_for"] = v.state == State::stalled && v.rank == rank;
+  std::string state = "running";
+  if (r.process == Process::done) {
+    state = "done";
+  } else if (gone(r.process)) {
+    state = "lost";
+  } else if (r.process == Process::starting || g == nullptr) {
+    state = "starting";
+  } else if (g->running) {
+    const double stall_after = static_cast<double>(o_.stall_after.count());
+    const double stall = g->timeout_ms > 0 ? std::min(stall_after, g->timeout_ms / 4) : stall_after;
+    state = g->running->for_ms >= stall ? "waiting" : "in a collective";
+  }
+  row["state"] = state;
+  row["group"] = g ? g->name : "";
+  row["backend"] = g ? g->backend : "";
+  row["op"] = g && g->running ? json(*g->running) : json(nullptr);
+  row["idle_s"] = g ? g->idle_ms / 1e3 : 0.0;
+  row["kinds"] = g && !g->kinds.empty() ? json(g->kinds) : json::object();
+  json recent = json::array();
+  if (g != nullptr) {
+    const auto git = groups_.find(fmt::format("{}/{}", g->name, g->size));
+    const auto& rec = g->recent;
+    for (std::size_t i = rec.size() > 5 ? rec.size() - 5 : 0; i < rec.size(); ++i) {
+      const RecentOp& op = rec[i];
+      json e = {{"seq", op.seq}, {"kind", op.kind}, {"dur_us", op.dur_us}, {"clock", op.clock}, {"bytes", op.bytes}};
+      const auto it =
+          git != groups_.end() ? git->second.ops.find(op.seq) : std::map<std::uint64_t, Op>::const_iterator{};
+      if (git != groups_.end() && it != git->second.ops.end() && it->second.counted) {
+        const Op& o = it->second;
+        // Arrival position: the rank that waited longest came first.
+        int pos = 1;
+        const double mine = o.dur_us.count(rank) ? o.dur_us.at(rank) : 0;
+        for (const auto& [other, d] : o.dur_us) pos += d > mine ? 1 : 0;
+        e["arrival"] = pos;
+        e["busbw_gbs"] = busbw(o).value_or(0);
+      }
+      recent.push_back(std::move(e));
+    }
+  }
+  row["recent"] = std::move(recent);
+  return row;
 }
 
 nlohmann::json JobView::snapshot() const {
   std::lock_guard lk(mu_);
   age();
   const Verdict v = verdict();
-  const auto now = std::chrono::steady_clock::now();
   json out;
   out["job"] = {{"world", o_.world},
                 {"nnodes", o_.nnodes},
@@ -349,75 +378,13 @@ nlohmann::json JobView::snapshot() const {
                 {"uptime_s", since_start_s()},
                 {"refresh_ms", o_.refresh.count()},
                 {"stall_after_ms", o_.stall_after.count()}};
-  out["verdict"] = {{"state", v.state},
+  out["verdict"] = {{"state", state_name(v.state)},
                     {"text", v.text},
                     {"rank", v.rank},
                     {"waiting_s", v.waiting_s},
                     {"timeout_s", v.timeout_s}};
   json ranks = json::array();
-  for (const auto& [rank, rk] : ranks_) {
-    const json* g = main_group(rk.view);
-    const std::string process = str(rk.view, "process");
-    json row;
-    row["rank"] = rank;
-    row["node"] = rk.node;
-    row["host"] = str(rk.view, "host");
-    // An integer, as the docs show it (os.kill() refuses 10233.0).
-    row["pid"] = static_cast<std::int64_t>(num(rk.view, "pid"));
-    row["process"] = process;
-    row["exit"] = str(rk.view, "exit");
-    row["dumps"] = rk.view.value("dumps", false);
-    row["sample_age_s"] = std::chrono::duration<double>(now - rk.at).count();
-    row["last_arrivals"] = rk.last_arrivals;
-    row["waited_for"] = v.state == "stalled" && v.rank == rank;
-    std::string state = "running";
-    if (process == "done") {
-      state = "done";
-    } else if (gone(process)) {
-      state = "lost";
-    } else if (process == "starting" || g == nullptr) {
-      state = "starting";
-    } else if (const json& run = (*g)["running"]; run.is_object()) {
-      const double stall =
-          std::min<double>(static_cast<double>(o_.stall_after.count()), num(*g, "timeout_ms", 1e12) / 4);
-      state = num(run, "for_ms") >= stall ? "waiting" : "in a collective";
-    }
-    row["state"] = state;
-    row["group"] = g ? str(*g, "name") : "";
-    row["backend"] = g ? str(*g, "backend") : "";
-    row["op"] = g ? (*g)["running"] : json(nullptr);
-    row["idle_s"] = g ? num(*g, "idle_ms") / 1e3 : 0.0;
-    row["kinds"] = g ? (*g)["kinds"] : json::object();
-    json recent = json::array();
-    if (g != nullptr) {
-      const auto git = groups_.find(fmt::format("{}/{}", str(*g, "name"), static_cast<int>(num(*g, "size"))));
-      const auto& rec = (*g)["recent"];
-      for (std::size_t i = rec.size() > 5 ? rec.size() - 5 : 0; i < rec.size(); ++i) {
-        const json& op = rec[i];
-        json e = {{"seq", op["seq"]},
-                  {"kind", op["kind"]},
-                  {"dur_us", op["dur_us"]},
-                  {"clock", op.value("clock", "host")},
-                  {"bytes", op["bytes"]}};
-        if (git != groups_.end()) {
-          if (auto it = git->second.ops.find(static_cast<std::uint64_t>(num(op, "seq"))); it != git->second.ops.end()) {
-            const Op& o = it->second;
-            if (o.counted) {
-              // Arrival position: the rank that waited longest came first.
-              int pos = 1;
-              const double mine = o.dur_us.count(rank) ? o.dur_us.at(rank) : 0;
-              for (const auto& [r, d] : o.dur_us) pos += d > mine ? 1 : 0;
-              e["arrival"] = pos;
-              e["busbw_gbs"] = busbw(o).value_or(0);
-            }
-          }
-        }
-        recent.push_back(std::move(e));
-      }
-    }
-    row["recent"] = std::move(recent);
-    ranks.push_back(std::move(row));
-  }
+  for (const auto& [rank, rk] : ranks_) ranks.push_back(rank_row(rank, rk, v));
   out["ranks"] = std::move(ranks);
   json groups = json::array();
   for (const auto& [key, g] : groups_) {
@@ -468,95 +435,98 @@ namespace {
 // A gauge's value to 6 significant digits: a computed time or bandwidth
 // printed whole reads 2.1131273900000003.
 std::string gauge(double v) { return fmt::format("{:.6g}", v); }
+
+void help(std::string& out, const char* name, const char* type, const char* what) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, what, name, type);
+}
+
 }  // namespace
 
-std::string JobView::metrics() const {
-  const json j = snapshot();  // takes the lock itself
-  std::lock_guard lk(mu_);
+std::string JobView::rank_metrics() const {
   std::string out;
-  auto help = [&](const char* name, const char* type, const char* what) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, what, name, type);
-  };
   // NCCL Inspector's three, per rank and operation: the last one's.
   struct Last {
     double exec_us, algbw, busbw;
   };
   std::map<std::string, Last> last;  // by label set
   for (const auto& [rank, rk] : ranks_) {
-    const json* g = main_group(rk.view);
+    const GroupSample* g = rk.view.main_group();
     if (g == nullptr) continue;
-    for (const auto& op : (*g)["recent"]) {
-      const double us = num(op, "dur_us");
-      const auto bytes = static_cast<std::uint64_t>(num(op, "bytes"));
-      const int size = static_cast<int>(num(*g, "size"));
-      const std::string labels =
-          fmt::format("rank=\"{}\",node=\"{}\",group=\"{}\",collective=\"{}\",dtype=\"{}\"", rank, rk.node,
-                      label(str(*g, "name")), label(str(op, "kind")), label(str(op, "dtype")));
-      const double algbw = us > 0 ? static_cast<double>(bytes) / 1e3 / us : 0;
-      last[labels] = Last{us, algbw, bus_bandwidth_gbs(str(op, "kind"), size, bytes, us / 1e6)};
+    for (const RecentOp& op : g->recent) {
+      const std::string labels = fmt::format("rank=\"{}\",node=\"{}\",group=\"{}\",collective=\"{}\",dtype=\"{}\"",
+                                             rank, rk.node, label(g->name), label(op.kind), label(op.dtype));
+      const double algbw = op.dur_us > 0 ? static_cast<double>(op.bytes) / 1e3 / op.dur_us : 0;
+      last[labels] = Last{op.dur_us, algbw, bus_bandwidth_gbs(op.kind, g->size, op.bytes, op.dur_us / 1e6)};
     }
   }
-  help("mci_collective_exec_time_microseconds", "gauge", "Time of the rank's last call of this collective");
+  help(out, "mci_collective_exec_time_microseconds", "gauge", "Time of the rank's last call of this collective");
   for (const auto& [l, v] : last)
     out += fmt::format("mci_collective_exec_time_microseconds{{{}}} {}\n", l, gauge(v.exec_us));
-  help("mci_algorithm_bandwidth_gbs", "gauge", "Bytes over time of the rank's last call (GB/s)");
+  help(out, "mci_algorithm_bandwidth_gbs", "gauge", "Bytes over time of the rank's last call (GB/s)");
   for (const auto& [l, v] : last) out += fmt::format("mci_algorithm_bandwidth_gbs{{{}}} {}\n", l, gauge(v.algbw));
-  help("mci_bus_bandwidth_gbs", "gauge", "Bus bandwidth of the rank's last call, nccl-tests' busbw (GB/s)");
+  help(out, "mci_bus_bandwidth_gbs", "gauge", "Bus bandwidth of the rank's last call, nccl-tests' busbw (GB/s)");
   for (const auto& [l, v] : last) out += fmt::format("mci_bus_bandwidth_gbs{{{}}} {}\n", l, gauge(v.busbw));
 
-  help("mci_collectives_total", "counter", "Operations the rank completed, by kind");
+  help(out, "mci_collectives_total", "counter", "Operations the rank completed, by kind");
   std::string bytes_lines, secs_lines, failed_lines;
   for (const auto& [rank, rk] : ranks_) {
-    const json* g = main_group(rk.view);
+    const GroupSample* g = rk.view.main_group();
     if (g == nullptr) continue;
-    for (const auto& [kind, c] : (*g)["kinds"].items()) {
+    for (const auto& [kind, c] : g->kinds) {
       const std::string l = fmt::format("rank=\"{}\",node=\"{}\",group=\"{}\",collective=\"{}\"", rank, rk.node,
-                                        label(str(*g, "name")), label(kind));
-      out += fmt::format("mci_collectives_total{{{}}} {}\n", l, num(c, "ops"));
-      failed_lines += fmt::format("mci_collectives_failed_total{{{}}} {}\n", l, num(c, "failed"));
-      bytes_lines += fmt::format("mci_collective_bytes_total{{{}}} {}\n", l, num(c, "bytes"));
-      secs_lines += fmt::format("mci_collective_wait_seconds_total{{{}}} {}\n", l, num(c, "busy_s"));
+                                        label(g->name), label(kind));
+      out += fmt::format("mci_collectives_total{{{}}} {}\n", l, c.ops);
+      failed_lines += fmt::format("mci_collectives_failed_total{{{}}} {}\n", l, c.failed);
+      bytes_lines += fmt::format("mci_collective_bytes_total{{{}}} {}\n", l, c.bytes);
+      secs_lines += fmt::format("mci_collective_wait_seconds_total{{{}}} {}\n", l, c.busy_s);
     }
   }
-  help("mci_collectives_failed_total", "counter", "Operations that failed on the rank, by kind");
+  help(out, "mci_collectives_failed_total", "counter", "Operations that failed on the rank, by kind");
   out += failed_lines;
-  help("mci_collective_bytes_total", "counter", "Bytes moved (nccl-tests' size of each operation), by kind");
+  help(out, "mci_collective_bytes_total", "counter", "Bytes moved (nccl-tests' size of each operation), by kind");
   out += bytes_lines;
-  help("mci_collective_wait_seconds_total", "counter", "Time the rank spent inside collectives, waiting included");
+  help(out, "mci_collective_wait_seconds_total", "counter", "Time the rank spent inside collectives, waiting included");
   out += secs_lines;
-  help("mci_arrival_skew_microseconds", "gauge", "First to last arrival of the last complete collective");
+  return out;
+}
+
+std::string JobView::metrics() const {
+  std::lock_guard lk(mu_);
+  age();
+  const Verdict v = verdict();
+  std::string out = rank_metrics();
+  help(out, "mci_arrival_skew_microseconds", "gauge", "First to last arrival of the last complete collective");
   for (const auto& [k, us] : skew_us_) {
     const auto slash = k.rfind('/');
     out += fmt::format("mci_arrival_skew_microseconds{{group=\"{}\",collective=\"{}\"}} {}\n",
                        label(k.substr(0, slash)), label(k.substr(slash + 1)), gauge(us));
   }
-  help("mci_last_to_arrive_total", "counter", "Collectives the rank entered last (of those the monitor saw)");
+  help(out, "mci_last_to_arrive_total", "counter", "Collectives the rank entered last (of those the monitor saw)");
   for (const auto& [rank, rk] : ranks_) {
     out += fmt::format("mci_last_to_arrive_total{{rank=\"{}\",node=\"{}\"}} {}\n", rank, rk.node, rk.last_arrivals);
   }
-  help("mci_rank_up", "gauge", "1 while the rank's process runs");
+  help(out, "mci_rank_up", "gauge", "1 while the rank's process runs");
   for (const auto& [rank, rk] : ranks_) {
-    const std::string p = str(rk.view, "process");
+    const Process p = rk.view.process;
     out += fmt::format("mci_rank_up{{rank=\"{}\",node=\"{}\"}} {}\n", rank, rk.node,
-                       p == "running" || p == "starting" ? 1 : 0);
+                       p == Process::running || p == Process::starting ? 1 : 0);
   }
-  const auto& v = j["verdict"];
-  const std::string state = str(v, "state");
-  help("mci_hang_state", "gauge", "0 in step, 1 slow (a straggler or a long wait), 2 stalled (a rank is missing)");
-  out += fmt::format("mci_hang_state {}\n", state == "stalled" ? 2 : state == "slow" ? 1 : 0);
-  help("mci_hang_waiting_seconds", "gauge", "How long ranks have waited in the current collective");
-  out += fmt::format("mci_hang_waiting_seconds {}\n", gauge(num(v, "waiting_s")));
-  help("mci_hang_rank", "gauge", "The rank the others wait for, or the straggler; -1 if none");
-  out += fmt::format("mci_hang_rank {}\n", num(v, "rank", -1));
+  help(out, "mci_hang_state", "gauge", "0 in step, 1 slow (a straggler or a long wait), 2 stalled (a rank is missing)");
+  out += fmt::format("mci_hang_state {}\n", v.state == State::stalled ? 2 : v.state == State::slow ? 1 : 0);
+  help(out, "mci_hang_waiting_seconds", "gauge", "How long ranks have waited in the current collective");
+  out += fmt::format("mci_hang_waiting_seconds {}\n", gauge(v.waiting_s));
+  help(out, "mci_hang_rank", "gauge", "The rank the others wait for, or the straggler; -1 if none");
+  out += fmt::format("mci_hang_rank {}\n", v.rank);
   auto count = [&](const char* k) {
     const auto it = event_counts_.find(k);
     return it == event_counts_.end() ? 0 : it->second;
   };
-  help("mci_ranks_lost_total", "counter", "Rank processes lost (a non-zero exit or a signal)");
+  help(out, "mci_ranks_lost_total", "counter", "Rank processes lost (a non-zero exit or a signal)");
   out += fmt::format("mci_ranks_lost_total {}\n", count("rank_lost"));
-  help("mci_recoveries_total", "counter", "Groups formed again after a loss (shrink, grow) and replacements started");
+  help(out, "mci_recoveries_total", "counter",
+       "Groups formed again after a loss (shrink, grow) and replacements started");
   out += fmt::format("mci_recoveries_total {}\n", count("shrink") + count("grow") + count("replacement"));
-  help("mci_restarts_total", "counter", "Restarts of every process (--max-restarts)");
+  help(out, "mci_restarts_total", "counter", "Restarts of every process (--max-restarts)");
   out += fmt::format("mci_restarts_total {}\n", count("restart"));
   return out;
 }

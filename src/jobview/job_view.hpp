@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jobview/job_model.hpp"
+
 namespace mci::jobview {
 
 struct ViewOptions {
@@ -35,7 +37,9 @@ class JobView {
   explicit JobView(ViewOptions o);
 
   // A node's sample (node_sample.hpp). Thread-safe, as is everything here.
-  void update(const nlohmann::json& node_sample);
+  void update(const NodeSample& node_sample);
+  // The same, as it travels (job_model.hpp's JSON).
+  void update(const nlohmann::json& node_sample) { update(node_sample.get<NodeSample>()); }
   // What a launcher saw: "rank_lost", "replacement", "restart", "shrink",
   // "grow", "rank_done", "job_end"; text for people.
   void event(const std::string& kind, const std::string& text);
@@ -64,8 +68,9 @@ class JobView {
     std::map<std::uint64_t, Op> ops;  // by sequence number, the last kOpsPerGroup
   };
   struct Rank {
-    nlohmann::json sample;        // this rank's part of its node's last sample
-    mutable nlohmann::json view;  // the same, its times brought to now (age())
+    bool seen = false;        // a sample of it has arrived
+    RankSample sample;        // this rank's part of its node's last sample
+    mutable RankSample view;  // the same, its times brought to now (age())
     int node = 0;
     std::chrono::steady_clock::time_point at;
     std::uint64_t last_arrivals = 0;  // collectives it entered last (as the monitor saw them)
@@ -80,8 +85,10 @@ class JobView {
     double t_s;
     std::string kind, text;
   };
+  enum class State { starting, ok, slow, stalled, done };
+  static std::string_view state_name(State s);
   struct Verdict {
-    std::string state = "starting";  // starting, ok, slow, stalled, done
+    State state = State::starting;
     std::string text;
     int rank = -1;         // the rank everyone waits for, or the straggler
     double waiting_s = 0;  // how long the others have waited for it
@@ -96,12 +103,18 @@ class JobView {
   // default now); the list stays in that order, so a rank lost on another
   // node, learned a sample later, comes before the shrink it caused.
   void add_event(const std::string& kind, const std::string& text, std::optional<double> t_s = std::nullopt);
-  void note_transition(int rank, const nlohmann::json& before, const nlohmann::json& now);
+  void note_transition(int rank, const Rank& before, const RankSample& now);
   void finish_ops(Group& g);
   Verdict verdict() const;
+  // The verdict's text when a rank is missing: what that rank is doing.
+  std::string missing_text(const RankSample& r) const;
+  // The verdict when no wait is in progress: a straggler, or in step.
+  Verdict arrivals_verdict(std::uint64_t top, std::size_t nranks) const;
   std::optional<double> busbw(const Op& op) const;
-  // Per rank: the main group's (its first) sample, or null.
-  static const nlohmann::json* main_group(const nlohmann::json& rank_sample);
+  // The page's row of one rank (snapshot()'s "ranks").
+  nlohmann::json rank_row(int rank, const Rank& rk, const Verdict& v) const;
+  // The Prometheus text of the per-rank series (metrics()).
+  std::string rank_metrics() const;
 
   ViewOptions o_;
   std::chrono::steady_clock::time_point started_;

@@ -14,9 +14,7 @@ std::vector<int> Positions::of(Where w) const {
 
 std::uint64_t furthest_position(std::span<const RankPlace> places) {
   std::uint64_t top = 0;
-  for (const RankPlace& p : places) {
-    if (p.life == Life::alive || p.life == Life::lost) top = std::max(top, p.entered);
-  }
+  for (const RankPlace& p : places) top = std::max(top, p.entered);
   return top;
 }
 

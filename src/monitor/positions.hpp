@@ -54,7 +54,8 @@ struct Positions {
   std::vector<int> of(Where w) const;  // the ranks in one class, in the order given
 };
 
-// The position a group should be at: the furthest any rank has entered.
+// The position a group should be at: the furthest any rank has entered
+// (one that has ended included: the others must reach where it went).
 std::uint64_t furthest_position(std::span<const RankPlace> places);
 
 // Classifies every rank against the collective at `position`, which is

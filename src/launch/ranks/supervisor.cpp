@@ -178,10 +178,11 @@ void Supervisor::reap() {
       p.out.drain(buf_);
       p.err.drain(buf_);
       if (monitor_) {
+        using jobview::Process;
         monitor_->exited(p.rank,
-                         exited_ok(st) ? "done"
-                         : goes_on()   ? "lost"
-                                       : "failed",
+                         exited_ok(st) ? Process::done
+                         : goes_on()   ? Process::lost
+                                       : Process::failed,
                          exited_ok(st) ? "" : describe_exit(st));
       }
       exited.push_back(&p);
