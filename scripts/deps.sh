@@ -13,7 +13,7 @@ packages=(
   iproute2 procps
   openmpi-bin libopenmpi-dev
   python3-torch
-  python3-matplotlib
+  python3-matplotlib python3-jsonschema
   chromium prometheus
   libcpp-httplib-dev etcd-server etcd-client openssl
 )

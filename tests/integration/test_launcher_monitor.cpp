@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "common/http_get.hpp"
 #include "launcher_run.hpp"
 #include "mci/mci.hpp"
+#include "support/json_schema.hpp"
 #include "support/ports.hpp"
 #include "support/rank.hpp"
 
@@ -75,7 +77,11 @@ class MonitoredJob {
     for (auto& w : scenario_command("monitor_steps")) args.push_back(w);
     run_ = std::make_unique<Mcirun>(args, std::move(env));
   }
-  ~MonitoredJob() { release(); }
+  // Every answer the test read matches the API's schema.
+  ~MonitoredJob() {
+    release();
+    EXPECT_EQ(schema_errors(job_api_schema(), answers_), "") << "docs/api/job.schema.json";
+  }
   void release() { std::ofstream(run_->dir() + "/release") << "go\n"; }
   Mcirun& run() { return *run_; }
   int port() const { return port_; }
@@ -85,6 +91,7 @@ class MonitoredJob {
       if (r.status != 200) return std::nullopt;
       auto j = json::parse(r.body, nullptr, false);
       if (j.is_discarded()) return std::nullopt;
+      answers_.push_back(j);
       return j;
     } catch (const std::exception&) {
       return std::nullopt;  // not listening yet
@@ -108,6 +115,7 @@ class MonitoredJob {
  private:
   int port_;
   std::unique_ptr<Mcirun> run_;
+  std::vector<json> answers_;
 };
 
 const json* rank_row(const json& j, int rank) {
@@ -153,6 +161,49 @@ TEST(Monitor, NamesTheRankEveryoneWaitsFor) {
 
   m.release();
   EXPECT_EQ(m.run().code(60s), 0) << m.run().all();
+}
+
+// One stalled job, three readers: the page's verdict, mci-top's table and
+// the hang report the ranks print at their timeout all name rank 1, the
+// one that never entered all_reduce #20 (the page and the report classify
+// through the same code, monitor/positions.hpp; mci-top reads the page).
+TEST(Monitor, ThePageMciTopAndTheHangReportNameTheSameRank) {
+  MonitoredJob m(3, {{"STALL", "1"}, {"MCI_TEST_TIMEOUT_MS", "8000"}});
+  const json j = m.until([](const json& j) { return j["verdict"]["state"] == "stalled"; });
+  ASSERT_EQ(j["verdict"]["state"], "stalled") << j.dump(1) << m.run().all();
+  EXPECT_EQ(j["verdict"]["rank"], 1) << j.dump(1);
+  const std::string verdict = j["verdict"]["text"];
+  EXPECT_NE(verdict.find("in all_reduce #20 for rank 1, which is running its own code"), std::string::npos)
+      << verdict;
+
+  std::string top;
+  {
+    const std::string cmd = fmt::format("{} --once http://127.0.0.1:{}/ 2>&1", built("mci-top"), m.port());
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) top.append(buf, n);
+    EXPECT_EQ(::pclose(p), 0) << top;
+  }
+  // Its header is the page's verdict; its row of rank 1, and only that
+  // row, is marked as the one waited for.
+  EXPECT_NE(top.find("stalled: waiting "), std::string::npos) << top;
+  EXPECT_NE(top.find("for rank 1, which is running its own code"), std::string::npos) << top;
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(top, row, std::regex("\\n +([0-9]+) [^\\n]*<- waited for"))) << top;
+  EXPECT_EQ(row[1], "1") << top;
+  EXPECT_EQ(top.find("<- waited for"), top.rfind("<- waited for")) << top;
+
+  // Ranks 0 and 2 time out in all_reduce #20 and report: rank 1, alive in
+  // its own code, never entered it; nobody else is named.
+  EXPECT_NE(m.run().code(60s), 0) << m.run().all();
+  const std::string all = m.run().all();
+  std::smatch never;
+  ASSERT_TRUE(std::regex_search(all, never, std::regex("Ranks that never entered all_reduce #20[^\\n]*?: ([0-9, ]+)\\. A hang")))
+      << all;
+  EXPECT_EQ(never[1], "1") << all;
+  EXPECT_NE(all.find("rank 1: never entered all_reduce #20"), std::string::npos) << all;
+  EXPECT_NE(all.find("alive, outside mci (in user code)"), std::string::npos) << all;
 }
 
 TEST(Monitor, TellsASlowStepFromAHang) {
@@ -245,6 +296,7 @@ TEST_P(MonitorTwoNodes, Node0ShowsNode1sRanks) {
     for (auto* m : {&n0, &n1}) std::ofstream(m->dir() + "/release") << "go\n";
   };
   json j;
+  std::vector<json> answers;
   eventually(
       [&] {
         try {
@@ -253,6 +305,7 @@ TEST_P(MonitorTwoNodes, Node0ShowsNode1sRanks) {
         } catch (const std::exception&) {
           return false;
         }
+        if (!j.is_discarded()) answers.push_back(j);
         std::this_thread::sleep_for(90ms);
         return !j.is_discarded() && j["verdict"]["state"] == "stalled" && j["ranks"].size() == 4 &&
                j["ranks"][2]["state"] == "waiting";
@@ -266,6 +319,7 @@ TEST_P(MonitorTwoNodes, Node0ShowsNode1sRanks) {
   EXPECT_TRUE(j["ranks"][3]["waited_for"].get<bool>());
   EXPECT_EQ(j["ranks"][2]["state"], "waiting") << j.dump(1);
   EXPECT_EQ(n1.err().find("watching the job"), std::string::npos) << "only node 0 serves the page: " << n1.err();
+  EXPECT_EQ(schema_errors(job_api_schema(), answers), "") << "docs/api/job.schema.json";
   release();
   EXPECT_EQ(n0.code(60s), 0) << n0.all();
   EXPECT_EQ(n1.code(60s), 0) << n1.all();

@@ -10,6 +10,7 @@
 #include "jobview/http_server.hpp"
 #include "jobview/job_view.hpp"
 #include "jobview/top.hpp"
+#include "support/json_schema.hpp"
 #include "test_paths.hpp"
 
 namespace mci::jobview {
@@ -80,6 +81,22 @@ TEST(JobView, AHangInTheMakingNamesTheMissingRankAndWhatItDoes) {
   EXPECT_NE(m.find("mci_hang_state 2\n"), std::string::npos) << m;
   EXPECT_NE(m.find("mci_hang_rank 3\n"), std::string::npos) << m;
   EXPECT_NE(render_top(j).find("<- waited for"), std::string::npos);
+}
+
+// A rank inside another collective at the position everyone else is at
+// is the one they wait for (a mismatch in the making), as the hang report
+// would say: both classify through monitor/positions.hpp.
+TEST(JobView, ARankInAnotherCollectiveAtThePositionIsTheOneWaitedFor) {
+  JobView v(options(3, 1));
+  json r2 = rank(2, 3, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0));
+  r2["groups"][0]["running"]["kind"] = "broadcast";
+  v.update(node(0, {rank(0, 3, 9, even, std::make_pair<std::uint64_t, double>(10, 3100.0)),
+                    rank(1, 3, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0)), r2}));
+  const json j = v.snapshot();
+  EXPECT_EQ(j["verdict"]["state"], "stalled");
+  EXPECT_EQ(j["verdict"]["rank"], 2);
+  EXPECT_EQ(j["verdict"]["text"],
+            "waiting 3.1 s of 20 s in all_reduce #10 for rank 2, which is in broadcast #10 on host hostA");
 }
 
 TEST(JobView, ARankInItsOwnCodeIsSaidSo) {
@@ -231,6 +248,55 @@ TEST(JobView, StaysBoundedOverALongJob) {
   EXPECT_LE(j["events"].size(), JobView::kEvents);
   EXPECT_LE(j["groups"][0]["ops"].size(), 20u);
   EXPECT_LT(j.dump().size(), 200'000u);
+}
+
+// The page's JSON matches docs/api/job.schema.json in every state the
+// verdict and the rows can take: the schema is the API's one definition.
+TEST(JobView, EveryStateMatchesTheApiSchema) {
+  std::vector<json> seen;
+  {  // starting: no group yet, then a rank without one beside ranks in a collective
+    JobView v(options(2, 1));
+    seen.push_back(v.snapshot());
+    json no_group = rank(1, 2, 0, even, std::nullopt, "starting", 0);
+    no_group["groups"] = json::array();
+    v.update(node(0, {rank(0, 2, 3, even, std::make_pair<std::uint64_t, double>(4, 9000.0)), no_group}));
+    seen.push_back(v.snapshot());
+  }
+  {  // stalled, with a rank in another collective, and a point-to-point op
+    JobView v(options(4, 2));
+    json r2 = rank(2, 4, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0));
+    r2["groups"][0]["running"]["kind"] = "broadcast";
+    json p2p = rank(3, 4, 9, even, std::make_pair<std::uint64_t, double>(0, 10.0));
+    p2p["groups"][0]["running"]["kind"] = "send";
+    p2p["groups"][0]["running"]["peer"] = 1;
+    v.update(node(0, {rank(0, 4, 9, even, std::make_pair<std::uint64_t, double>(10, 3100.0)),
+                      rank(1, 4, 9, even, std::make_pair<std::uint64_t, double>(10, 3000.0)), r2}));
+    v.update(node(1, {p2p}));
+    seen.push_back(v.snapshot());
+  }
+  {  // slow: a straggler; then lost, replaced, restarted, shrunk, done
+    JobView v(options(3, 1));
+    auto late = [](std::uint64_t s) { return s == 20 ? 500'000.0 : 20'000.0; };
+    v.update(node(0, {rank(0, 3, 20, [](std::uint64_t) { return 400'000.0; }),
+                      rank(1, 3, 20, [](std::uint64_t) { return 410'000.0; }), rank(2, 3, 20, late)}));
+    seen.push_back(v.snapshot());
+    v.update(node(0, {rank(0, 3, 21, even), rank(1, 3, 21, even), rank(2, 3, 21, even, std::nullopt, "lost")}));
+    json back = rank(2, 3, 21, even, std::nullopt, "running", 200);
+    back["replacement"] = 1;
+    v.update(node(0, {rank(0, 2, 22, even), rank(1, 2, 22, even), back}));
+    v.event("restart", "attempt 0 failed");
+    seen.push_back(v.snapshot());
+    v.update(node(0, {rank(0, 2, 23, even, std::nullopt, "done"), rank(1, 2, 23, even, std::nullopt, "done"),
+                      rank(2, 3, 21, even, std::nullopt, "failed")}));
+    seen.push_back(v.snapshot());
+    EXPECT_EQ(seen.back()["verdict"]["state"], "done");
+  }
+  const std::string errors = test::schema_errors(test::job_api_schema(), seen);
+  EXPECT_EQ(errors, "");
+  // The check can fail: a document the schema refuses is reported.
+  json wrong = seen.front();
+  wrong["ranks"] = json::array({{{"rank", 0}, {"pid", 10233.0}}});
+  EXPECT_NE(test::schema_errors(test::job_api_schema(), {wrong}).find("document 1: at ranks/0"), std::string::npos);
 }
 
 TEST(JobView, LabelsAndTextsAreEscapedForPrometheus) {
