@@ -173,8 +173,7 @@ TEST(Monitor, ThePageMciTopAndTheHangReportNameTheSameRank) {
   ASSERT_EQ(j["verdict"]["state"], "stalled") << j.dump(1) << m.run().all();
   EXPECT_EQ(j["verdict"]["rank"], 1) << j.dump(1);
   const std::string verdict = j["verdict"]["text"];
-  EXPECT_NE(verdict.find("in all_reduce #20 for rank 1, which is running its own code"), std::string::npos)
-      << verdict;
+  EXPECT_NE(verdict.find("in all_reduce #20 for rank 1, which is running its own code"), std::string::npos) << verdict;
 
   std::string top;
   {
@@ -199,7 +198,8 @@ TEST(Monitor, ThePageMciTopAndTheHangReportNameTheSameRank) {
   EXPECT_NE(m.run().code(60s), 0) << m.run().all();
   const std::string all = m.run().all();
   std::smatch never;
-  ASSERT_TRUE(std::regex_search(all, never, std::regex("Ranks that never entered all_reduce #20[^\\n]*?: ([0-9, ]+)\\. A hang")))
+  ASSERT_TRUE(std::regex_search(all, never,
+                                std::regex("Ranks that never entered all_reduce #20[^\\n]*?: ([0-9, ]+)\\. A hang")))
       << all;
   EXPECT_EQ(never[1], "1") << all;
   EXPECT_NE(all.find("rank 1: never entered all_reduce #20"), std::string::npos) << all;

@@ -22,8 +22,8 @@ std::string schema_errors(const std::string& schema_path, const std::vector<nloh
     for (const auto& d : documents) out << d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
   // Debian's interpreter: python3-jsonschema is installed for it.
-  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/python/check_schema.py '{}' '{}' 2>&1",
-                                      MCI_SOURCE_DIR, schema_path, docs);
+  const std::string cmd =
+      fmt::format("/usr/bin/python3 {}/tests/python/check_schema.py '{}' '{}' 2>&1", MCI_SOURCE_DIR, schema_path, docs);
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return "could not start the schema checker: " + cmd;
   std::string out;

@@ -28,21 +28,21 @@ RankPlace with_life(int rank, Life life, std::uint64_t entered = 0) {
 
 TEST(Positions, EachRankIsPlacedAgainstTheCollectiveAtThePosition) {
   const std::vector<RankPlace> places{
-      alive(0, 7, 7, "all_reduce"),                 // in it
-      alive(1, 6),                                  // not there yet
-      alive(2, 7, 7, "broadcast"),                  // another collective at #7
-      alive(3, 7, 0, "", "all_reduce"),             // went through it
-      alive(4, 8, 8, "all_reduce", "all_gather"),   // called all_gather at #7, now further
-      with_life(5, Life::lost, 3),                  // gone
-      with_life(6, Life::done, 2),                  // ended cleanly: owes nothing
-      with_life(7, Life::silent),                   // did not answer
-      with_life(8, Life::no_group),                 // no group yet
+      alive(0, 7, 7, "all_reduce"),                // in it
+      alive(1, 6),                                 // not there yet
+      alive(2, 7, 7, "broadcast"),                 // another collective at #7
+      alive(3, 7, 0, "", "all_reduce"),            // went through it
+      alive(4, 8, 8, "all_reduce", "all_gather"),  // called all_gather at #7, now further
+      with_life(5, Life::lost, 3),                 // gone
+      with_life(6, Life::done, 2),                 // ended cleanly: owes nothing
+      with_life(7, Life::silent),                  // did not answer
+      with_life(8, Life::no_group),                // no group yet
   };
   const Positions at = classify_positions(places, 7, "all_reduce");
   EXPECT_EQ(at.position, 7u);
-  EXPECT_EQ(at.where, (std::vector<Where>{Where::waiting, Where::never_entered, Where::elsewhere, Where::passed,
-                                          Where::elsewhere, Where::lost, Where::done, Where::silent,
-                                          Where::never_entered}));
+  EXPECT_EQ(at.where,
+            (std::vector<Where>{Where::waiting, Where::never_entered, Where::elsewhere, Where::passed, Where::elsewhere,
+                                Where::lost, Where::done, Where::silent, Where::never_entered}));
   EXPECT_EQ(at.missing, (std::vector<int>{1, 2, 4, 5, 8}));
   EXPECT_EQ(at.of(Where::never_entered), (std::vector<int>{1, 8}));
   EXPECT_EQ(at.of(Where::waiting), (std::vector<int>{0}));
