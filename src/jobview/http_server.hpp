@@ -1,19 +1,22 @@
-// The monitor's HTTP server: GET (and POST for the few actions) over
-// HTTP/1.1 with one request per connection, answered by a handler, on a
-// thread of its own. Small on purpose: the page, its JSON and /metrics are
-// all it serves, read-only data for a browser, a terminal and Prometheus.
-// A request is bounded (16 KiB of head, 2 s to send it) and whatever it
-// holds (a bad line, an unknown method or path) gets a 4xx, never an
-// exception out of the thread.
+// The monitor's HTTP server: cpp-httplib's, answering GET (and POST for
+// the few actions) through one handler. The page, its JSON and /metrics are
+// all it serves, read-only data for a browser, a terminal and Prometheus, so
+// its bounds stay those of a small server: one worker thread, one request a
+// connection, 2 s to send it, 16 KiB of body at most, header lines of 8 KiB
+// (httplib's); whatever a request holds (a bad line, an unknown method or
+// path) gets a 4xx with a line of text, never an exception out of the thread.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
-#include "common/socket.hpp"
+namespace httplib {
+class Server;
+}
 
 namespace mci::jobview {
 
@@ -30,17 +33,11 @@ struct HttpResponse {
   std::string body;
 };
 
-// Parses a request head ("GET /a?b=c HTTP/1.1\r\nHost: x\r\n\r\n");
-// false when it is not a well-formed request.
-bool parse_request(const std::string& head, HttpRequest& out);
-// The bytes on the wire for a response (with Content-Length, no caching).
-std::string render_response(const HttpResponse& r);
-
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
   // Listens on host:port (0: the OS picks); throws ConfigError when the
-  // address cannot be bound.
+  // address cannot be bound, or when this build has no cpp-httplib.
   HttpServer(const std::string& host, int port, Handler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -48,12 +45,10 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  void loop();
-  void serve(Fd conn);
-  Fd listener_;
-  Fd wake_read_, wake_write_;
+  std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
-  Handler handler_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> done_{false};  // the serving thread has left
   std::thread thread_;
 };
 

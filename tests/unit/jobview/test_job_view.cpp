@@ -3,10 +3,15 @@
 // the metrics' text, and its bounds.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 
+#include "common/socket.hpp"
 #include "jobview/http_server.hpp"
 #include "jobview/job_view.hpp"
 #include "jobview/top.hpp"
@@ -333,23 +338,63 @@ TEST(JobView, TheGrafanaDashboardQueriesExportedMetrics) {
   EXPECT_GT(queried, 10);
 }
 
-TEST(HttpRequest, ParsesWhatBrowsersSendAndRefusesTheRest) {
-  HttpRequest r;
-  ASSERT_TRUE(parse_request("GET /api/v1/job?token=a%20b&x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t\r\n\r\n", r));
-  EXPECT_EQ(r.method, "GET");
-  EXPECT_EQ(r.path, "/api/v1/job");
-  EXPECT_EQ(r.query["token"], "a b");
-  EXPECT_EQ(r.query.count("x"), 1u);
-  EXPECT_EQ(r.headers["authorization"], "Bearer t");
-  HttpRequest bad;
-  EXPECT_FALSE(parse_request("garbage\r\n\r\n", bad));
-  EXPECT_FALSE(parse_request("GET nothing HTTP/1.1\r\n\r\n", bad));
-  EXPECT_FALSE(parse_request("get / HTTP/1.1\r\n\r\n", bad));
-  EXPECT_FALSE(parse_request("GET / SPDY/3\r\n\r\n", bad));
-  EXPECT_FALSE(parse_request("GET / HTTP/1.1\r\nno colon here\r\n\r\n", bad));
-  const std::string out = render_response(HttpResponse{404, "text/plain", "x"});
-  EXPECT_EQ(out.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
-  EXPECT_NE(out.find("Content-Length: 1\r\n"), std::string::npos);
+// The monitor's server (cpp-httplib): what the handler sees of what
+// browsers send, and what the server refuses before the handler with a
+// 4xx (the handler never sees it).
+TEST(HttpServer, PassesWhatBrowsersSendAndRefusesTheRest) {
+  std::mutex mu;
+  std::vector<HttpRequest> seen;
+  HttpServer server("127.0.0.1", 0, [&](const HttpRequest& r) {
+    std::lock_guard lk(mu);
+    seen.push_back(r);
+    return HttpResponse{404, "text/plain", "x"};
+  });
+  // One request on a connection of its own; the whole reply, which ends
+  // when the server closes the connection (one request a connection).
+  auto exchange = [&](const std::string& raw) {
+    const Deadline dl(std::chrono::steady_clock::now() + std::chrono::seconds(5), std::chrono::seconds(5));
+    Fd s = connect_tcp("127.0.0.1", server.port(), dl, "monitor");
+    send_all(s.get(), raw.data(), raw.size(), dl);
+    std::string reply;
+    char buf[4096];
+    for (;;) {
+      pollfd p{s.get(), POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) break;
+      const ssize_t n = ::recv(s.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, static_cast<std::size_t>(n));
+    }
+    return reply;
+  };
+  const std::string out =
+      exchange("GET /api/v1/job?token=a%20b&x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t\r\n\r\n");
+  {
+    std::lock_guard lk(mu);
+    ASSERT_EQ(seen.size(), 1u) << out;
+    const HttpRequest& r = seen[0];
+    EXPECT_EQ(r.method, "GET");
+    EXPECT_EQ(r.path, "/api/v1/job");
+    EXPECT_EQ(r.query.at("token"), "a b");
+    EXPECT_EQ(r.query.count("x"), 1u);
+    EXPECT_EQ(r.headers.at("authorization"), "Bearer t");
+  }
+  EXPECT_EQ(out.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("Content-Length: 1\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Cache-Control: no-store\r\n"), std::string::npos) << out;
+  for (const std::string bad : {"garbage\r\n\r\n", "GET nothing HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
+                                "GET / SPDY/3\r\n\r\n"}) {
+    const std::size_t before = seen.size();
+    const std::string reply = exchange(bad);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 4", 0), 0u) << bad << " got: " << reply;
+    EXPECT_EQ(seen.size(), before) << bad << " reached the handler as " << seen.back().method << " " << seen.back().path;
+  }
+  // A header line without a colon: httplib drops the line and serves the
+  // rest (the hand-written server refused the request); nothing of it
+  // becomes a header.
+  EXPECT_EQ(exchange("GET / HTTP/1.1\r\nno colon here\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  std::lock_guard lk(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  for (const auto& [name, value] : seen[1].headers) EXPECT_EQ(name.find("no colon"), std::string::npos) << name;
 }
 
 }  // namespace
