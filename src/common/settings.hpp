@@ -33,6 +33,15 @@ consteval std::size_t setting_index(std::string_view name, SettingKind kind) {
   throw "not a row of mci's settings table (common/setting_rows.hpp)";
 }
 
+// `value` must be one of the own choices of the choice row `index`: a typo
+// does not compile.
+consteval void check_choice(std::size_t index, std::string_view value) {
+  for (const SettingChoice& c : kSettingRows[index].choices) {
+    if (c.name == value) return;
+  }
+  throw "not one of this setting's choices (its row in common/setting_rows.hpp)";
+}
+
 }  // namespace detail
 
 // A row of the table, named where it is read: "MCI_TCP_SPIN_US".
@@ -48,6 +57,26 @@ class SettingKey {
  private:
   std::size_t index_;
 };
+// One choice of a choice row, both named where it is compared and checked
+// at compile time: `settings.is({"MCI_CONNECT", "eager"})`.
+class ChoiceValue {
+ public:
+  template <std::size_t N, std::size_t M>
+  consteval ChoiceValue(const char (&setting)[N], const char (&value)[M])
+      : index_(detail::setting_index(std::string_view(setting, N - 1), SettingKind::choice)), value_(value, M - 1) {
+    detail::check_choice(index_, value_);
+  }
+  constexpr std::size_t index() const noexcept { return index_; }
+  constexpr std::string_view value() const noexcept { return value_; }
+  // Whether a raw value (a launcher's environment, read before any group)
+  // names this choice.
+  constexpr bool named_by(std::string_view raw) const noexcept { return raw == value_; }
+
+ private:
+  std::size_t index_;
+  std::string_view value_;
+};
+
 using IntegerSetting = SettingKey<SettingKind::integer>;
 using ChoiceSetting = SettingKey<SettingKind::choice>;
 using TextSetting = SettingKey<SettingKind::text>;
@@ -86,6 +115,8 @@ class Settings {
   long long integer(IntegerSetting s) const { return value(s.index()).number; }
   // The choice's name, one of the row's (or of its more choices).
   const std::string& choice(ChoiceSetting s) const { return value(s.index()).text; }
+  // Whether the row's value is that choice (checked at compile time).
+  bool is(ChoiceValue c) const { return value(c.index()).text == c.value(); }
   const std::string& text(TextSetting s) const { return value(s.index()).text; }
   bool flag(FlagSetting s) const { return value(s.index()).number != 0; }
 

@@ -453,7 +453,7 @@ std::shared_ptr<ProcessGroup> join_group(const GroupOrigin& origin, const std::s
       resolve_group_settings(opts, source, SettingUses{entry.caps.mci_algorithms, entry.caps.mci_transports});
   // Made first: it measures the counter's rate while the ranks meet, so the
   // first collectives already read the counter.
-  auto clock = std::make_unique<TickClock>(settings.choice("MCI_CLOCK") == "auto" && TickClock::counter_usable());
+  auto clock = std::make_unique<TickClock>(settings.is({"MCI_CLOCK", "auto"}) && TickClock::counter_usable());
 
   // A generation number keeps successive groups of the same name apart: all
   // ranks of one generation arrive before any rank can arrive for the next,

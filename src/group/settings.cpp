@@ -31,8 +31,9 @@ FrDumpPlace fr_dump_place(const Settings& s, const SettingSource& source) {
   } else if (auto torch = source.foreign("TORCH_FR_DUMP_TEMP_FILE"); torch && !torch->empty()) {
     p.prefix = *torch;
   }
-  if (const std::string sig = s.choice("MCI_FR_DUMP_ON_SIGNAL"); sig != "off") {
-    p.signal = sig == "SIGUSR1" ? SIGUSR1 : SIGUSR2;
+  if (!s.is({"MCI_FR_DUMP_ON_SIGNAL", "off"})) {
+    const std::string& sig = s.choice("MCI_FR_DUMP_ON_SIGNAL");
+    p.signal = s.is({"MCI_FR_DUMP_ON_SIGNAL", "SIGUSR1"}) ? SIGUSR1 : SIGUSR2;
     if (p.prefix.empty()) {
       throw ConfigError(fmt::format(
           "MCI_FR_DUMP_ON_SIGNAL={} needs a place to write the flight recorder: set MCI_FR_DUMP_DIR (a folder) or "

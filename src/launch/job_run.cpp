@@ -104,8 +104,8 @@ int JobRun::run() {
 
 std::optional<int> JobRun::check_limits() {
   const auto connect = env_("MCI_CONNECT");
-  const FdCheck fds =
-      ensure_fds(fd_need(job_.nproc_per_node, job_.world_size(), job_.hosts_store(), connect && *connect == "eager"));
+  const FdCheck fds = ensure_fds(fd_need(job_.nproc_per_node, job_.world_size(), job_.hosts_store(),
+                                         connect && ChoiceValue("MCI_CONNECT", "eager").named_by(*connect)));
   if (!fds.ok) {
     say(fds.message);
     return 1;

@@ -19,7 +19,7 @@ Mesh connect_tcp(Store& store, const MeshOptions& o, const Deadline& dl) {
   // of the rank it waits for); then poll and yield the core instead.
   const std::chrono::microseconds spin(o.core_each ? s.integer("MCI_TCP_SPIN_US") : 0);
   const std::chrono::microseconds yield(o.core_each ? 0 : s.integer("MCI_TCP_YIELD_US"));
-  const ConnectMode mode = s.choice("MCI_CONNECT") == "eager" ? ConnectMode::eager : ConnectMode::lazy;
+  const ConnectMode mode = s.is({"MCI_CONNECT", "eager"}) ? ConnectMode::eager : ConnectMode::lazy;
   auto t = connect_tcp_mesh(store, o.rank, o.size, o.listen_host, o.session, o.token, dl, TcpWait{spin, yield}, mode);
   ArrivalLog* arrivals = t.get();
   return Mesh{std::move(t), arrivals};

@@ -29,21 +29,23 @@ namespace {
 // MCI_TRANSPORT: `auto` and `shm` run on shared memory where they can (or
 // must) and on the first mesh kind between hosts; any other value is a
 // mesh kind (its row in transport/mesh.cpp), with shared memory off.
-transport::ShmMode shm_mode(std::string_view transport) {
-  return transport == "auto"  ? transport::ShmMode::automatic
-         : transport == "shm" ? transport::ShmMode::required
-                              : transport::ShmMode::off;
+transport::ShmMode shm_mode(const Settings& s) {
+  return s.is({"MCI_TRANSPORT", "auto"})  ? transport::ShmMode::automatic
+         : s.is({"MCI_TRANSPORT", "shm"}) ? transport::ShmMode::required
+                                          : transport::ShmMode::off;
 }
-std::string_view mesh_kind(std::string_view transport) {
-  return transport == "auto" || transport == "shm" ? transport::default_mesh_kind() : transport;
+std::string_view mesh_kind(const Settings& s) {
+  return s.is({"MCI_TRANSPORT", "auto"}) || s.is({"MCI_TRANSPORT", "shm"})
+             ? transport::default_mesh_kind()
+             : std::string_view(s.choice("MCI_TRANSPORT"));
 }
 
 // MCI_SHM_STREAMING, a rank's own choice: readers do not care how the
 // bytes were written.
-coll::SharedCopier::Mode copies(std::string_view streaming) {
-  return streaming == "always"  ? coll::SharedCopier::Mode::streaming
-         : streaming == "never" ? coll::SharedCopier::Mode::plain
-                                : coll::SharedCopier::Mode::adaptive;
+coll::SharedCopier::Mode copies(const Settings& s) {
+  return s.is({"MCI_SHM_STREAMING", "always"})  ? coll::SharedCopier::Mode::streaming
+         : s.is({"MCI_SHM_STREAMING", "never"}) ? coll::SharedCopier::Mode::plain
+                                                : coll::SharedCopier::Mode::adaptive;
 }
 
 class CpuBackend final : public Backend {
@@ -51,15 +53,14 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const BackendContext& ctx)
       : store_(ctx.store),
         forced_(coll::parse_forced_algo(ctx.settings.text("MCI_ALGO"))),
-        reproducible_(ctx.settings.choice("MCI_REPRODUCIBLE") == "1"),
-        copier_(coll::SharedCopier::kSlowRate, copies(ctx.settings.choice("MCI_SHM_STREAMING"))) {
+        reproducible_(ctx.settings.is({"MCI_REPRODUCIBLE", "1"})),
+        copier_(coll::SharedCopier::kSlowRate, copies(ctx.settings)) {
     const Settings& s = ctx.settings;
     const Deadline dl(ctx.timeout);
     check_same_settings(*ctx.store, ctx.rank, ctx.size, s, dl);
-    const std::string& transport = s.choice("MCI_TRANSPORT");
-    auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, shm_mode(transport), s, dl);
+    auto setup = transport::connect_shm(*ctx.store, ctx.rank, ctx.size, shm_mode(s), s, dl);
     auto mesh =
-        transport::connect_mesh(mesh_kind(transport), *ctx.store,
+        transport::connect_mesh(mesh_kind(s), *ctx.store,
                                 transport::MeshOptions{ctx.rank, ctx.size, ctx.listen_host, ctx.session, ctx.token,
                                                        std::max(setup.machine_ranks, 1) <= setup.machine_cpus, s},
                                 dl);

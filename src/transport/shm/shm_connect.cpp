@@ -142,7 +142,7 @@ ShmSetup connect_shm(Store& store, int rank, int size, ShmMode mode, const Setti
   const ShmOptions o{static_cast<std::size_t>(settings.integer("MCI_SHM_BUFFER_BYTES")),
                      ShmWait{std::chrono::microseconds(settings.integer("MCI_SHM_SPIN_US")),
                              std::chrono::microseconds(settings.integer("MCI_SHM_YIELD_US"))},
-                     settings.choice("MCI_SHM_SINGLE_COPY") != "never"};
+                     !settings.is({"MCI_SHM_SINGLE_COPY", "never"})};
   if (out.members.size() >= 2) out.world = map_segment(store, rank, out.members, o, wait, error);
   const GroupVerdict mapped =
       agree(store, "shm/mapped", rank, size, error.empty() ? Verdict::value("") : Verdict::error(error), dl);
