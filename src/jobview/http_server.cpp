@@ -140,10 +140,10 @@ class Server {};  // complete, so that HttpServer's member can be destroyed
 namespace mci::jobview {
 
 HttpServer::HttpServer(const std::string& host, int port, Handler) {
-  throw ConfigError(fmt::format(
-      "mcirun --monitor={}:{}: this build of mci has no cpp-httplib, which serves the page: install it "
-      "(apt-get install libcpp-httplib-dev pkg-config) and build again",
-      host, port));
+  throw ConfigError(
+      fmt::format("mcirun --monitor={}:{}: this build of mci has no cpp-httplib, which serves the page: install it "
+                  "(apt-get install libcpp-httplib-dev pkg-config) and build again",
+                  host, port));
 }
 
 HttpServer::~HttpServer() = default;

@@ -381,12 +381,13 @@ TEST(HttpServer, PassesWhatBrowsersSendAndRefusesTheRest) {
   EXPECT_EQ(out.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << out;
   EXPECT_NE(out.find("Content-Length: 1\r\n"), std::string::npos) << out;
   EXPECT_NE(out.find("Cache-Control: no-store\r\n"), std::string::npos) << out;
-  for (const std::string bad : {"garbage\r\n\r\n", "GET nothing HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n",
-                                "GET / SPDY/3\r\n\r\n"}) {
+  for (const std::string bad :
+       {"garbage\r\n\r\n", "GET nothing HTTP/1.1\r\n\r\n", "get / HTTP/1.1\r\n\r\n", "GET / SPDY/3\r\n\r\n"}) {
     const std::size_t before = seen.size();
     const std::string reply = exchange(bad);
     EXPECT_EQ(reply.rfind("HTTP/1.1 4", 0), 0u) << bad << " got: " << reply;
-    EXPECT_EQ(seen.size(), before) << bad << " reached the handler as " << seen.back().method << " " << seen.back().path;
+    EXPECT_EQ(seen.size(), before) << bad << " reached the handler as " << seen.back().method << " "
+                                   << seen.back().path;
   }
   // A header line without a colon: httplib drops the line and serves the
   // rest (the hand-written server refused the request); nothing of it
