@@ -41,8 +41,9 @@ enum mci_op_kind {
   MCI_REDUCE_SCATTER, /* out (count) <- slice rank of the reduction of in (size * count) */
   MCI_ALL_TO_ALL,     /* slice j of in (count each) to rank j */
   MCI_BARRIER,
-  MCI_SEND, /* in (count) to peer */
-  MCI_RECV  /* out (count) from peer */
+  MCI_SEND,        /* in (count) to peer */
+  MCI_RECV,        /* out (count) from peer */
+  MCI_NUM_OP_KINDS /* how many kinds there are (not a kind) */
 };
 
 typedef struct mci_op {

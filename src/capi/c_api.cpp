@@ -74,29 +74,11 @@ mci::ReduceOp reduce_op(int op) {
 }
 
 // C cannot read the list of kinds (mci/op_kind.hpp), so mci_op_kind spells
-// it again: each constant must be its kind's value, and every kind must
-// have one (a kind added to the list without its constant fails here).
-constexpr int c_kind_of(std::string_view id) {
-  constexpr std::pair<std::string_view, int> kC[] = {{"all_reduce", MCI_ALL_REDUCE},
-                                                     {"broadcast", MCI_BROADCAST},
-                                                     {"reduce", MCI_REDUCE},
-                                                     {"all_gather", MCI_ALL_GATHER},
-                                                     {"gather", MCI_GATHER},
-                                                     {"scatter", MCI_SCATTER},
-                                                     {"reduce_scatter", MCI_REDUCE_SCATTER},
-                                                     {"all_to_all", MCI_ALL_TO_ALL},
-                                                     {"barrier", MCI_BARRIER},
-                                                     {"send", MCI_SEND},
-                                                     {"recv", MCI_RECV}};
-  for (const auto& [name, value] : kC) {
-    if (name == id) return value;
-  }
-  return -1;
-}
-// clang-format off
-#define MCI_C_KIND_MATCHES(id, ...) static_cast<int>(mci::OpKind::id) == c_kind_of(#id) &&
-// clang-format on
-static_assert(MCI_OP_KINDS(MCI_C_KIND_MATCHES) MCI_RECV + 1 == static_cast<int>(mci::kOpKindCount),
+// it again, and its names come from the list (mci_op_kind_name): a kind
+// added to the list without its constant fails here, and a constant out of
+// the list's order fails PythonBinding.MatchesTheCHeader, which compares
+// each constant's name with the name libmci gives its value.
+static_assert(MCI_NUM_OP_KINDS == static_cast<int>(mci::kOpKindCount),
               "mci_op_kind (include/mci/mci_c.h) must have one constant per kind of MCI_OP_KINDS, in its order");
 #undef MCI_C_KIND_MATCHES
 

@@ -1,10 +1,33 @@
 #include "collectives/select.hpp"
 
+#include <array>
+
+#include <fmt/format.h>
+
 #include "collectives/algorithm_table.hpp"
+#include "mci/errors.hpp"
 
 namespace mci::coll {
 
 namespace {
+
+// The first row of `kind` in place `p` (the table's order), or unset: each
+// place runs the kinds it has rows for, and a kind that no rule below
+// names (one added with its rows alone) takes its first row.
+Algo first_row(OpKind kind, Place p) {
+  static const auto firsts = [] {
+    std::array<std::array<Algo, 4>, kOpKindCount> f{};
+    for (auto& per_place : f) per_place.fill(Algo::unset);
+    for (const AlgoRow& r : algorithm_table()) {
+      Algo& slot = f[static_cast<std::size_t>(r.kind)][static_cast<std::size_t>(r.place)];
+      if (slot == Algo::unset) slot = r.algo;
+    }
+    return f;
+  }();
+  return firsts[static_cast<std::size_t>(kind)][static_cast<std::size_t>(p)];
+}
+
+bool place_runs(Place p, OpKind kind) { return first_row(kind, p) != Algo::unset; }
 
 bool place_exists(Place p, Layout layout) {
   switch (p) {
@@ -29,19 +52,29 @@ Algo mesh_default(OpKind kind, std::size_t bytes) {
     case OpKind::barrier: return Algo::dissemination;
     case OpKind::send:
     case OpKind::recv: return Algo::p2p;
+    default: break;  // a kind without a rule: its first mesh row
   }
-  return Algo::unset;
+  return first_row(kind, Place::mesh);
 }
 
+// On one host: shared memory for the kinds it has rows for, the mesh (which
+// a one-host group has too) for the others.
 Algo shm_default(OpKind kind, std::size_t bytes) {
+  if (!place_runs(Place::shm, kind)) return mesh_default(kind, bytes);
   switch (kind) {
     case OpKind::all_reduce:
     case OpKind::reduce: return shm_reduce_algo(bytes);
     case OpKind::barrier: return Algo::shm_flags;
-    case OpKind::send:
-    case OpKind::recv: return Algo::p2p;
-    default: return Algo::shm_staged;
+    default: return first_row(kind, Place::shm);  // shm_staged for every other kind it runs
   }
+}
+
+// Across hosts: the hierarchy for the kinds it has rows for (all_to_all's
+// large blocks excepted), the mesh for the others.
+Algo hierarchical_default(OpKind kind, std::size_t bytes) {
+  if (!place_runs(Place::hierarchical, kind)) return mesh_default(kind, bytes);
+  if (kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes) return mesh_default(kind, bytes);
+  return find_algorithm(Algo::hierarchical, kind) ? Algo::hierarchical : first_row(kind, Place::hierarchical);
 }
 
 bool reduces(OpKind kind) {
@@ -66,8 +99,9 @@ bool rank_ordered(Algo algo, OpKind kind) {
   }
 }
 
-Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout,
-                 bool reproducible) {
+namespace {
+
+Algo choose(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout, bool reproducible) {
   if (world == 1 || is_p2p(kind)) return mesh_default(kind, bytes);
   if (forced && (!reproducible || rank_ordered(*forced, kind))) {
     const AlgoRow* row = find_algorithm(*forced, kind);
@@ -85,12 +119,25 @@ Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> 
     // phases of (n-1)/n of the buffer above: the same bits either way.
     return kind == OpKind::all_reduce && bytes <= kSmallAllReduceBytes ? Algo::direct : Algo::ordered;
   }
-  if (layout == Layout::hierarchical) {
-    return kind == OpKind::all_to_all && bytes > kHierAllToAllBlockBytes ? mesh_default(kind, bytes)
-                                                                         : Algo::hierarchical;
-  }
+  if (layout == Layout::hierarchical) return hierarchical_default(kind, bytes);
   if (layout == Layout::one_host) return shm_default(kind, bytes);
   return mesh_default(kind, bytes);
+}
+
+}  // namespace
+
+Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout,
+                 bool reproducible) {
+  const Algo a = choose(kind, bytes, world, forced, layout, reproducible);
+  if (a == Algo::unset) {
+    // A kind with no row in any place mci's engine has: said by name,
+    // before any rank waits for another.
+    throw ConfigError(
+        fmt::format("mci's engine (the cpu backend) has no algorithm for {}: this build has no row for it in "
+                    "collectives/algorithm_rows.hpp; use a backend that runs it",
+                    op_name(kind)));
+  }
+  return a;
 }
 
 }  // namespace mci::coll

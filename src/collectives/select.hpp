@@ -41,6 +41,11 @@ enum class Layout : std::uint8_t {
 // fold on every layout and transport (rank_ordered()): the shm ones on one
 // host, `direct` and `ordered` elsewhere; a forced algorithm that reduces in
 // another order is passed over for them.
+//
+// Each place runs the kinds it has rows for (collectives/algorithm_rows.hpp):
+// a kind the shared-memory or the hierarchical place lacks runs on the mesh
+// there, and a kind no rule here names takes its place's first row. A kind
+// with no row at all is a ConfigError naming it.
 Algo select_algo(OpKind kind, std::size_t bytes, int world, std::optional<Algo> forced, Layout layout = Layout::flat,
                  bool reproducible = false);
 

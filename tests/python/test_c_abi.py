@@ -96,13 +96,17 @@ def main():
     for enum, prefix in (("mci_op_kind", "MCI_"), ("mci_reduce_op", "MCI_"), ("mci_dtype", "MCI_")):
         expect(enum in e, f"mci_c.h has no enum {enum}")
         for constant, value in e.get(enum, {}).items():
+            if constant == "MCI_NUM_OP_KINDS":
+                continue  # a count, not a kind
             name = constant[len(prefix):]
             expect(getattr(_lib, name, None) == value,
                    f"{enum}: {constant} is {value} in mci_c.h, _lib.{name} is {getattr(_lib, name, 'missing')}")
 
     # Every kind libmci's rows know has its constant, named alike
     # (MCI_ALL_REDUCE is "all_reduce"), and no constant lacks its row.
-    kinds = e.get("mci_op_kind", {})
+    kinds = {c: v for c, v in e.get("mci_op_kind", {}).items() if c != "MCI_NUM_OP_KINDS"}
+    expect(e.get("mci_op_kind", {}).get("MCI_NUM_OP_KINDS") == len(_lib.OP_KIND_NAMES),
+           "mci_op_kind's MCI_NUM_OP_KINDS is not the number of kinds libmci has")
     expect(sorted(_lib.OP_KIND_NAMES) == sorted(kinds.values()),
            f"libmci's kinds are {sorted(_lib.OP_KIND_NAMES.items())}, mci_c.h's mci_op_kind {sorted(kinds.items())}")
     for constant, value in kinds.items():

@@ -10,8 +10,8 @@ from .errors import ConfigError, MciError, MismatchError, PeerError, TimeoutErro
 
 _ERRORS = {1: ConfigError, 2: TimeoutError, 3: PeerError, 4: MismatchError, 5: MciError}
 
-# mci_op_kind
-ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, GATHER, SCATTER, REDUCE_SCATTER, ALL_TO_ALL, BARRIER, SEND, RECV = range(11)
+# mci_op_kind: ALL_REDUCE, BROADCAST, ... are made below from libmci's own
+# list (mci_op_kind_name), so a kind needs no line here.
 # mci_reduce_op
 SUM, AVG, PROD, MIN, MAX = range(5)
 # mci_dtype
@@ -84,6 +84,8 @@ def _op_kind_names():
 
 # {mci_op_kind: its name}, read once from libmci's rows ("all_reduce").
 OP_KIND_NAMES = dict(enumerate(_op_kind_names()))
+# One constant per kind, named as mci_c.h names it: ALL_REDUCE = 0, ...
+globals().update({name.upper(): value for value, name in OP_KIND_NAMES.items()})
 
 
 def check(status):

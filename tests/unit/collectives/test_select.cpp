@@ -89,10 +89,8 @@ TEST(Select, TableOfChoices) {
 }
 
 TEST(Select, EveryChoiceIsARowOfTheTable) {
-  const OpKind kinds[] = {K_::all_reduce,     K_::broadcast,  K_::reduce,  K_::all_gather, K_::gather, K_::scatter,
-                          K_::reduce_scatter, K_::all_to_all, K_::barrier, K_::send,       K_::recv};
   for (auto layout : {flat, one_host, hierarchical}) {
-    for (auto kind : kinds) {
+    for (auto kind : kAllOpKinds) {
       for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 100 * K, 64 * M}) {
         for (int world : {1, 2, 5}) {
           const Algo a = select_algo(kind, bytes, world, std::nullopt, layout);
@@ -104,6 +102,29 @@ TEST(Select, EveryChoiceIsARowOfTheTable) {
           }
         }
       }
+    }
+  }
+}
+
+// Each place runs the kinds it has rows for: by default a layout's own
+// place when it has a row for the kind, else the mesh (every group has
+// one), for every kind of the list and every algorithm row.
+TEST(Select, EachLayoutRunsAKindInItsOwnPlaceWhenItHasARowElseOnTheMesh) {
+  auto has_row = [](OpKind kind, Place p) {
+    for (const AlgoRow& r : algorithm_table()) {
+      if (r.kind == kind && r.place == p) return true;
+    }
+    return false;
+  };
+  for (auto kind : kAllOpKinds) {
+    if (is_p2p(kind)) continue;
+    EXPECT_TRUE(has_row(kind, Place::mesh)) << op_name(kind) << " has no mesh row: a flat group could not run it";
+    for (const auto& [layout, place] : {std::pair{flat, Place::mesh}, std::pair{one_host, Place::shm},
+                                        std::pair{hierarchical, Place::hierarchical}}) {
+      const Algo a = select_algo(kind, 8, 4, std::nullopt, layout);
+      const Place want = has_row(kind, place) ? place : Place::mesh;
+      EXPECT_EQ(place_of(a), want) << op_name(kind) << " on layout " << static_cast<int>(layout) << " chose "
+                                   << algo_name(a);
     }
   }
 }
