@@ -182,171 +182,222 @@ std::string odd_ones_out(const std::map<std::string, std::vector<int>>& called, 
 
 }  // namespace
 
-HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
-                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait,
-                               const ReportCause& cause) {
-  const std::string what = stuck.describe();
-  std::string out =
-      fmt::format("mci {} report for {} (rank {} waited {}):\n", cause.title, what, rank, seconds(waited.count()));
-  std::uint64_t id = 0;
-  try {
+namespace {
+
+std::string rank_list(const std::vector<int>& v) {
+  std::string s;
+  for (int r : v) s += fmt::format("{}{}", s.empty() ? "" : ", ", r);
+  return s;
+}
+
+// One report, in its steps: ask every rank, gather the answers (or why
+// there is none), classify them all at once (monitor/positions.hpp, the
+// page's classifier too), write a line per rank, then the conclusions.
+class ReportMaker {
+ public:
+  ReportMaker(Store& store, int rank, int size, const OpRecord& stuck, std::chrono::milliseconds waited,
+              std::chrono::milliseconds answer_wait, const ReportCause& cause)
+      : store_(store),
+        rank_(rank),
+        size_(size),
+        stuck_(stuck),
+        what_(stuck.describe()),
+        waited_(waited),
+        answer_wait_(answer_wait),
+        cause_(cause),
+        collective_(!is_p2p(stuck.kind)) {}
+
+  HangReport make() {
+    std::string out = fmt::format("mci {} report for {} (rank {} waited {}):\n", cause_.title, what_, rank_,
+                                  seconds(waited_.count()));
+    std::uint64_t id = 0;
+    try {
+      id = ask();
+    } catch (const std::exception& e) {
+      return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}, {}, {}};
+    }
+    gather(id);
+    const monitor::Positions at = monitor::classify_positions(places_, stuck_.seq, what_);
+    called_[what_].push_back(rank_);
+    for (int r = 0; r < size_; ++r) out += line(r, at.where[static_cast<std::size_t>(r)]) + "\n";
+    const std::vector<int> never = collective_ ? at.of(monitor::Where::never_entered) : std::vector<int>{};
+    std::vector<int> odd_ones;
+    out += conclusions(never, odd_ones);
+    return {out, mismatched_, silent_, cannot_, odd_ones, never};
+  }
+
+ private:
+  // Publishes the request; its id.
+  std::uint64_t ask() {
     // A short request first: a store that cannot be reached (its host lost,
     // a link cut) fails it within a second, and the report says so rather
     // than holding the timeout's error for the store's own timeout.
     try {
-      store.get("diag/reachable", std::chrono::milliseconds(1));
+      store_.get("diag/reachable", std::chrono::milliseconds(1));
     } catch (const TimeoutError&) {
       // the answer a store gives for a key that is not there
     }
     // What this rank called there, left for the reports of the others: a
     // rank that has ended by then cannot answer them, and without it they
     // could not tell the odd one out.
-    if (!is_p2p(stuck.kind)) store.set(called_key(stuck.seq, rank), to_bytes(what));
-    id = static_cast<std::uint64_t>(store.add("diag/req_counter", 1));
-    store.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank, stuck.seq)));
-  } catch (const std::exception& e) {
-    return {out + fmt::format("  (no report: the store cannot be reached: {})\n", e.what()), {}, {}, {}, {}, {}};
+    if (collective_) store_.set(called_key(stuck_.seq, rank_), to_bytes(what_));
+    const auto id = static_cast<std::uint64_t>(store_.add("diag/req_counter", 1));
+    store_.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank_, stuck_.seq)));
+    return id;
   }
-  const auto deadline = Clock::now() + answer_wait;
-  const std::string me_host = host_name();
-  std::vector<int> silent, mismatched, cannot;
-  const bool collective = !is_p2p(stuck.kind);
-  // What each rank called at the stuck position, as far as the answers say.
-  std::map<std::string, std::vector<int>> called;
-  called[what].push_back(rank);
-  // First every rank's answer (or why there is none), then one
-  // classification of all of them (monitor/positions.hpp, the page's too),
-  // then a line each.
-  std::vector<Fields> answers(static_cast<std::size_t>(size));
-  std::vector<std::string> silent_lines(static_cast<std::size_t>(size));
-  std::vector<monitor::RankPlace> places;
-  for (int r = 0; r < size; ++r) {
-    const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
-    Fields& f = answers[static_cast<std::size_t>(r)];
-    bool answered = false;
-    std::optional<Fate> fate;
-    try {
-      // A process on this host that is stopped or gone cannot answer: its
-      // fate is the answer, and nobody waits for it.
-      if (r != rank && !store.check({answer})) {
-        if (Fate known = rank_fate(store, r, me_host); known.cannot_answer) fate = std::move(known);
-      }
-      if (!fate) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        f = parse(to_string(store.get(answer, std::max(left, std::chrono::milliseconds(1)))));
-        answered = true;
-      }
-    } catch (const std::exception&) {
-    }
-    monitor::RankPlace place;
-    place.rank = r;
-    if (answered && r == rank) {
-      place.entered = place.running_seq = stuck.seq;
-      place.running = what;
-    } else if (answered) {
-      place.entered = static_cast<std::uint64_t>(num(f, "entered"));
-      place.running_seq = static_cast<std::uint64_t>(num(f, "running_seq"));
-      place.running = str(f, "running");
-      place.at_position = str(f, "at_seq");
-    } else {
-      place.life = monitor::Life::silent;
-      std::string& line = silent_lines[static_cast<std::size_t>(r)];
-      if (fate) {
-        cannot.push_back(r);
-        line = fmt::format("cannot answer: {}", fate->text);
-      } else {
-        const Fate later = rank_fate(store, r, me_host);
-        if (later.cannot_answer) cannot.push_back(r);
-        line = fmt::format("did not answer within {}: {}", seconds(answer_wait.count()), later.text);
-      }
-    }
-    places.push_back(std::move(place));
-  }
-  const monitor::Positions at = monitor::classify_positions(places, stuck.seq, what);
-  for (int r = 0; r < size; ++r) {
-    const Fields& f = answers[static_cast<std::size_t>(r)];
-    const monitor::Where where = at.where[static_cast<std::size_t>(r)];
-    std::string line = fmt::format("  rank {}: ", r);
-    if (where == monitor::Where::silent) {
-      silent.push_back(r);
-      line += silent_lines[static_cast<std::size_t>(r)];
+
+  void gather(std::uint64_t id) {
+    const auto deadline = Clock::now() + answer_wait_;
+    const std::string me_host = host_name();
+    answers_.resize(static_cast<std::size_t>(size_));
+    silent_lines_.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
+      Fields& f = answers_[static_cast<std::size_t>(r)];
+      bool answered = false;
+      std::optional<Fate> fate;
       try {
-        // Not this rank's own (its own answer only came late): it is counted already.
-        if (collective && r != rank && store.check({called_key(stuck.seq, r)})) {
-          const std::string its = to_string(store.get(called_key(stuck.seq, r), std::chrono::milliseconds(1)));
-          called[its].push_back(r);
-          if (its != what) mismatched.push_back(r);
-          line += fmt::format("; its own report said it called {} there", its);
+        // A process on this host that is stopped or gone cannot answer: its
+        // fate is the answer, and nobody waits for it.
+        if (r != rank_ && !store_.check({answer})) {
+          if (Fate known = rank_fate(store_, r, me_host); known.cannot_answer) fate = std::move(known);
+        }
+        if (!fate) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+          f = parse(to_string(store_.get(answer, std::max(left, std::chrono::milliseconds(1)))));
+          answered = true;
         }
       } catch (const std::exception&) {
-        // the report goes on without it
       }
-      out += line + "\n";
-      continue;
+      monitor::RankPlace place;
+      place.rank = r;
+      if (answered && r == rank_) {
+        place.entered = place.running_seq = stuck_.seq;
+        place.running = what_;
+      } else if (answered) {
+        place.entered = static_cast<std::uint64_t>(num(f, "entered"));
+        place.running_seq = static_cast<std::uint64_t>(num(f, "running_seq"));
+        place.running = str(f, "running");
+        place.at_position = str(f, "at_seq");
+      } else {
+        place.life = monitor::Life::silent;
+        std::string& line = silent_lines_[static_cast<std::size_t>(r)];
+        if (fate) {
+          cannot_.push_back(r);
+          line = fmt::format("cannot answer: {}", fate->text);
+        } else {
+          const Fate later = rank_fate(store_, r, me_host);
+          if (later.cannot_answer) cannot_.push_back(r);
+          line = fmt::format("did not answer within {}: {}", seconds(answer_wait_.count()), later.text);
+        }
+      }
+      places_.push_back(std::move(place));
     }
+  }
+
+  // A rank that did not answer: why, and what its own report said it called.
+  std::string silent_line(int r) {
+    silent_.push_back(r);
+    std::string line = silent_lines_[static_cast<std::size_t>(r)];
+    try {
+      // Not this rank's own (its own answer only came late): it is counted already.
+      if (collective_ && r != rank_ && store_.check({called_key(stuck_.seq, r)})) {
+        const std::string its = to_string(store_.get(called_key(stuck_.seq, r), std::chrono::milliseconds(1)));
+        called_[its].push_back(r);
+        if (its != what_) mismatched_.push_back(r);
+        line += fmt::format("; its own report said it called {} there", its);
+      }
+    } catch (const std::exception&) {
+      // the report goes on without it
+    }
+    return line;
+  }
+
+  std::string line(int r, monitor::Where where) {
+    const std::string head = fmt::format("  rank {}: ", r);
+    if (where == monitor::Where::silent) return head + silent_line(r);
+    const Fields& f = answers_[static_cast<std::size_t>(r)];
     const std::string running = str(f, "running");
     const std::string doing = !running.empty()
                                   ? fmt::format("inside {} for {}", running, seconds(num(f, "running_ms")))
                                   : fmt::format("alive, outside mci (in user code) for {}", seconds(num(f, "idle_ms")));
-    if (r == rank) {
-      line += fmt::format("waited {} in {} ({})", seconds(waited.count()), what, cause.seen_here);
-    } else if (!collective) {
-      line += doing + "; last completed: " + str(f, "last_completed");
-    } else if (where == monitor::Where::never_entered) {
-      line += fmt::format("never entered {}; {}; last completed: {}", what, doing, str(f, "last_completed"));
-      if (static_cast<std::uint64_t>(num(f, "queued")) >= stuck.seq)
-        line += " (it is queued behind earlier async work)";
-    } else if (where == monitor::Where::elsewhere && static_cast<std::uint64_t>(num(f, "running_seq")) == stuck.seq) {
-      mismatched.push_back(r);
-      called[running].push_back(r);
-      line += fmt::format("is in {} at the same position, not in {}: the ranks called different collectives", running,
-                          what);
-    } else if (where == monitor::Where::elsewhere) {
-      // It has left that position already (its own timeout, most likely).
-      mismatched.push_back(r);
-      called[str(f, "at_seq")].push_back(r);
-      line += fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
-                          str(f, "at_seq"), what, doing);
-    } else if (where == monitor::Where::waiting) {
-      called[what].push_back(r);
-      line += fmt::format("entered {} and is waiting in it ({})", what, doing);
-    } else {
-      if (str(f, "at_seq") == what) called[what].push_back(r);
-      line += fmt::format("entered {}; now {}; last completed: {}", what, doing, str(f, "last_completed"));
+    if (r == rank_)
+      return head + fmt::format("waited {} in {} ({})", seconds(waited_.count()), what_, cause_.seen_here);
+    if (!collective_) return head + doing + "; last completed: " + str(f, "last_completed");
+    switch (where) {
+      case monitor::Where::never_entered:
+        return head + fmt::format("never entered {}; {}; last completed: {}", what_, doing, str(f, "last_completed")) +
+               (static_cast<std::uint64_t>(num(f, "queued")) >= stuck_.seq ? " (it is queued behind earlier async work)"
+                                                                           : "");
+      case monitor::Where::elsewhere:
+        mismatched_.push_back(r);
+        if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck_.seq) {
+          called_[running].push_back(r);
+          return head + fmt::format("is in {} at the same position, not in {}: the ranks called different collectives",
+                                    running, what_);
+        }
+        // It has left that position already (its own timeout, most likely).
+        called_[str(f, "at_seq")].push_back(r);
+        return head +
+               fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
+                           str(f, "at_seq"), what_, doing);
+      case monitor::Where::waiting:
+        called_[what_].push_back(r);
+        return head + fmt::format("entered {} and is waiting in it ({})", what_, doing);
+      default:
+        if (str(f, "at_seq") == what_) called_[what_].push_back(r);
+        return head + fmt::format("entered {}; now {}; last completed: {}", what_, doing, str(f, "last_completed"));
     }
-    out += line + "\n";
   }
-  const std::vector<int> never = collective ? at.of(monitor::Where::never_entered) : std::vector<int>{};
-  auto list = [](const std::vector<int>& v) {
-    std::string s;
-    for (int r : v) s += fmt::format("{}{}", s.empty() ? "" : ", ", r);
-    return s;
-  };
-  if (!silent.empty()) {
-    out += fmt::format(
-        "Ranks that did not answer: {} (dead or frozen; their own output or mcirun's "
-        "summary says which).\n",
-        list(silent));
-  }
-  std::vector<int> odd_ones;
-  if (!mismatched.empty()) {
-    out += fmt::format(
-        "Ranks in a different collective at #{} than rank {}: {}. A mismatch, not a hang: every rank must call "
-        "the same collectives in the same order with the same count, dtype, op and root.\n",
-        stuck.seq, rank, list(mismatched));
-  }
-  if (called.size() > 1) out += odd_ones_out(called, odd_ones);
-  if (collective) {
+
+  std::string conclusions(const std::vector<int>& never, std::vector<int>& odd_ones) const {
+    std::string out;
+    if (!silent_.empty()) {
+      out += fmt::format(
+          "Ranks that did not answer: {} (dead or frozen; their own output or mcirun's "
+          "summary says which).\n",
+          rank_list(silent_));
+    }
+    if (!mismatched_.empty()) {
+      out += fmt::format(
+          "Ranks in a different collective at #{} than rank {}: {}. A mismatch, not a hang: every rank must call "
+          "the same collectives in the same order with the same count, dtype, op and root.\n",
+          stuck_.seq, rank_, rank_list(mismatched_));
+    }
+    if (called_.size() > 1) out += odd_ones_out(called_, odd_ones);
+    if (!collective_) return out;
     if (!never.empty()) {
       out += fmt::format(
           "Ranks that never entered {}: {}. A hang, not a slow step: those ranks "
           "must reach the same collective.\n",
-          what, list(never));
-    } else if (silent.empty() && mismatched.empty()) {
-      out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what);
+          what_, rank_list(never));
+    } else if (silent_.empty() && mismatched_.empty()) {
+      out += fmt::format("Every rank entered {}: look for a rank stuck inside it or a dead link.\n", what_);
     }
+    return out;
   }
-  return {out, mismatched, silent, cannot, odd_ones, never};
+
+  Store& store_;
+  const int rank_, size_;
+  const OpRecord& stuck_;
+  const std::string what_;
+  const std::chrono::milliseconds waited_, answer_wait_;
+  const ReportCause& cause_;
+  const bool collective_;
+  std::vector<Fields> answers_;
+  std::vector<std::string> silent_lines_;  // why a rank did not answer
+  std::vector<monitor::RankPlace> places_;
+  std::vector<int> silent_, mismatched_, cannot_;
+  // What each rank called at the stuck position, as far as the answers say.
+  std::map<std::string, std::vector<int>> called_;
+};
+
+}  // namespace
+
+HangReport collect_hang_report(Store& store, int rank, int size, const OpRecord& stuck,
+                               std::chrono::milliseconds waited, std::chrono::milliseconds answer_wait,
+                               const ReportCause& cause) {
+  return ReportMaker(store, rank, size, stuck, waited, answer_wait, cause).make();
 }
 
 }  // namespace mci::diag
