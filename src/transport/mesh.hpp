@@ -5,8 +5,9 @@
 // connection per pair of ranks).
 //
 // To add a transport: a class behind the Transport interface in
-// transport/KIND/, its connect function, its row in mesh.cpp and its files
-// in transport/CMakeLists.txt; MCI_TRANSPORT=KIND then selects it.
+// transport/KIND/, its connect function, its row in mesh.cpp and its
+// folder's transport.cmake (mci_transport_parts: its sources and
+// libraries); MCI_TRANSPORT=KIND then selects it.
 #pragma once
 
 #include <memory>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "support/thread_ranks.hpp"
-#include "transport/loopback/loopback_transport.hpp"
+#include "support/loopback_transport.hpp"
 
 namespace mci::test {
 

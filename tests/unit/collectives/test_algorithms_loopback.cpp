@@ -16,7 +16,7 @@
 #include "mci/errors.hpp"
 #include "perf/check.hpp"
 #include "support/loopback_ranks.hpp"
-#include "transport/loopback/loopback_transport.hpp"
+#include "support/loopback_transport.hpp"
 
 namespace mci::coll {
 namespace {

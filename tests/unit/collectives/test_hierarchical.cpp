@@ -22,7 +22,7 @@
 #include "collectives/select.hpp"
 #include "perf/check.hpp"
 #include "support/loopback_ranks.hpp"
-#include "transport/loopback/loopback_transport.hpp"
+#include "support/loopback_transport.hpp"
 #include "transport/shm/shm_world.hpp"
 
 namespace mci::coll {

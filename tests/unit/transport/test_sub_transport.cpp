@@ -6,7 +6,7 @@
 
 #include "mci/errors.hpp"
 #include "support/loopback_ranks.hpp"
-#include "transport/loopback/loopback_transport.hpp"
+#include "support/loopback_transport.hpp"
 #include "transport/sub_transport.hpp"
 
 namespace mci::transport {

@@ -1,4 +1,4 @@
-#include "transport/loopback/loopback_transport.hpp"
+#include "support/loopback_transport.hpp"
 
 #include <algorithm>
 #include <cstring>
