@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "support/thread_ranks.hpp"
 #include "support/loopback_transport.hpp"
+#include "support/thread_ranks.hpp"
 
 namespace mci::test {
 

@@ -30,14 +30,19 @@ struct ElasticNodes {
   int max_nodes = 1;
   // Whether this node's mcirun hosts the store: --rdzv_conf is_host, else
   // --node_rank (0 hosts), else nullopt until run_job tries to bind
-  // --master_addr:--master_port here (torchrun c10d's rule).
+  // --master_addr:--master_port here (torchrun c10d's rule). On etcd no
+  // node hosts the store, and this is only a notice's matter.
   std::optional<bool> is_host;
-  // --rdzv_conf last_call_timeout: on the first start, how long node 0
-  // waits for more nodes once MIN have joined (torchrun's default, 30 s).
+  // --rdzv_conf last_call_timeout: on the first start, how long the node
+  // that closes the round (node 0 on mci's store; on etcd, whichever node
+  // of the attempt before decides first) waits for more nodes once MIN have
+  // joined (torchrun's default, 30 s).
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   // --rdzv_conf keep_alive_interval and keep_alive_max_attempt: every node
-  // but node 0 beats this often; a node silent for interval x attempts is
-  // lost (torchrun's defaults: 5 s x 3).
+  // beats this often (on mci's store, every node but node 0, which holds
+  // it); a node silent for interval x attempts is lost, unless its store
+  // connection closed first, which is a loss at once (torchrun's defaults:
+  // 5 s x 3).
   std::chrono::milliseconds keep_alive{std::chrono::seconds(5)};
   int keep_alive_max_attempt = 3;
   std::chrono::milliseconds lost_after() const { return keep_alive * keep_alive_max_attempt; }
