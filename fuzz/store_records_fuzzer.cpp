@@ -48,5 +48,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   refused_or_read([&] {
     if (encode_node_news(decode_node_news(in, "fuzz")) != in) __builtin_trap();
   });
+  refused_or_read([&] {
+    if (encode_hang_request(decode_hang_request(in, "fuzz")) != in) __builtin_trap();
+  });
+  refused_or_read([&] {
+    if (encode_rank_state(decode_rank_state(in, "fuzz")) != in) __builtin_trap();
+  });
   return 0;
 }

@@ -24,31 +24,7 @@ namespace mci::diag {
 
 namespace {
 
-using Fields = std::map<std::string, std::string>;
-
-Fields parse(const std::string& text) {
-  Fields f;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return f;
-}
-
-long long num(const Fields& f, const char* key, long long fallback = 0) {
-  auto it = f.find(key);
-  if (it == f.end()) return fallback;
-  return parse_int(it->second).value_or(fallback);
-}
-
-std::string str(const Fields& f, const char* key) {
-  auto it = f.find(key);
-  return it == f.end() ? std::string() : it->second;
-}
-
-std::string seconds(long long ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0); }
+std::string seconds(double ms) { return fmt::format("{:.1f} s", ms / 1000.0); }
 
 // What is known of a process on this host: gone, stopped (neither can
 // answer, so nobody need wait for it), or running (it may answer late).
@@ -87,34 +63,36 @@ Fate rank_fate(Store& store, int r, const std::string& me_host) {
 
 }  // namespace
 
-std::string encode_state(const FlightRecorder& fr, std::uint64_t asked_seq) {
+records::RankState rank_state(const FlightRecorder& fr, std::uint64_t asked_seq) {
   const std::int64_t now = now_ns();
-  std::uint64_t entered = 0, queued = 0;
-  std::string last_completed = "none";
+  records::RankState st;
+  st.last_completed = "none";
   std::uint64_t last_completed_id = 0;
-  std::string at_seq;  // what this rank called at the asked position, even if it has left it
   for (const OpRecord& r : fr.last(fr.capacity())) {
     if (!is_p2p(r.kind)) {
-      queued = std::max(queued, r.seq);
-      if (r.state != OpState::enqueued) entered = std::max(entered, r.seq);
-      if (asked_seq != 0 && r.seq == asked_seq && r.state != OpState::enqueued) at_seq = r.describe();
+      st.queued = std::max(st.queued, r.seq);
+      if (r.state != OpState::enqueued) st.entered = std::max(st.entered, r.seq);
+      // What this rank called at the asked position, even if it has left it.
+      if (asked_seq != 0 && r.seq == asked_seq && r.state != OpState::enqueued) st.at_seq = r.describe();
     }
     if (r.state == OpState::completed && r.id > last_completed_id) {
       last_completed_id = r.id;
-      last_completed = r.describe();
+      st.last_completed = r.describe();
     }
   }
-  std::string out = fmt::format("entered={}\nqueued={}\nlast_completed={}\n", entered, queued, last_completed);
-  if (!at_seq.empty()) out += fmt::format("at_seq={}\n", at_seq);
+  auto ms_since = [&](std::int64_t then) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - then)) / 1000000;
+  };
   if (const std::uint64_t id = fr.running()) {
     if (auto r = fr.get(id)) {
-      out += fmt::format("running={}\nrunning_seq={}\nrunning_ms={}\n", r->describe(), r->seq,
-                         (now - r->started_ns) / 1000000);
+      st.running = r->describe();
+      st.running_seq = r->seq;
+      st.running_ms = ms_since(r->started_ns);
     }
   } else {
-    out += fmt::format("idle_ms={}\n", (now - fr.idle_since_ns()) / 1000000);
+    st.idle_ms = ms_since(fr.idle_since_ns());
   }
-  return out;
+  return st;
 }
 
 HangResponder::HangResponder(std::shared_ptr<Store> own, int rank, const FlightRecorder& fr)
@@ -131,17 +109,17 @@ HangResponder::~HangResponder() {
 void HangResponder::loop() {
   for (std::uint64_t id = 1; !stopping_;) {
     try {
-      // "RANK SEQ": who asks, and about which collective.
-      const std::string req = to_string(store_->get(fmt::format("diag/req/{}", id), std::chrono::hours(1)));
-      const auto space = req.find(' ');
-      const auto seq = parse_int(space == std::string::npos ? std::string() : req.substr(space + 1));
+      // Who asks, and about which collective.
+      const std::string key = fmt::format("diag/req/{}", id);
+      const records::HangRequest req =
+          records::decode_hang_request(to_string(store_->get(key, std::chrono::hours(1))), "store key '" + key + "'");
       // This rank's flight recorder is written where its dumps go, if
       // anywhere, so the ranks that never reached the stuck operation dump
       // too; before answering, so that every rank that answered has its
       // file when the report is complete (the job may end right after it).
-      dump_automatically(fr_, fmt::format("the hang report of rank {}", req.substr(0, space)));
+      dump_automatically(fr_, fmt::format("the hang report of rank {}", req.rank));
       store_->set(fmt::format("diag/ans/{}/{}", id, rank_),
-                  to_bytes(encode_state(fr_, seq && *seq > 0 ? static_cast<std::uint64_t>(*seq) : 0)));
+                  to_bytes(records::encode_rank_state(rank_state(fr_, req.seq))));
       ++id;
     } catch (const TimeoutError&) {
       // Nobody asked for an hour: ask again.
@@ -242,7 +220,7 @@ class ReportMaker {
     // could not tell the odd one out.
     if (collective_) store_.set(called_key(stuck_.seq, rank_), to_bytes(what_));
     const auto id = static_cast<std::uint64_t>(store_.add("diag/req_counter", 1));
-    store_.set(fmt::format("diag/req/{}", id), to_bytes(fmt::format("{} {}", rank_, stuck_.seq)));
+    store_.set(fmt::format("diag/req/{}", id), to_bytes(records::encode_hang_request({rank_, stuck_.seq})));
     return id;
   }
 
@@ -253,7 +231,7 @@ class ReportMaker {
     silent_lines_.resize(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) {
       const std::string answer = fmt::format("diag/ans/{}/{}", id, r);
-      Fields& f = answers_[static_cast<std::size_t>(r)];
+      records::RankState& f = answers_[static_cast<std::size_t>(r)];
       bool answered = false;
       std::optional<Fate> fate;
       try {
@@ -264,7 +242,8 @@ class ReportMaker {
         }
         if (!fate) {
           const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-          f = parse(to_string(store_.get(answer, std::max(left, std::chrono::milliseconds(1)))));
+          f = records::decode_rank_state(to_string(store_.get(answer, std::max(left, std::chrono::milliseconds(1)))),
+                                         "store key '" + answer + "'");
           answered = true;
         }
       } catch (const std::exception&) {
@@ -275,10 +254,10 @@ class ReportMaker {
         place.entered = place.running_seq = stuck_.seq;
         place.running = what_;
       } else if (answered) {
-        place.entered = static_cast<std::uint64_t>(num(f, "entered"));
-        place.running_seq = static_cast<std::uint64_t>(num(f, "running_seq"));
-        place.running = str(f, "running");
-        place.at_position = str(f, "at_seq");
+        place.entered = f.entered;
+        place.running_seq = f.running_seq;
+        place.running = f.running;
+        place.at_position = f.at_seq;
       } else {
         place.life = monitor::Life::silent;
         std::string& line = silent_lines_[static_cast<std::size_t>(r)];
@@ -316,37 +295,36 @@ class ReportMaker {
   std::string line(int r, monitor::Where where) {
     const std::string head = fmt::format("  rank {}: ", r);
     if (where == monitor::Where::silent) return head + silent_line(r);
-    const Fields& f = answers_[static_cast<std::size_t>(r)];
-    const std::string running = str(f, "running");
+    const records::RankState& f = answers_[static_cast<std::size_t>(r)];
+    const std::string& running = f.running;
     const std::string doing = !running.empty()
-                                  ? fmt::format("inside {} for {}", running, seconds(num(f, "running_ms")))
-                                  : fmt::format("alive, outside mci (in user code) for {}", seconds(num(f, "idle_ms")));
+                                  ? fmt::format("inside {} for {}", running, seconds(f.running_ms))
+                                  : fmt::format("alive, outside mci (in user code) for {}", seconds(f.idle_ms));
     if (r == rank_)
       return head + fmt::format("waited {} in {} ({})", seconds(waited_.count()), what_, cause_.seen_here);
-    if (!collective_) return head + doing + "; last completed: " + str(f, "last_completed");
+    if (!collective_) return head + doing + "; last completed: " + f.last_completed;
     switch (where) {
       case monitor::Where::never_entered:
-        return head + fmt::format("never entered {}; {}; last completed: {}", what_, doing, str(f, "last_completed")) +
-               (static_cast<std::uint64_t>(num(f, "queued")) >= stuck_.seq ? " (it is queued behind earlier async work)"
-                                                                           : "");
+        return head + fmt::format("never entered {}; {}; last completed: {}", what_, doing, f.last_completed) +
+               (f.queued >= stuck_.seq ? " (it is queued behind earlier async work)" : "");
       case monitor::Where::elsewhere:
         mismatched_.push_back(r);
-        if (static_cast<std::uint64_t>(num(f, "running_seq")) == stuck_.seq) {
+        if (f.running_seq == stuck_.seq) {
           called_[running].push_back(r);
           return head + fmt::format("is in {} at the same position, not in {}: the ranks called different collectives",
                                     running, what_);
         }
         // It has left that position already (its own timeout, most likely).
-        called_[str(f, "at_seq")].push_back(r);
+        called_[f.at_seq].push_back(r);
         return head +
                fmt::format("called {} at the same position, not {}: the ranks called different collectives; now {}",
-                           str(f, "at_seq"), what_, doing);
+                           f.at_seq, what_, doing);
       case monitor::Where::waiting:
         called_[what_].push_back(r);
         return head + fmt::format("entered {} and is waiting in it ({})", what_, doing);
       default:
-        if (str(f, "at_seq") == what_) called_[what_].push_back(r);
-        return head + fmt::format("entered {}; now {}; last completed: {}", what_, doing, str(f, "last_completed"));
+        if (f.at_seq == what_) called_[what_].push_back(r);
+        return head + fmt::format("entered {}; now {}; last completed: {}", what_, doing, f.last_completed);
     }
   }
 
@@ -384,7 +362,7 @@ class ReportMaker {
   const std::chrono::milliseconds waited_, answer_wait_;
   const ReportCause& cause_;
   const bool collective_;
-  std::vector<Fields> answers_;
+  std::vector<records::RankState> answers_;
   std::vector<std::string> silent_lines_;  // why a rank did not answer
   std::vector<monitor::RankPlace> places_;
   std::vector<int> silent_, mismatched_, cannot_;

@@ -15,6 +15,7 @@
 
 #include "diag/flight_recorder.hpp"
 #include "mci/store.hpp"
+#include "store/records.hpp"
 
 namespace mci::diag {
 
@@ -38,9 +39,9 @@ class HangResponder {
   std::thread thread_;
 };
 
-// What this rank is doing, in the key=value form the responder sends; with
-// asked_seq, also what it called at that collective position (at_seq).
-std::string encode_state(const FlightRecorder& fr, std::uint64_t asked_seq = 0);
+// Where this rank is, as the responder sends it (a record); with asked_seq,
+// also what it called at that collective position (at_seq).
+records::RankState rank_state(const FlightRecorder& fr, std::uint64_t asked_seq = 0);
 
 struct HangReport {
   std::string text;

@@ -22,6 +22,8 @@ constexpr char kNodeCard = 'c';
 constexpr char kNodeSlot = 'e';
 constexpr char kRankClaim = 'r';
 constexpr char kNodeNews = 'f';
+constexpr char kHangRequest = 'q';
+constexpr char kRankState = 'w';  // where a rank is
 
 void put(std::string& out, std::string_view bytes) {
   out += std::to_string(bytes.size());
@@ -91,6 +93,8 @@ const char* kind_name(char kind) {
     case kNodeSlot: return "node slot";
     case kRankClaim: return "rank claim";
     case kNodeNews: return "node news";
+    case kHangRequest: return "hang request";
+    case kRankState: return "rank state";
     default: return "unknown";
   }
 }
@@ -125,6 +129,23 @@ long long number(const Record& r, std::size_t field, const char* name, long long
     bad(what, index,
         fmt::format("the {} record's {} is '{}', not a number from {} to {}", kind_name(r.kind), name, s, low,
                     std::numeric_limits<int>::max()));
+  }
+  return v;
+}
+
+// A field that holds a count or a position: any 64-bit unsigned number
+// (sequence numbers and milliseconds outgrow an int in a long job).
+std::uint64_t number64(const Record& r, std::size_t field, const char* name, std::string_view what, std::size_t index) {
+  const std::string& s = r.fields[field];
+  std::uint64_t v = 0;
+  const bool digits = !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos &&
+                      (s.size() == 1 || s[0] != '0');
+  const auto [end, ec] = digits ? std::from_chars(s.data(), s.data() + s.size(), v)
+                                : std::from_chars_result{s.data(), std::errc::invalid_argument};
+  if (!digits || ec != std::errc{} || end != s.data() + s.size()) {
+    bad(what, index,
+        fmt::format("the {} record's {} is '{}', not a number from 0 to {}", kind_name(r.kind), name, s,
+                    std::numeric_limits<std::uint64_t>::max()));
   }
   return v;
 }
@@ -290,6 +311,35 @@ NodeNews decode_node_news(std::string_view bytes, std::string_view what) {
   Record r = one(kNodeNews, 3, bytes, what);
   return {static_cast<int>(number(r, 0, "node", 0, what, 0)), static_cast<int>(number(r, 1, "signal", 0, what, 0)),
           std::move(r.fields[2])};
+}
+
+std::string encode_hang_request(const HangRequest& q) {
+  return encode({kHangRequest, {std::to_string(q.rank), std::to_string(q.seq)}});
+}
+
+HangRequest decode_hang_request(std::string_view bytes, std::string_view what) {
+  Record r = one(kHangRequest, 2, bytes, what);
+  return {rank_of(r, what, 0), number64(r, 1, "position", what, 0)};
+}
+
+std::string encode_rank_state(const RankState& s) {
+  return encode({kRankState,
+                 {std::to_string(s.entered), std::to_string(s.queued), s.last_completed, s.at_seq, s.running,
+                  std::to_string(s.running_seq), std::to_string(s.running_ms), std::to_string(s.idle_ms)}});
+}
+
+RankState decode_rank_state(std::string_view bytes, std::string_view what) {
+  Record r = one(kRankState, 8, bytes, what);
+  RankState s;
+  s.entered = number64(r, 0, "entered", what, 0);
+  s.queued = number64(r, 1, "queued", what, 0);
+  s.last_completed = std::move(r.fields[2]);
+  s.at_seq = std::move(r.fields[3]);
+  s.running = std::move(r.fields[4]);
+  s.running_seq = number64(r, 5, "running position", what, 0);
+  s.running_ms = number64(r, 6, "running time", what, 0);
+  s.idle_ms = number64(r, 7, "idle time", what, 0);
+  return s;
 }
 
 }  // namespace mci::records

@@ -156,4 +156,32 @@ struct NodeNews {
 std::string encode_node_news(const NodeNews& n);
 NodeNews decode_node_news(std::string_view bytes, std::string_view what);
 
+// --- hang report (diag/hang_report.cpp) --------------------------------------
+
+// A rank asking every rank where it is, about the collective at `seq`.
+struct HangRequest {
+  int rank = 0;
+  std::uint64_t seq = 0;
+
+  bool operator==(const HangRequest&) const = default;
+};
+std::string encode_hang_request(const HangRequest& q);
+HangRequest decode_hang_request(std::string_view bytes, std::string_view what);
+
+// Where a rank is, as its flight recorder says (its answer to a request).
+struct RankState {
+  std::uint64_t entered = 0;      // the newest collective it entered
+  std::uint64_t queued = 0;       // the newest collective it queued (async work not started yet)
+  std::string last_completed;     // its newest completed operation, described ("none")
+  std::string at_seq;             // what it called at the asked position, if it did ("" otherwise)
+  std::string running;            // the operation it is in, described ("" when in its own code)
+  std::uint64_t running_seq = 0;  // that operation's position (0: point-to-point, or none)
+  std::uint64_t running_ms = 0;   // how long it has been in it
+  std::uint64_t idle_ms = 0;      // how long it has been in its own code, when in no operation
+
+  bool operator==(const RankState&) const = default;
+};
+std::string encode_rank_state(const RankState& s);
+RankState decode_rank_state(std::string_view bytes, std::string_view what);
+
 }  // namespace mci::records

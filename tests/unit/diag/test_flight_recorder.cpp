@@ -5,6 +5,7 @@
 
 #include "diag/flight_recorder.hpp"
 #include "diag/hang_report.hpp"
+#include "store/records.hpp"
 
 namespace mci::diag {
 namespace {
@@ -56,15 +57,19 @@ TEST(FlightRecorder, PointToPointNamesThePeerOrAnySource) {
 
 TEST(FlightRecorder, StateEncodingSaysWhereTheRankIs) {
   FlightRecorder fr(16);
-  EXPECT_NE(encode_state(fr).find("last_completed=none"), std::string::npos);
-  EXPECT_NE(encode_state(fr).find("idle_ms="), std::string::npos);
+  EXPECT_EQ(rank_state(fr).last_completed, "none");
+  EXPECT_TRUE(rank_state(fr).running.empty());  // in its own code: idle_ms counts
   auto rec = fr.enqueue(desc(1, 2), now_ns());
   fr.start(rec, now_ns());
-  const std::string s = encode_state(fr);
-  EXPECT_NE(s.find("running=all_reduce #1 (f32 x 2, sum)"), std::string::npos) << s;
-  EXPECT_NE(s.find("entered=1"), std::string::npos) << s;
+  const records::RankState s = rank_state(fr);
+  EXPECT_EQ(s.running, "all_reduce #1 (f32 x 2, sum)");
+  EXPECT_EQ(s.running_seq, 1u);
+  EXPECT_EQ(s.entered, 1u);
+  EXPECT_EQ(s.idle_ms, 0u);
   fr.finish(rec, true, now_ns());
-  EXPECT_NE(encode_state(fr).find("last_completed=all_reduce #1"), std::string::npos);
+  EXPECT_EQ(rank_state(fr).last_completed.rfind("all_reduce #1", 0), 0u) << rank_state(fr).last_completed;
+  // As it travels: a record that decodes to the same state.
+  EXPECT_EQ(records::decode_rank_state(records::encode_rank_state(s), "test"), s);
 }
 
 // A rank asked about a position it has already left (a failed call) still
@@ -74,10 +79,22 @@ TEST(FlightRecorder, StateSaysWhatTheRankCalledAtTheAskedPosition) {
   auto rec = fr.enqueue(desc(1, 2), now_ns());
   fr.start(rec, now_ns());
   fr.finish(rec, false, now_ns());
-  EXPECT_NE(encode_state(fr, 1).find("at_seq=all_reduce #1 (f32 x 2, sum)\n"), std::string::npos)
-      << encode_state(fr, 1);
-  EXPECT_EQ(encode_state(fr, 2).find("at_seq="), std::string::npos);
-  EXPECT_EQ(encode_state(fr).find("at_seq="), std::string::npos);
+  EXPECT_EQ(rank_state(fr, 1).at_seq, "all_reduce #1 (f32 x 2, sum)");
+  EXPECT_EQ(rank_state(fr, 2).at_seq, "");
+  EXPECT_EQ(rank_state(fr).at_seq, "");
+}
+
+// The request and the answer are records: what is not one is refused by
+// name, a number past 32 bits (a long job's position) is read whole.
+TEST(FlightRecorder, HangRequestsAndAnswersAreRecords) {
+  const records::HangRequest q{3, 5'000'000'000ull};
+  EXPECT_EQ(records::decode_hang_request(records::encode_hang_request(q), "test"), q);
+  try {
+    records::decode_rank_state("entered=1\nidle_ms=3\n", "store key 'diag/ans/1/0'");
+    ADD_FAILURE() << "the old key=value text was read";
+  } catch (const records::RecordError& e) {
+    EXPECT_NE(std::string(e.what()).find("store key 'diag/ans/1/0'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FlightRecorder, ReadersNeverSeeATornRecord) {

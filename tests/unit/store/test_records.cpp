@@ -39,6 +39,23 @@ TEST(Records, HostNamesWithSeparatorsRoundTrip) {
   EXPECT_EQ(decode_node_news(encode_node_news(news), "k"), news);
 }
 
+// The hang report's request and answer: every field, numbers past 32 bits,
+// descriptions with any byte.
+TEST(Records, HangReportsRequestAndAnswerRoundTrip) {
+  const HangRequest q{7, 1ull << 40};
+  EXPECT_EQ(decode_hang_request(encode_hang_request(q), "k"), q);
+  const RankState s{1ull << 33,
+                    (1ull << 33) + 2,
+                    "all_reduce #3 (f32 x 2, sum)",
+                    "",
+                    "send tag 7 (f32 x 4) to rank 1",
+                    0,
+                    1ull << 35,
+                    0};
+  EXPECT_EQ(decode_rank_state(encode_rank_state(s), "k"), s);
+  EXPECT_THROW(decode_rank_state(encode_hang_request(q), "k"), RecordError);
+}
+
 TEST(Records, ArrivalsMixMembersAndExclusions) {
   const std::string list =
       encode_exclusion(2) + encode_member({0, "h0"}) + encode_exclusion(5) + encode_member({3, "h;3"});
